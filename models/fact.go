@@ -1,0 +1,63 @@
+package models
+
+import (
+	"strings"
+	"time"
+)
+
+// MaxValueBytes caps a fact's value: 16 KiB of UTF-8.
+const MaxValueBytes = 16 << 10
+
+// TimeLayout formats every timestamp that enters a hash: UTC, milliseconds (P-5).
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// Version is one immutable revision of a fact. N counts from 1 per
+// (patient, domain); Hash chains it to N-1 (P-5).
+type Version struct {
+	Patient     string
+	Domain      string
+	N           int
+	Audience    Audience
+	Value       string // plaintext, as the clinician wrote it
+	AuthorID    string
+	AuthorLabel string    // "Sarah Okafor, physio"
+	WrittenAt   time.Time // server clock, UTC, truncated to milliseconds
+	StaleAfter  time.Time // zero: never stale
+	Priority    float64   // 0…1, a hint for hosts (P-4: never a control)
+	PrevHash    string    // lowercase hex; "" for N == 1
+	Hash        string    // lowercase hex SHA-256
+}
+
+// URI returns the versioned URI care://patient/domain/v{N}.
+func (v Version) URI() URI { return NewURI(v.Audience, v.Patient, v.Domain).WithVersion(v.N) }
+
+// FactURI returns the unversioned URI of the fact this version belongs to.
+func (v Version) FactURI() URI { return NewURI(v.Audience, v.Patient, v.Domain) }
+
+// IsStale reports whether the version is past its StaleAfter at now (P-7).
+func (v Version) IsStale(now time.Time) bool {
+	return !v.StaleAfter.IsZero() && !now.Before(v.StaleAfter)
+}
+
+// Fact is the current state of one (patient, domain): its latest version and
+// how many versions exist.
+type Fact struct {
+	Current  Version
+	Versions int
+}
+
+// Topic is the spoken name of a domain ("weight_bearing" → "walking").
+// Unknown domains are spoken with underscores as spaces.
+func Topic(domain string) string {
+	switch domain {
+	case "weight_bearing":
+		return "walking"
+	case "anticoagulant":
+		return "blood thinner"
+	case "exercise":
+		return "exercise"
+	case "contact":
+		return "contact"
+	}
+	return strings.ReplaceAll(domain, "_", " ")
+}
