@@ -1,0 +1,418 @@
+// Package auth is Unsay's OAuth 2.0 resource-server side: it verifies bearer
+// tokens (JWTs) and turns them into a models.Principal, answers 401/403 for
+// /mcp with the RFC 6750 / RFC 9728 WWW-Authenticate challenges, and mints
+// development tokens (P-13, P-21; spec I-13, T-5).
+//
+// A token is accepted only when all of these hold:
+//
+//   - it is a JWS signed with a pinned algorithm: HS256 under Config.Secret,
+//     or RS256/ES256 under Config.PublicKeyPEM (the key's type decides which);
+//     "none" and every other algorithm are refused, and each algorithm is
+//     checked only against its own key;
+//   - "exp" is present and not past (Config.Clock, no leeway);
+//   - "aud" (a string or an array) contains this server's resource
+//     identifier "{public-url}/mcp" or "{public-url}" (RFC 8707);
+//   - "sub" is non-empty;
+//   - "scope" is a non-empty, space-separated list of known scopes
+//     (models.Scope.Valid) — one unknown scope refuses the whole token;
+//   - "patients" is a non-empty array of valid patient ids (models.ValidID).
+//
+// Scopes and patients come from the signed payload and nowhere else.
+package auth
+
+import (
+	"context"
+	"crypto/elliptic"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/unsay/unsay/models"
+)
+
+// DevTokenSecret is the development HS256 secret used when
+// UNSAY_TOKEN_SECRET is unset. The startup line must announce it: a server
+// running on it accepts tokens anyone can mint (T-4, residual).
+const DevTokenSecret = "unsay-development-token-secret-NOT-FOR-DEPLOYMENT"
+
+// MinSecretBytes is the shortest HS256 secret accepted: 32 bytes, the size
+// of the hash output (RFC 7518 §3.2).
+const MinSecretBytes = 32
+
+// PrincipalKey is the TokenInfo.Extra key holding the token's models.Principal.
+const PrincipalKey = "unsay/principal"
+
+// Errors. Verification failures wrap sdkauth.ErrInvalidToken, so the SDK's
+// RequireBearerToken answers 401 for them.
+var (
+	// ErrNoToken: the request carries no "Authorization: Bearer …" header.
+	ErrNoToken = errors.New("no bearer token in the Authorization header")
+	// ErrConfig: NewVerifier or Mint was given an unusable configuration.
+	ErrConfig = errors.New("auth: bad configuration")
+)
+
+// Config configures token verification and minting.
+type Config struct {
+	// Secret is the HS256 key (UNSAY_TOKEN_SECRET), at least MinSecretBytes.
+	// Empty disables HS256 (then PublicKeyPEM is required).
+	Secret []byte
+	// PublicKeyPEM optionally enables RS256 (an RSA key) or ES256 (an EC
+	// P-256 key) verification (--token-public-key). PKIX or PKCS#1 PEM.
+	PublicKeyPEM []byte
+	// PublicURL is this server's public base URL, e.g. "http://127.0.0.1:8080"
+	// (a trailing slash is ignored). The resource identifier is PublicURL+"/mcp".
+	PublicURL string
+	// Clock is the server clock for "exp"; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Verifier verifies bearer tokens. It is immutable after NewVerifier and
+// safe for concurrent use.
+type Verifier struct {
+	secret   []byte
+	pubKey   any    // *rsa.PublicKey or *ecdsa.PublicKey; nil when none
+	pubAlg   string // "RS256" or "ES256" when pubKey != nil
+	methods  []string
+	base     string // PublicURL without trailing slash
+	resource string // base + "/mcp"
+	clock    func() time.Time
+}
+
+// NewVerifier checks cfg and returns a Verifier. Errors (wrapping ErrConfig):
+// no key at all, a secret shorter than MinSecretBytes, an unparsable or
+// unsupported public key (only RSA ≥ 2048 bits and EC P-256), a PublicURL
+// that is not an absolute http(s) URL without query or fragment.
+func NewVerifier(cfg Config) (*Verifier, error) {
+	base, err := normalizePublicURL(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verifier{base: base, resource: base + "/mcp", clock: cfg.Clock}
+	if v.clock == nil {
+		v.clock = time.Now
+	}
+	if len(cfg.Secret) > 0 {
+		if len(cfg.Secret) < MinSecretBytes {
+			return nil, fmt.Errorf("%w: token secret is %d bytes, need at least %d", ErrConfig, len(cfg.Secret), MinSecretBytes)
+		}
+		v.secret = slices.Clone(cfg.Secret)
+		v.methods = append(v.methods, jwt.SigningMethodHS256.Alg())
+	}
+	if len(cfg.PublicKeyPEM) > 0 {
+		key, alg, err := parsePublicKey(cfg.PublicKeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		v.pubKey, v.pubAlg = key, alg
+		v.methods = append(v.methods, alg)
+	}
+	if len(v.methods) == 0 {
+		return nil, fmt.Errorf("%w: neither a token secret nor a public key is configured", ErrConfig)
+	}
+	return v, nil
+}
+
+func normalizePublicURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%w: public URL %q must be an absolute http(s) URL without user, query or fragment", ErrConfig, raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+func parsePublicKey(pemBytes []byte) (any, string, error) {
+	if k, err := jwt.ParseRSAPublicKeyFromPEM(pemBytes); err == nil {
+		if k.N.BitLen() < 2048 {
+			return nil, "", fmt.Errorf("%w: RSA public key is %d bits, need at least 2048", ErrConfig, k.N.BitLen())
+		}
+		return k, jwt.SigningMethodRS256.Alg(), nil
+	}
+	if k, err := jwt.ParseECPublicKeyFromPEM(pemBytes); err == nil {
+		if k.Curve != elliptic.P256() {
+			return nil, "", fmt.Errorf("%w: EC public key must be on P-256 (ES256)", ErrConfig)
+		}
+		return k, jwt.SigningMethodES256.Alg(), nil
+	}
+	return nil, "", fmt.Errorf("%w: token public key is not an RSA or EC public key in PEM", ErrConfig)
+}
+
+// Resource is the resource identifier of the MCP endpoint: "{public-url}/mcp".
+func (v *Verifier) Resource() string { return v.resource }
+
+// BaseURL is the public URL without a trailing slash.
+func (v *Verifier) BaseURL() string { return v.base }
+
+// ResourceMetadataURL is the RFC 9728 metadata URL for /mcp:
+// "{public-url}/.well-known/oauth-protected-resource/mcp".
+func (v *Verifier) ResourceMetadataURL() string {
+	return v.base + "/.well-known/oauth-protected-resource/mcp"
+}
+
+// claims is the token payload Unsay reads.
+type claims struct {
+	Scope    string   `json:"scope"`
+	Patients []string `json:"patients"`
+	jwt.RegisteredClaims
+}
+
+// verifiedKey carries a token already verified by Middleware to the SDK's
+// RequireBearerToken, so the token is checked once per request.
+type verifiedKey struct{}
+
+type verified struct {
+	token string
+	info  *sdkauth.TokenInfo
+}
+
+// Verify checks token as described in the package comment and returns the
+// SDK TokenInfo: Scopes, Expiration, UserID (= sub) and the
+// models.Principal in Extra[PrincipalKey]. It is an sdkauth.TokenVerifier.
+// Every failure wraps sdkauth.ErrInvalidToken; the message names the rule
+// that failed but never echoes the token.
+func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
+	if pv, ok := ctx.Value(verifiedKey{}).(verified); ok && pv.token == token {
+		return pv.info, nil
+	}
+	var c claims
+	_, err := jwt.ParseWithClaims(token, &c, v.keyFunc,
+		jwt.WithValidMethods(v.methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithAudience(v.resource, v.base),
+		jwt.WithTimeFunc(v.clock),
+		jwt.WithStrictDecoding(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+	}
+	p, err := principalFromClaims(&c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+	}
+	scopes := make([]string, len(p.Scopes))
+	for i, s := range p.Scopes {
+		scopes[i] = string(s)
+	}
+	return &sdkauth.TokenInfo{
+		Scopes:     scopes,
+		Expiration: c.ExpiresAt.Time,
+		UserID:     p.Subject,
+		Extra:      map[string]any{PrincipalKey: p},
+	}, nil
+}
+
+// keyFunc returns the key for the token's own algorithm only: the HMAC
+// secret for HS256, the public key for RS256/ES256. WithValidMethods has
+// already refused any other algorithm, including "none".
+func (v *Verifier) keyFunc(t *jwt.Token) (any, error) {
+	switch t.Method.Alg() {
+	case jwt.SigningMethodHS256.Alg():
+		if v.secret != nil {
+			return v.secret, nil
+		}
+	case v.pubAlg:
+		if v.pubKey != nil {
+			return v.pubKey, nil
+		}
+	}
+	return nil, fmt.Errorf("no key for algorithm %q", t.Method.Alg())
+}
+
+func principalFromClaims(c *claims) (models.Principal, error) {
+	if c.Subject == "" {
+		return models.Principal{}, errors.New(`"sub" is missing`)
+	}
+	scopes, err := ParseScopes(c.Scope)
+	if err != nil {
+		return models.Principal{}, err
+	}
+	if len(c.Patients) == 0 {
+		return models.Principal{}, errors.New(`"patients" is missing or empty`)
+	}
+	patients := make([]string, 0, len(c.Patients))
+	for _, id := range c.Patients {
+		if !models.ValidID(id) {
+			return models.Principal{}, errors.New(`"patients" holds an invalid patient id`)
+		}
+		if !slices.Contains(patients, id) {
+			patients = append(patients, id)
+		}
+	}
+	return models.Principal{Subject: c.Subject, Scopes: scopes, Patients: patients}, nil
+}
+
+// ParseScopes parses an OAuth "scope" string (space-separated, RFC 6749
+// §3.3) into known scopes, dropping duplicates. It fails when the string
+// holds no scope or any scope that is not models.Scope.Valid.
+func ParseScopes(s string) ([]models.Scope, error) {
+	var out []models.Scope
+	for _, f := range strings.Fields(s) {
+		sc := models.Scope(f)
+		if !sc.Valid() {
+			return nil, errors.New(`"scope" holds an unknown scope`)
+		}
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New(`"scope" is missing or empty`)
+	}
+	return out, nil
+}
+
+// PrincipalOf returns the principal a TokenInfo made by Verify carries.
+// ok is false for a nil TokenInfo or one not made by Verify.
+func PrincipalOf(ti *sdkauth.TokenInfo) (models.Principal, bool) {
+	if ti == nil {
+		return models.Principal{}, false
+	}
+	p, ok := ti.Extra[PrincipalKey].(models.Principal)
+	return p, ok
+}
+
+// BearerToken returns the token of an "Authorization: Bearer <token>"
+// header (scheme case-insensitive), or ErrNoToken. Tokens are read from
+// this header only, never from the query or body (I-13).
+func BearerToken(r *http.Request) (string, error) {
+	fields := strings.Fields(r.Header.Get("Authorization"))
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		return "", ErrNoToken
+	}
+	return fields[1], nil
+}
+
+// FromRequest verifies the request's bearer token and returns its
+// principal, for the non-MCP routes. Errors: ErrNoToken when there is no
+// bearer token; an error wrapping sdkauth.ErrInvalidToken when it fails
+// verification.
+func (v *Verifier) FromRequest(r *http.Request) (models.Principal, error) {
+	tok, err := BearerToken(r)
+	if err != nil {
+		return models.Principal{}, err
+	}
+	ti, err := v.Verify(r.Context(), tok, r)
+	if err != nil {
+		return models.Principal{}, err
+	}
+	p, _ := PrincipalOf(ti)
+	return p, nil
+}
+
+// Challenge builds a WWW-Authenticate value for the Bearer scheme
+// (RFC 6750 §3, RFC 9728 §5.1): resource_metadata first, then error and
+// scope when non-empty.
+//
+//	Challenge(u, "", "")                                 Bearer resource_metadata="u"
+//	Challenge(u, "invalid_token", "")                    Bearer resource_metadata="u", error="invalid_token"
+//	Challenge(u, "insufficient_scope", "care.read.user") Bearer resource_metadata="u", error="insufficient_scope", scope="care.read.user"
+func Challenge(resourceMetadataURL, errorCode string, scope models.Scope) string {
+	var params []string
+	if resourceMetadataURL != "" {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", resourceMetadataURL))
+	}
+	if errorCode != "" {
+		params = append(params, fmt.Sprintf("error=%q", errorCode))
+	}
+	if scope != "" {
+		params = append(params, fmt.Sprintf("scope=%q", string(scope)))
+	}
+	if len(params) == 0 {
+		return "Bearer"
+	}
+	return "Bearer " + strings.Join(params, ", ")
+}
+
+// Middleware guards /mcp. Tokens are read only from the Authorization header.
+//
+//   - no bearer token → 401, WWW-Authenticate: Bearer resource_metadata="{url}"
+//     (no error code, RFC 6750 §3.1);
+//   - a token that fails Verify → 401, the same plus error="invalid_token";
+//   - a valid token holding neither read scope → 403,
+//     error="insufficient_scope", scope="care.read.user";
+//
+// then it hands the request to the SDK's RequireBearerToken with the same
+// verifier (the token is not verified twice), so the SDK's TokenInfo is in
+// the request context and in each MCP request's Extra. Refusal bodies are
+// JSON {"error": "..."}.
+func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) http.Handler {
+	sdk := sdkauth.RequireBearerToken(v.Verify, &sdkauth.RequireBearerTokenOptions{ResourceMetadataURL: resourceMetadataURL})
+	return func(next http.Handler) http.Handler {
+		inner := sdk(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tok, err := BearerToken(r)
+			if err != nil {
+				WriteChallenge(w, http.StatusUnauthorized, Challenge(resourceMetadataURL, "", ""), "missing bearer token")
+				return
+			}
+			ti, err := v.Verify(r.Context(), tok, r)
+			if err != nil {
+				WriteChallenge(w, http.StatusUnauthorized, Challenge(resourceMetadataURL, "invalid_token", ""), "invalid_token")
+				return
+			}
+			p, _ := PrincipalOf(ti)
+			if !p.Can(models.ScopeReadUser) && !p.Can(models.ScopeReadAssistant) {
+				WriteChallenge(w, http.StatusForbidden, Challenge(resourceMetadataURL, "insufficient_scope", models.ScopeReadUser), "insufficient_scope")
+				return
+			}
+			ctx := context.WithValue(r.Context(), verifiedKey{}, verified{token: tok, info: ti})
+			inner.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// WriteChallenge answers status with the given WWW-Authenticate value and a
+// JSON body {"error": msg}.
+func WriteChallenge(w http.ResponseWriter, status int, challenge, msg string) {
+	w.Header().Set("WWW-Authenticate", challenge)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "{\"error\":%q}\n", msg)
+}
+
+// Mint signs a development token with HS256 under cfg.Secret: sub, scope
+// (space-separated), patients, aud "{public-url}/mcp", iat now and exp
+// now+ttl (cfg.Clock). ttl must be positive. Errors (wrapping ErrConfig):
+// a secret shorter than MinSecretBytes, a bad public URL, an empty sub, no
+// or unknown scopes, no or invalid patient ids, ttl ≤ 0.
+//
+// Unsay is not an authorization server; Mint exists for development, tests
+// and the `unsay token` command (T-5, residual).
+func Mint(cfg Config, sub string, scopes []models.Scope, patients []string, ttl time.Duration) (string, error) {
+	base, err := normalizePublicURL(cfg.PublicURL)
+	if err != nil {
+		return "", err
+	}
+	if len(cfg.Secret) < MinSecretBytes {
+		return "", fmt.Errorf("%w: token secret is %d bytes, need at least %d", ErrConfig, len(cfg.Secret), MinSecretBytes)
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("%w: ttl must be positive", ErrConfig)
+	}
+	parts := make([]string, len(scopes))
+	for i, s := range scopes {
+		parts[i] = string(s)
+	}
+	c := claims{Scope: strings.Join(parts, " "), Patients: slices.Clone(patients)}
+	c.Subject = sub
+	if _, err := principalFromClaims(&c); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	now := time.Now
+	if cfg.Clock != nil {
+		now = cfg.Clock
+	}
+	t := now()
+	c.Audience = jwt.ClaimStrings{base + "/mcp"}
+	c.IssuedAt = jwt.NewNumericDate(t)
+	c.ExpiresAt = jwt.NewNumericDate(t.Add(ttl))
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(cfg.Secret)
+}

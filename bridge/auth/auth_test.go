@@ -1,0 +1,398 @@
+package auth
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/unsay/unsay/models"
+)
+
+const (
+	testURL    = "http://127.0.0.1:8080"
+	testSecret = "test-secret-0123456789abcdef-0123456789"
+)
+
+var testNow = time.Now().Truncate(time.Second)
+
+func testConfig() Config {
+	return Config{Secret: []byte(testSecret), PublicURL: testURL, Clock: func() time.Time { return testNow }}
+}
+
+func newVerifier(t *testing.T, cfg Config) *Verifier {
+	t.Helper()
+	v, err := NewVerifier(cfg)
+	if err != nil {
+		t.Fatalf("NewVerifier: %v", err)
+	}
+	return v
+}
+
+// goodClaims is a valid payload; each case mutates a copy.
+func goodClaims() jwt.MapClaims {
+	return jwt.MapClaims{
+		"sub":      "okafor",
+		"aud":      testURL + "/mcp",
+		"exp":      testNow.Add(time.Hour).Unix(),
+		"iat":      testNow.Unix(),
+		"scope":    "care.read.user care.write",
+		"patients": []string{"ray"},
+	}
+}
+
+func sign(t *testing.T, m jwt.SigningMethod, key any, c jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(m, c).SignedString(key)
+	if err != nil {
+		t.Fatalf("sign: %v", err)
+	}
+	return s
+}
+
+func with(c jwt.MapClaims, k string, v any) jwt.MapClaims {
+	out := jwt.MapClaims{}
+	for kk, vv := range c {
+		out[kk] = vv
+	}
+	if v == nil {
+		delete(out, k)
+	} else {
+		out[k] = v
+	}
+	return out
+}
+
+// tamperPayload rewrites the payload segment and keeps the original signature.
+func tamperPayload(t *testing.T, token string, edit func(map[string]any)) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, _ := json.Marshal(m)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	return strings.Join(parts, ".")
+}
+
+func TestVerify_RefusesEveryBrokenRuleAndAcceptsItsValidTwin(t *testing.T) {
+	v := newVerifier(t, testConfig())
+	hs := jwt.SigningMethodHS256
+	key := []byte(testSecret)
+	good := sign(t, hs, key, goodClaims())
+	noneTok := sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, goodClaims())
+
+	cases := []struct {
+		name    string
+		token   string
+		wantErr bool
+	}{
+		{"valid", good, false},
+		{"wrong audience", sign(t, hs, key, with(goodClaims(), "aud", "http://other.example/mcp")), true},
+		{"audience is the bare public URL", sign(t, hs, key, with(goodClaims(), "aud", testURL)), false},
+		{"audience array containing the resource", sign(t, hs, key, with(goodClaims(), "aud", []string{"http://other.example", testURL + "/mcp"})), false},
+		{"audience array without the resource", sign(t, hs, key, with(goodClaims(), "aud", []string{"http://other.example", testURL + "/mcp/"})), true},
+		{"no audience", sign(t, hs, key, with(goodClaims(), "aud", nil)), true},
+		{"expired", sign(t, hs, key, with(goodClaims(), "exp", testNow.Add(-time.Second).Unix())), true},
+		{"expires in one second", sign(t, hs, key, with(goodClaims(), "exp", testNow.Add(time.Second).Unix())), false},
+		{"missing exp", sign(t, hs, key, with(goodClaims(), "exp", nil)), true},
+		{"alg none", noneTok, true},
+		{"alg none with its signature stripped from a good token", strings.Join(append(strings.Split(noneTok, ".")[:2], ""), "."), true},
+		{"two-segment token", strings.Join(strings.Split(good, ".")[:2], "."), true},
+		{"wrong secret", sign(t, hs, []byte("another-secret-0123456789abcdef-xyz"), goodClaims()), true},
+		{"HS512 under the right secret", sign(t, jwt.SigningMethodHS512, key, goodClaims()), true},
+		{"scope tampered after signing", tamperPayload(t, good, func(m map[string]any) { m["scope"] = "care.read.user care.read.assistant care.write" }), true},
+		{"patients tampered after signing", tamperPayload(t, good, func(m map[string]any) { m["patients"] = []string{"ray", "other"} }), true},
+		{"empty scope", sign(t, hs, key, with(goodClaims(), "scope", "")), true},
+		{"blank scope", sign(t, hs, key, with(goodClaims(), "scope", "   ")), true},
+		{"missing scope", sign(t, hs, key, with(goodClaims(), "scope", nil)), true},
+		{"unknown scope", sign(t, hs, key, with(goodClaims(), "scope", "care.read.user care.admin")), true},
+		{"scope as an array", sign(t, hs, key, with(goodClaims(), "scope", []string{"care.read.user"})), true},
+		{"no patients", sign(t, hs, key, with(goodClaims(), "patients", nil)), true},
+		{"empty patients", sign(t, hs, key, with(goodClaims(), "patients", []string{})), true},
+		{"wildcard patient", sign(t, hs, key, with(goodClaims(), "patients", []string{"*"})), true},
+		{"patients as a string", sign(t, hs, key, with(goodClaims(), "patients", "ray")), true},
+		{"missing sub", sign(t, hs, key, with(goodClaims(), "sub", nil)), true},
+		{"garbage", "not.a.token", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ti, err := v.Verify(t.Context(), tc.token, nil)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("accepted a token that breaks a rule")
+				}
+				if !errors.Is(err, sdkauth.ErrInvalidToken) {
+					t.Fatalf("error %v does not wrap sdkauth.ErrInvalidToken", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused a valid token: %v", err)
+			}
+			p, ok := PrincipalOf(ti)
+			if !ok || p.Subject != "okafor" || ti.UserID != "okafor" {
+				t.Fatalf("principal %+v ok=%v userID=%q", p, ok, ti.UserID)
+			}
+		})
+	}
+}
+
+func TestVerify_TokenInfoCarriesScopesExpiryAndPrincipalFromThePayload(t *testing.T) {
+	v := newVerifier(t, testConfig())
+	c := with(goodClaims(), "scope", "care.read.assistant care.read.user care.read.user")
+	c = with(c, "patients", []string{"ray", "ada", "ray"})
+	ti, err := v.Verify(t.Context(), sign(t, jwt.SigningMethodHS256, []byte(testSecret), c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"care.read.assistant", "care.read.user"}; !slices.Equal(ti.Scopes, want) {
+		t.Errorf("Scopes = %v, want %v (deduplicated, in token order)", ti.Scopes, want)
+	}
+	if !ti.Expiration.Equal(testNow.Add(time.Hour)) {
+		t.Errorf("Expiration = %v", ti.Expiration)
+	}
+	p, _ := PrincipalOf(ti)
+	if !slices.Equal(p.Patients, []string{"ray", "ada"}) || !p.Can(models.ScopeReadAssistant) || p.Can(models.ScopeWrite) {
+		t.Errorf("principal = %+v", p)
+	}
+	if p.CanAccessPatient("bob") {
+		t.Error("principal reaches a patient its token is not bound to (P-21)")
+	}
+}
+
+func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemOf := func(pub any) []byte {
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	}
+	rsaPEM, ecPEM := pemOf(&rsaKey.PublicKey), pemOf(&ecKey.PublicKey)
+
+	rsaV := newVerifier(t, Config{Secret: []byte(testSecret), PublicKeyPEM: rsaPEM, PublicURL: testURL, Clock: testConfig().Clock})
+	ecV := newVerifier(t, Config{PublicKeyPEM: ecPEM, PublicURL: testURL, Clock: testConfig().Clock})
+	hsOnly := newVerifier(t, testConfig())
+
+	rs := sign(t, jwt.SigningMethodRS256, rsaKey, goodClaims())
+	es := sign(t, jwt.SigningMethodES256, ecKey, goodClaims())
+	hs := sign(t, jwt.SigningMethodHS256, []byte(testSecret), goodClaims())
+	// Key confusion: HS256 keyed with the public key's PEM bytes.
+	confused := sign(t, jwt.SigningMethodHS256, rsaPEM, goodClaims())
+
+	cases := []struct {
+		name    string
+		v       *Verifier
+		token   string
+		wantErr bool
+	}{
+		{"RS256 with the RSA key configured", rsaV, rs, false},
+		{"HS256 still accepted beside the RSA key", rsaV, hs, false},
+		{"HS256 keyed with the public key PEM", rsaV, confused, true},
+		{"ES256 where only RS256 is configured", rsaV, es, true},
+		{"ES256 with the EC key configured", ecV, es, false},
+		{"HS256 where no secret is configured", ecV, hs, true},
+		{"RS256 where only a secret is configured", hsOnly, rs, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.v.Verify(t.Context(), tc.token, nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNewVerifier_RefusesUnusableConfigurationAndAcceptsAGoodOne(t *testing.T) {
+	cases := []struct {
+		name    string
+		cfg     Config
+		wantErr bool
+	}{
+		{"good", Config{Secret: []byte(testSecret), PublicURL: testURL}, false},
+		{"trailing slash is ignored", Config{Secret: []byte(testSecret), PublicURL: testURL + "/"}, false},
+		{"dev secret is long enough", Config{Secret: []byte(DevTokenSecret), PublicURL: testURL}, false},
+		{"no key", Config{PublicURL: testURL}, true},
+		{"short secret", Config{Secret: []byte("short"), PublicURL: testURL}, true},
+		{"not a PEM key", Config{PublicKeyPEM: []byte("nope"), PublicURL: testURL}, true},
+		{"relative public URL", Config{Secret: []byte(testSecret), PublicURL: "/here"}, true},
+		{"public URL with query", Config{Secret: []byte(testSecret), PublicURL: testURL + "?x=1"}, true},
+		{"ftp public URL", Config{Secret: []byte(testSecret), PublicURL: "ftp://h"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := NewVerifier(tc.cfg)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v does not wrap ErrConfig", err)
+			}
+			if err == nil && v.Resource() != testURL+"/mcp" {
+				t.Fatalf("Resource() = %q", v.Resource())
+			}
+		})
+	}
+}
+
+func TestMint_RoundTripsThroughVerifyAndRefusesBadInput(t *testing.T) {
+	cfg := testConfig()
+	v := newVerifier(t, cfg)
+	tok, err := Mint(cfg, "carer", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, err := v.Verify(t.Context(), tok, nil)
+	if err != nil {
+		t.Fatalf("a minted token does not verify: %v", err)
+	}
+	p, _ := PrincipalOf(ti)
+	if p.Subject != "carer" || !slices.Equal(p.Scopes, []models.Scope{models.ScopeReadUser}) || !slices.Equal(p.Patients, []string{"ray"}) {
+		t.Fatalf("principal = %+v", p)
+	}
+	if !ti.Expiration.Equal(testNow.Add(time.Hour)) {
+		t.Fatalf("exp = %v, want now+1h", ti.Expiration)
+	}
+	// A minted token expires by the verifier's clock.
+	later := newVerifier(t, Config{Secret: cfg.Secret, PublicURL: testURL, Clock: func() time.Time { return testNow.Add(time.Hour) }})
+	if _, err := later.Verify(t.Context(), tok, nil); err == nil {
+		t.Fatal("token verified after its ttl")
+	}
+
+	bad := []struct {
+		name     string
+		cfg      Config
+		sub      string
+		scopes   []models.Scope
+		patients []string
+		ttl      time.Duration
+	}{
+		{"empty sub", cfg, "", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour},
+		{"no scopes", cfg, "a", nil, []string{"ray"}, time.Hour},
+		{"unknown scope", cfg, "a", []models.Scope{"care.admin"}, []string{"ray"}, time.Hour},
+		{"no patients", cfg, "a", []models.Scope{models.ScopeReadUser}, nil, time.Hour},
+		{"bad patient", cfg, "a", []models.Scope{models.ScopeReadUser}, []string{"Ray"}, time.Hour},
+		{"zero ttl", cfg, "a", []models.Scope{models.ScopeReadUser}, []string{"ray"}, 0},
+		{"short secret", Config{Secret: []byte("x"), PublicURL: testURL}, "a", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Mint(tc.cfg, tc.sub, tc.scopes, tc.patients, tc.ttl); !errors.Is(err, ErrConfig) {
+				t.Fatalf("err = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestMiddleware_AnswersRFC6750ChallengesAndPassesAReadTokenToTheSDK(t *testing.T) {
+	// The SDK checks exp against the real clock; use real time here.
+	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL}
+	v := newVerifier(t, cfg)
+	meta := v.ResourceMetadataURL()
+	var seen *sdkauth.TokenInfo
+	h := v.Middleware(meta)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = sdkauth.TokenInfoFromContext(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	mint := func(scopes ...models.Scope) string {
+		tok, err := Mint(cfg, "host", scopes, []string{"ray"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	readTok := mint(models.ScopeReadUser)
+	cases := []struct {
+		name       string
+		authz      string
+		query      string
+		wantStatus int
+		wantHeader string
+	}{
+		{"no token", "", "", 401, `Bearer resource_metadata="` + meta + `"`},
+		{"token in the query only", "", "?access_token=" + readTok, 401, `Bearer resource_metadata="` + meta + `"`},
+		{"basic auth", "Basic dXNlcjpwYXNz", "", 401, `Bearer resource_metadata="` + meta + `"`},
+		{"invalid token", "Bearer " + readTok + "x", "", 401, `Bearer resource_metadata="` + meta + `", error="invalid_token"`},
+		{"write-only token", "Bearer " + mint(models.ScopeWrite), "", 403, `Bearer resource_metadata="` + meta + `", error="insufficient_scope", scope="care.read.user"`},
+		{"user read token", "Bearer " + readTok, "", 204, ""},
+		{"assistant read token", "bearer " + mint(models.ScopeReadAssistant), "", 204, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seen = nil
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp"+tc.query, strings.NewReader("{}"))
+			if tc.authz != "" {
+				req.Header.Set("Authorization", tc.authz)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status = %d, want %d (body %s)", resp.StatusCode, tc.wantStatus, body)
+			}
+			if got := resp.Header.Get("WWW-Authenticate"); got != tc.wantHeader {
+				t.Fatalf("WWW-Authenticate = %q, want %q", got, tc.wantHeader)
+			}
+			if tc.wantStatus != 204 {
+				if seen != nil {
+					t.Fatal("the handler ran for a refused request")
+				}
+				var e struct{ Error string }
+				if err := json.Unmarshal(body, &e); err != nil || e.Error == "" {
+					t.Fatalf("refusal body is not JSON {error}: %s", body)
+				}
+				return
+			}
+			p, ok := PrincipalOf(seen)
+			if !ok || p.Subject != "host" {
+				t.Fatalf("SDK TokenInfo missing or without principal: %+v", seen)
+			}
+		})
+	}
+}
+
+func TestChallenge_FormatsParametersInOrder(t *testing.T) {
+	if got, want := Challenge("u", "", ""), `Bearer resource_metadata="u"`; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+	if got, want := Challenge("", "insufficient_scope", models.ScopeWrite), `Bearer error="insufficient_scope", scope="care.write"`; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+}
