@@ -18,9 +18,9 @@ var pages embed.FS
 
 // Paths the Handler serves, and the embedded page behind each.
 const (
-	PathIndex     = "/"           // index.html: what Unsay is, live chain verification
-	PathEcho      = "/echo.html"  // echo.html: the Echo Show card (P-16)
-	PathClinician = "/clinician"  // clinician.html: sign in with care.write, write a revision
+	PathIndex     = "/"          // index.html: what Unsay is, live chain verification
+	PathEcho      = "/echo.html" // echo.html: the Echo Show card (P-16)
+	PathClinician = "/clinician" // clinician.html: sign in with care.write, write a revision
 	contentType   = "text/html; charset=utf-8"
 )
 
