@@ -1,0 +1,261 @@
+package proactive
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Budget errors. Match with errors.As.
+var (
+	// ErrDisabled: the budget allows nothing (max ≤ 0).
+	ErrDisabled = errors.New("audible budget is zero")
+)
+
+// SpentError: every slot in the sliding hour is taken. RetryAfter is when
+// the oldest slot leaves the window.
+type SpentError struct{ RetryAfter time.Duration }
+
+func (e *SpentError) Error() string {
+	return fmt.Sprintf("audible budget spent; a slot frees in %s", e.RetryAfter.Round(time.Second))
+}
+
+// QuietError: now is inside the patient's quiet hours; defer until Until.
+type QuietError struct{ Until time.Time }
+
+func (e *QuietError) Error() string { return "quiet hours until " + e.Until.Format(time.RFC3339) }
+
+// QuietHours is a daily window in the patient's time zone, e.g. 21:00–08:00
+// (it may wrap midnight). A zero value has no quiet hours.
+type QuietHours struct {
+	Start, End time.Duration // offsets from local midnight
+	Loc        *time.Location
+}
+
+// ParseQuietHours parses "21:00-08:00" in loc; "" or "off" means none.
+func ParseQuietHours(s string, loc *time.Location) (QuietHours, error) {
+	if s == "" || s == "off" {
+		return QuietHours{}, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return QuietHours{}, fmt.Errorf("quiet hours %q: want HH:MM-HH:MM", s)
+	}
+	start, err1 := parseClock(a)
+	end, err2 := parseClock(b)
+	if err := errors.Join(err1, err2); err != nil {
+		return QuietHours{}, fmt.Errorf("quiet hours %q: %w", s, err)
+	}
+	if loc == nil {
+		loc = time.UTC
+	}
+	return QuietHours{Start: start, End: end, Loc: loc}, nil
+}
+
+func parseClock(s string) (time.Duration, error) {
+	h, m, ok := strings.Cut(strings.TrimSpace(s), ":")
+	hh, err1 := strconv.Atoi(h)
+	mm, err2 := strconv.Atoi(m)
+	if !ok || err1 != nil || err2 != nil || hh < 0 || hh > 23 || mm < 0 || mm > 59 {
+		return 0, fmt.Errorf("bad time %q", s)
+	}
+	return time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute, nil
+}
+
+// Until returns when the quiet window containing t ends, or the zero time
+// when t is not inside quiet hours.
+func (q QuietHours) Until(t time.Time) time.Time {
+	if q.Loc == nil || q.Start == q.End {
+		return time.Time{}
+	}
+	lt := t.In(q.Loc)
+	midnight := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, q.Loc)
+	off := lt.Sub(midnight)
+	if q.Start < q.End { // same-day window, e.g. 13:00–14:00
+		if off >= q.Start && off < q.End {
+			return midnight.Add(q.End)
+		}
+		return time.Time{}
+	}
+	// wraps midnight, e.g. 21:00–08:00
+	if off >= q.Start {
+		return midnight.AddDate(0, 0, 1).Add(q.End)
+	}
+	if off < q.End {
+		return midnight.Add(q.End)
+	}
+	return time.Time{}
+}
+
+// Budget is the audible budget: at most Max unasked notifications per
+// patient per sliding Window, kept in the database so every instance shares
+// it (P-23). A slot is reserved atomically before sending and charged unless
+// the API proves nothing was delivered.
+type Budget struct {
+	db      *sql.DB
+	dialect string // "sqlite" | "postgres"
+	max     int
+	window  time.Duration
+	quiet   QuietHours
+	clock   func() time.Time
+	mu      sync.Mutex // serializes this instance's reservations; the DB lock serializes instances
+}
+
+// BudgetConfig configures NewBudget.
+type BudgetConfig struct {
+	DB      *sql.DB
+	Dialect string        // "sqlite" (default) or "postgres"
+	Max     int           // --alert-budget, default 3
+	Window  time.Duration // default 1 h
+	Quiet   QuietHours    // --quiet-hours
+	Clock   func() time.Time
+}
+
+const budgetSchema = `CREATE TABLE IF NOT EXISTS alert_budget (
+	id          %s,
+	patient     TEXT   NOT NULL,
+	reserved_at BIGINT NOT NULL,
+	state       TEXT   NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alert_budget_patient ON alert_budget (patient, reserved_at)`
+
+// NewBudget creates the alert_budget table if missing.
+func NewBudget(ctx context.Context, cfg BudgetConfig) (*Budget, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("proactive: budget needs a database")
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = time.Hour
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Dialect == "" {
+		cfg.Dialect = "sqlite"
+	}
+	idCol := "INTEGER PRIMARY KEY AUTOINCREMENT"
+	if cfg.Dialect == "postgres" {
+		idCol = "BIGSERIAL PRIMARY KEY"
+	}
+	for _, stmt := range strings.Split(fmt.Sprintf(budgetSchema, idCol), ";\n") {
+		if _, err := cfg.DB.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("proactive: create alert_budget: %w", err)
+		}
+	}
+	return &Budget{db: cfg.DB, dialect: cfg.Dialect, max: cfg.Max, window: cfg.Window, quiet: cfg.Quiet, clock: cfg.Clock}, nil
+}
+
+// Reservation is one reserved slot. Call Refund only when the API proved
+// nothing was delivered; otherwise the slot stays charged.
+type Reservation struct {
+	b  *Budget
+	id int64
+}
+
+// q rewrites ? placeholders as $n for Postgres.
+func (b *Budget) q(s string) string {
+	if b.dialect != "postgres" {
+		return s
+	}
+	var out strings.Builder
+	n := 0
+	for _, c := range s {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&out, "$%d", n)
+			continue
+		}
+		out.WriteRune(c)
+	}
+	return out.String()
+}
+
+// Reserve takes one slot for patient, atomically: two racing callers with
+// one slot left get one reservation between them. Errors: ErrDisabled,
+// *QuietError (defer, don't drop), *SpentError.
+func (b *Budget) Reserve(ctx context.Context, patient string) (Reservation, error) {
+	if b.max <= 0 {
+		return Reservation{}, ErrDisabled
+	}
+	now := b.clock()
+	if until := b.quiet.Until(now); !until.IsZero() {
+		return Reservation{}, &QuietError{Until: until}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("proactive: reserve: %w", err)
+	}
+	defer conn.Close()
+	begin := "BEGIN IMMEDIATE"
+	if b.dialect == "postgres" {
+		begin = "BEGIN"
+	}
+	if _, err := conn.ExecContext(ctx, begin); err != nil {
+		return Reservation{}, fmt.Errorf("proactive: reserve: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if b.dialect == "postgres" {
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "alert_budget/"+patient); err != nil {
+			return Reservation{}, fmt.Errorf("proactive: reserve lock: %w", err)
+		}
+	}
+	since := now.Add(-b.window).UnixMilli()
+	var count int
+	var oldest sql.NullInt64
+	row := conn.QueryRowContext(ctx, b.q(`SELECT COUNT(*), MIN(reserved_at) FROM alert_budget
+		WHERE patient = ? AND reserved_at > ? AND state <> 'refunded'`), patient, since)
+	if err := row.Scan(&count, &oldest); err != nil {
+		return Reservation{}, fmt.Errorf("proactive: reserve count: %w", err)
+	}
+	if count >= b.max {
+		retry := time.UnixMilli(oldest.Int64).Add(b.window).Sub(now)
+		return Reservation{}, &SpentError{RetryAfter: max(retry, time.Second)}
+	}
+	var id int64
+	if err := conn.QueryRowContext(ctx, b.q(`INSERT INTO alert_budget (patient, reserved_at, state) VALUES (?, ?, 'charged') RETURNING id`),
+		patient, now.UnixMilli()).Scan(&id); err != nil {
+		return Reservation{}, fmt.Errorf("proactive: reserve insert: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return Reservation{}, fmt.Errorf("proactive: reserve commit: %w", err)
+	}
+	committed = true
+	return Reservation{b: b, id: id}, nil
+}
+
+// Refund gives the slot back. Call it only when the API proved nothing was
+// delivered (a 4xx before acceptance); a timeout or 5xx stays charged.
+func (r Reservation) Refund(ctx context.Context) error {
+	if r.b == nil {
+		return nil
+	}
+	_, err := r.b.db.ExecContext(ctx, r.b.q(`UPDATE alert_budget SET state = 'refunded' WHERE id = ?`), r.id)
+	if err != nil {
+		return fmt.Errorf("proactive: refund: %w", err)
+	}
+	return nil
+}
+
+// Used reports how many slots patient has charged in the current window.
+func (b *Budget) Used(ctx context.Context, patient string) (int, error) {
+	var n int
+	err := b.db.QueryRowContext(ctx, b.q(`SELECT COUNT(*) FROM alert_budget WHERE patient = ? AND reserved_at > ? AND state <> 'refunded'`),
+		patient, b.clock().Add(-b.window).UnixMilli()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("proactive: used: %w", err)
+	}
+	return n, nil
+}
