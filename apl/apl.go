@@ -1,0 +1,127 @@
+// Package apl holds Unsay's Alexa Presentation Language documents for the
+// Echo Show (APL 2024.3, embedded JSON) and the Go builders of their
+// datasources. It does no I/O and imports no other Unsay package.
+//
+// Three documents, each with the RenderDocument token that names it:
+//
+//	care        TokenCare        the care card: one row per speakable fact (the
+//	                             fact, who wrote it, how long ago), stale rows
+//	                             marked "past its review date" in amber, a
+//	                             "What changed?" button (SendEvent ["whats_changed"])
+//	                             and a document tick that sends SendEvent ["tick"]
+//	                             every 5,000 ms while it is displayed
+//	retraction  TokenRetraction  the withdrawn sentence struck through in grey,
+//	                             the new one in white on black, "who · when";
+//	                             the same tick and button
+//	help        TokenHelp        what Ray can ask
+//
+// Layouts scale for hubLandscapeSmall (Echo Show 5, 960×480 dp),
+// hubLandscapeMedium (Echo Show 8, 960×600 dp), hubLandscapeLarge (Echo Show
+// 10, 1280×800 dp) and hubLandscapeXLarge (Echo Show 15, 1920×1080 dp) through
+// viewport-size `when` conditions on the dimension resources, so the documents
+// need no imported package and render offline.
+//
+// Every string a builder puts in a datasource is escaped for APL text markup
+// (&, <, >), because APL Text interprets a small HTML-like markup.
+package apl
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Version is the APL document version every document declares.
+const Version = "2024.3"
+
+// Tokens name the document a RenderDocument directive draws; an
+// Alexa.Presentation.APL.UserEvent carries the token of the document that sent it.
+const (
+	TokenCare       = "unsay-care-card"
+	TokenRetraction = "unsay-retraction-card"
+	TokenHelp       = "unsay-help-card"
+)
+
+// Names of the documents, as used for skill-package/response/display/<name>/document.json.
+const (
+	NameCare       = "care"
+	NameRetraction = "retraction"
+	NameHelp       = "help"
+)
+
+// Tick and button event arguments the documents send with SendEvent.
+const (
+	ArgTick         = "tick"
+	ArgWhatsChanged = "whats_changed"
+	// TickMillis is the care and retraction cards' tick period in milliseconds.
+	TickMillis = 5000
+)
+
+//go:embed documents/*.json
+var documents embed.FS
+
+// Doc is one APL document: its name, the token a RenderDocument carries for it,
+// the datasource key its mainTemplate parameter binds, and its JSON.
+type Doc struct {
+	Name      string
+	Token     string
+	Parameter string
+	JSON      json.RawMessage
+}
+
+func load(name, token, param string) Doc {
+	b, err := documents.ReadFile("documents/" + name + ".json")
+	if err != nil {
+		// The files are embedded at build time; a missing one is a build defect.
+		panic(fmt.Sprintf("apl: embedded document %s: %v", name, err))
+	}
+	return Doc{Name: name, Token: token, Parameter: param, JSON: json.RawMessage(b)}
+}
+
+// Care returns the care card document.
+func Care() Doc { return load(NameCare, TokenCare, "care") }
+
+// Retraction returns the retraction card document.
+func Retraction() Doc { return load(NameRetraction, TokenRetraction, "retraction") }
+
+// Help returns the help card document.
+func Help() Doc { return load(NameHelp, TokenHelp, "help") }
+
+// All returns every document, in a fixed order (care, retraction, help).
+func All() []Doc { return []Doc{Care(), Retraction(), Help()} }
+
+// EscapeText escapes s for an APL Text component, whose text is parsed as
+// markup: & < > become entities, so a clinician's words show as written.
+func EscapeText(s string) string {
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for _, r := range s {
+		switch r {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// MaxCardTextRunes caps how much of one fact a card shows (runes); longer
+// texts end with "…". The spoken answer is never cut by this.
+const MaxCardTextRunes = 600
+
+func clip(s string) string {
+	r := []rune(strings.TrimSpace(s))
+	if len(r) <= MaxCardTextRunes {
+		return string(r)
+	}
+	return strings.TrimSpace(string(r[:MaxCardTextRunes-1])) + "…"
+}

@@ -1,0 +1,131 @@
+package apl
+
+// CareRow is one speakable fact on the care card. All fields are plain text;
+// CareDatasource escapes them.
+type CareRow struct {
+	Topic  string // "Walking"
+	Text   string // the clinician's words, as written
+	Author string // "Sarah Okafor, physio"
+	Age    string // "two days ago"
+	Stale  bool   // past its review date (P-7): drawn in amber
+}
+
+// CareCard is the content of the care card.
+type CareCard struct {
+	Title string // "Your care notes"
+	Rows  []CareRow
+}
+
+// StaleNote is the marker a stale row carries on the care card.
+const StaleNote = "Past its review date"
+
+// WhatsChangedLabel is the text of the cards' "What changed?" button.
+const WhatsChangedLabel = "What changed?"
+
+type careRowData struct {
+	Topic     string `json:"topic"`
+	Text      string `json:"text"`
+	Byline    string `json:"byline"`
+	Stale     bool   `json:"stale"`
+	StaleNote string `json:"staleNote"`
+}
+
+type careData struct {
+	Title      string        `json:"title"`
+	Rows       []careRowData `json:"rows"`
+	ButtonText string        `json:"buttonText"`
+}
+
+// CareDatasource returns the datasources object for Care(): {"care": {title,
+// rows[{topic, text, byline, stale, staleNote}], buttonText}}, every string
+// markup-escaped and each text clipped to MaxCardTextRunes.
+func CareDatasource(c CareCard) map[string]any {
+	d := careData{Title: EscapeText(c.Title), ButtonText: EscapeText(WhatsChangedLabel), Rows: make([]careRowData, 0, len(c.Rows))}
+	for _, r := range c.Rows {
+		row := careRowData{
+			Topic:  EscapeText(r.Topic),
+			Text:   EscapeText(clip(r.Text)),
+			Byline: EscapeText(byline(r.Author, r.Age)),
+			Stale:  r.Stale,
+		}
+		if r.Stale {
+			row.StaleNote = StaleNote
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	return map[string]any{"care": d}
+}
+
+// RetractionCard is the content of the retraction card.
+type RetractionCard struct {
+	Title     string // "Your walking instruction has changed"
+	Withdrawn string // the sentence he heard, drawn struck through; "" for a first hearing
+	Current   string // the new sentence
+	Author    string // "Sarah Okafor, physio"
+	Age       string // "just now"
+	More      string // "" or a note such as "1 more change was spoken"
+}
+
+type retractionData struct {
+	Title          string `json:"title"`
+	WithdrawnLabel string `json:"withdrawnLabel"`
+	Withdrawn      string `json:"withdrawn"`
+	CurrentLabel   string `json:"currentLabel"`
+	Current        string `json:"current"`
+	Byline         string `json:"byline"`
+	More           string `json:"more"`
+	ButtonText     string `json:"buttonText"`
+}
+
+// RetractionDatasource returns the datasources object for Retraction():
+// {"retraction": {title, withdrawnLabel, withdrawn, currentLabel, current,
+// byline, more, buttonText}}, every string markup-escaped. The byline reads
+// "Sarah Okafor, physio · just now".
+func RetractionDatasource(c RetractionCard) map[string]any {
+	d := retractionData{
+		Title:        EscapeText(c.Title),
+		Withdrawn:    EscapeText(clip(c.Withdrawn)),
+		CurrentLabel: "Now",
+		Current:      EscapeText(clip(c.Current)),
+		Byline:       EscapeText(byline(c.Author, c.Age)),
+		More:         EscapeText(c.More),
+		ButtonText:   EscapeText(WhatsChangedLabel),
+	}
+	if c.Withdrawn != "" {
+		d.WithdrawnLabel = "No longer"
+	}
+	return map[string]any{"retraction": d}
+}
+
+// HelpCard is the content of the help card.
+type HelpCard struct {
+	Title   string   // "You can ask"
+	Phrases []string // things to say, without quotes
+	Note    string   // optional closing line
+}
+
+type helpData struct {
+	Title   string   `json:"title"`
+	Phrases []string `json:"phrases"`
+	Note    string   `json:"note"`
+}
+
+// HelpDatasource returns the datasources object for Help(): {"help": {title,
+// phrases[], note}}, every string markup-escaped.
+func HelpDatasource(c HelpCard) map[string]any {
+	d := helpData{Title: EscapeText(c.Title), Note: EscapeText(c.Note), Phrases: make([]string, len(c.Phrases))}
+	for i, p := range c.Phrases {
+		d.Phrases[i] = EscapeText(p)
+	}
+	return map[string]any{"help": d}
+}
+
+func byline(author, age string) string {
+	switch {
+	case author == "":
+		return age
+	case age == "":
+		return author
+	}
+	return author + " · " + age
+}
