@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// dialect isolates what differs between database backends. The store's
+// logic (validation, chaining, sealing, the partition checks, the audit
+// chain, the seed) is written once against database/sql with "?"
+// placeholders; a dialect supplies the rest.
+//
+// A postgres dialect (pgx via its database/sql driver, "pgx") must provide:
+//
+//   - migrations: the same tables as migrations/sqlite (BLOB → BYTEA,
+//     REAL → DOUBLE PRECISION, INTEGER ms → BIGINT), applied in order;
+//   - rebind: "?" → "$1", "$2", … ;
+//   - lockWrites: a store-wide write lock held until the transaction ends,
+//     e.g. SELECT pg_advisory_xact_lock(<constant>). It must be store-wide,
+//     not per domain: versions.seq is allocated as MAX(seq)+1 under it, which
+//     is what makes the change feed gap-free and in commit order across
+//     instances;
+//   - notify: NOTIFY unsay_changes inside the write transaction (delivered
+//     on commit), with a LISTEN connection per instance that calls
+//     Store.wakeWatchers, so every instance's watchers catch up;
+//   - beginWrite: BEGIN with isolation at least READ COMMITTED (the lock
+//     above serializes writers).
+type dialect interface {
+	// name is "sqlite" or "postgres" (Store.DB's second result).
+	name() string
+	// migrations returns the ordered migration scripts (name, SQL).
+	migrations() ([]migration, error)
+	// rebind rewrites "?" placeholders into the backend's style.
+	rebind(query string) string
+	// lockWrites takes the store-wide write lock inside tx.
+	lockWrites(ctx context.Context, tx *sql.Tx) error
+	// notify tells other instances that tx committed a change.
+	notify(ctx context.Context, tx *sql.Tx) error
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+//go:embed migrations/sqlite/*.sql
+var sqliteMigrations embed.FS
+
+// sqliteDialect is the embedded default: modernc.org/sqlite, WAL,
+// synchronous=FULL (a commit is durable once acknowledged, P-20), every
+// transaction BEGIN IMMEDIATE (the database write lock is taken at BEGIN,
+// so lockWrites is a no-op), and an in-process feed wakeup (notify no-op:
+// Publish wakes watchers directly after commit).
+type sqliteDialect struct{}
+
+func (sqliteDialect) name() string { return "sqlite" }
+
+func (sqliteDialect) migrations() ([]migration, error) {
+	return readMigrations(sqliteMigrations, "migrations/sqlite")
+}
+
+func (sqliteDialect) rebind(q string) string                       { return q }
+func (sqliteDialect) lockWrites(context.Context, *sql.Tx) error    { return nil }
+func (sqliteDialect) notify(ctx context.Context, tx *sql.Tx) error { return nil }
+
+// sqliteBusyTimeout is how long (ms) a connection waits for another
+// writer's lock before failing with SQLITE_BUSY.
+const sqliteBusyTimeout = 10000
+
+// openSQLite opens the SQLite database file at path with the store's
+// pragmas. A path containing '?' or '#', or ":memory:", is refused.
+func openSQLite(path string) (*sql.DB, error) {
+	if path == "" {
+		return nil, errors.New("store: empty DSN")
+	}
+	if path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
+		return nil, errors.New("store: in-memory SQLite is not supported (the change feed and durability need a file)")
+	}
+	path = strings.TrimPrefix(path, "file:")
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("store: SQLite path %q must not contain '?' or '#'", path)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(sqliteBusyTimeout))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_txlock", "immediate")
+	q.Set("_foreign_keys", "1")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
+}
+
+// readMigrations reads NNN_name.sql files under dir, in version order.
+func readMigrations(fsys fs.FS, dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		var v int
+		if _, err := fmt.Sscanf(e.Name(), "%03d_", &v); err != nil || v < 1 {
+			return nil, fmt.Errorf("store: migration %q: want NNN_name.sql", e.Name())
+		}
+		b, err := fs.ReadFile(fsys, dir+"/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 && out[len(out)-1].version >= v {
+			return nil, fmt.Errorf("store: migration %q out of order", e.Name())
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	return out, nil
+}
+
+// migrate applies every migration newer than the database's, each in its
+// own write transaction, recording it in schema_migrations.
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	ms, err := d.migrations()
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, m := range ms {
+		if err := applyMigration(ctx, db, d, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, d dialect, m migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: migrate %s: %w", m.name, err)
+	}
+	defer tx.Rollback()
+	if err := d.lockWrites(ctx, tx); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", m.name, err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, d.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), m.version).Scan(&n); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", m.name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO schema_migrations (version, name) VALUES (?, ?)`), m.version, m.name); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", m.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+-- 001: facts, versions, idempotency keys, the audit log, device linking.
+-- Times are INTEGER milliseconds since the Unix epoch, UTC.
+
+-- One row per (patient, domain): its audience, fixed for life (P-3), and latest version.
+CREATE TABLE facts (
+    patient  TEXT    NOT NULL,
+    domain   TEXT    NOT NULL,
+    audience TEXT    NOT NULL CHECK (audience IN ('user', 'assistant')),
+    latest   INTEGER NOT NULL,
+    PRIMARY KEY (patient, domain)
+);
+
+-- Every version ever written. seq is the change feed's gap-free commit order.
+CREATE TABLE versions (
+    seq          INTEGER PRIMARY KEY,
+    patient      TEXT    NOT NULL,
+    domain       TEXT    NOT NULL,
+    n            INTEGER NOT NULL CHECK (n >= 1),
+    audience     TEXT    NOT NULL,
+    value        BLOB    NOT NULL,          -- plaintext UTF-8, or sealed bytes when sealed = 1
+    sealed       INTEGER NOT NULL DEFAULT 0,
+    author_id    TEXT    NOT NULL,
+    author_label TEXT    NOT NULL,
+    written_at   INTEGER NOT NULL,          -- ms
+    stale_after  INTEGER NOT NULL DEFAULT 0, -- ms; 0 = never stale
+    priority     REAL    NOT NULL,
+    prev_hash    TEXT    NOT NULL,
+    hash         TEXT    NOT NULL,
+    UNIQUE (patient, domain, n)
+);
+CREATE INDEX versions_written_at ON versions (written_at);
+
+-- Idempotency keys of recent writes (P-12 replay cache, 600 s window).
+CREATE TABLE idempotency (
+    key   TEXT    PRIMARY KEY,
+    at_ms INTEGER NOT NULL,
+    seq   INTEGER NOT NULL
+);
+
+-- The HMAC-chained audit log (P-14). Rows are only ever appended.
+CREATE TABLE audit (
+    seq     INTEGER PRIMARY KEY,
+    at      INTEGER NOT NULL, -- ms
+    actor   TEXT    NOT NULL,
+    uri     TEXT    NOT NULL,
+    outcome TEXT    NOT NULL,
+    reason  TEXT    NOT NULL,
+    via     TEXT    NOT NULL,
+    author  TEXT    NOT NULL,
+    mac     TEXT    NOT NULL
+);
+-- The audit head: row count and last MAC, updated in the same transaction as
+-- each append, so a truncated tail is detected.
+CREATE TABLE audit_head (
+    id       INTEGER PRIMARY KEY CHECK (id = 1),
+    count    INTEGER NOT NULL,
+    last_mac TEXT    NOT NULL
+);
+INSERT INTO audit_head (id, count, last_mac) VALUES (1, 0, '');
+
+-- Device linking: single-use six-digit codes, failed attempts, blocks, links.
+CREATE TABLE link_codes (
+    code       TEXT    PRIMARY KEY,
+    patient    TEXT    NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE TABLE link_attempts (
+    alexa_user_id TEXT    NOT NULL,
+    at_ms         INTEGER NOT NULL
+);
+CREATE INDEX link_attempts_user ON link_attempts (alexa_user_id, at_ms);
+CREATE TABLE link_blocks (
+    alexa_user_id TEXT    PRIMARY KEY,
+    until_ms      INTEGER NOT NULL
+);
+CREATE TABLE linked_users (
+    alexa_user_id TEXT    PRIMARY KEY,
+    patient       TEXT    NOT NULL,
+    api_endpoint  TEXT    NOT NULL,
+    linked_ms     INTEGER NOT NULL
+);
+CREATE INDEX linked_users_patient ON linked_users (patient);

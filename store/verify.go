@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/unsay/unsay/models"
+)
+
+// Verify recomputes the chain of the fact named by rawURI (P-5), opening
+// each sealed value; ErrNotFound if p cannot read it (P-1, P-2, P-21).
+//
+// BrokenAt is the first version n whose stored prevHash is not version
+// n-1's stored hash ("" for n = 1), whose number is out of sequence, whose
+// recomputed VersionHash over its plaintext differs from its stored hash, or
+// whose sealed value fails to open (one failure shape for both). Versions
+// holds a receipt for every version (never a value).
+func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (VerifyResult, error) {
+	u, err := parseReadable(p, rawURI)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	rs, err := s.historyRows(ctx, u)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	res := VerifyResult{URI: u.Unversioned().String(), Intact: true}
+	prev := ""
+	for i, r := range rs {
+		rec := VersionReceipt{N: r.v.N, Hash: r.v.Hash, PrevHash: r.v.PrevHash, WrittenAt: r.v.WrittenAt, AuthorID: r.v.AuthorID}
+		ok := r.v.N == i+1 && r.v.PrevHash == prev
+		if r.sealed {
+			if s.sealer != nil {
+				if aad, err := AAD(r.v.Patient, r.v.Domain, r.v.N, r.v.Audience); err == nil {
+					rec.AtRest, _ = s.sealer.Receipt(aad, r.stored)
+				}
+			}
+			if rec.AtRest == nil {
+				rec.AtRest = &AtRestReceipt{Provider: "unknown"}
+			}
+		}
+		if ok {
+			value, err := s.open(ctx, r)
+			switch {
+			case errors.Is(err, ErrSealed):
+				return VerifyResult{}, fmt.Errorf("store: verify: %w", err)
+			case err != nil:
+				ok = false
+			default:
+				ok = VersionHash(r.v.PrevHash, value, r.v.WrittenAt, r.v.AuthorID) == r.v.Hash
+			}
+		}
+		if !ok && res.Intact {
+			res.Intact, res.BrokenAt = false, i+1
+		}
+		res.Versions = append(res.Versions, rec)
+		prev = r.v.Hash
+	}
+	return res, nil
+}
+
+// VerifyAll verifies the chain of every fact p may read (FactURIs order).
+func (s *Store) VerifyAll(ctx context.Context, p models.Principal) ([]VerifyResult, error) {
+	us, err := s.FactURIs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VerifyResult, 0, len(us))
+	for _, u := range us {
+		r, err := s.Verify(ctx, p, u.String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", u, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
