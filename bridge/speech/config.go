@@ -1,0 +1,161 @@
+package speech
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+// ErrConfig wraps every configuration error returned by New.
+var ErrConfig = errors.New("speech: bad configuration")
+
+// Config configures the speech principal.
+type Config struct {
+	// MCPURL is the Unsay MCP endpoint, e.g. "http://127.0.0.1:8080/mcp".
+	// Required; absolute http or https URL.
+	MCPURL string
+	// Token is the bearer token sent on every MCP request. It must hold
+	// care.read.user and nothing else (P-18); minting is the caller's job.
+	// Required unless TokenSource is set.
+	Token string
+	// TokenSource, when set, is called for a fresh bearer token before each
+	// connection and whenever AddPatient changes the patient set; patients
+	// is the current set, sorted. It takes precedence over Token.
+	TokenSource func(ctx context.Context, patients []string) (string, error)
+	// Patients are the linked patient ids whose care:// facts are
+	// subscribed. Each must be a valid id (models.ValidID). More can be
+	// added at run time with AddPatient.
+	Patients []string
+	// DB holds the heard ledger and the announcement queue (tables
+	// speech_heard and speech_announcements, created by New). Required.
+	// On SQLite, open it with a busy timeout (e.g. _pragma=busy_timeout(5000)).
+	DB *sql.DB
+	// Dialect is DialectSQLite ("sqlite", the default when empty) or
+	// DialectPostgres ("postgres"); it picks the migrations and placeholders.
+	Dialect string
+	// Clock is the time source for ages and LastEventAt. Default time.Now.
+	Clock func() time.Time
+	// Logger receives connection and ledger events; never a value or a
+	// token. Default: discard.
+	Logger *slog.Logger
+	// HTTPClient carries MCP requests; its Transport is wrapped to add the
+	// bearer token. It must have no Timeout (the event stream is long-lived).
+	// Default: a client over http.DefaultTransport.
+	HTTPClient *http.Client
+	// Backoff bounds the delay between reconnection attempts.
+	Backoff Backoff
+	// RequestTimeout bounds one MCP request (list page, read, subscribe).
+	// Default 10 s.
+	RequestTimeout time.Duration
+	// KeepAlive is the interval between pings on an idle session; a failed
+	// ping ends the session so it is re-established. Default 15 s; negative
+	// disables.
+	KeepAlive time.Duration
+}
+
+// Backoff is the reconnection schedule: exponential from Min, doubling per
+// failed attempt up to Max, with full jitter over the upper half (each
+// delay is uniform in [d/2, d]). Zero fields take the defaults Min 200 ms
+// and Max 10 s.
+type Backoff struct {
+	Min time.Duration
+	Max time.Duration
+}
+
+// Defaults.
+const (
+	DefaultBackoffMin     = 200 * time.Millisecond
+	DefaultBackoffMax     = 10 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultKeepAlive      = 15 * time.Second
+)
+
+// Delay returns the jittered delay before reconnection attempt n (0-based).
+func (b Backoff) Delay(n int) time.Duration {
+	d := b.Min
+	for i := 0; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MCPURL == "" {
+		return c, fmt.Errorf("%w: MCPURL is required", ErrConfig)
+	}
+	u, err := url.Parse(c.MCPURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("%w: MCPURL must be an absolute http(s) URL", ErrConfig)
+	}
+	if c.Token == "" && c.TokenSource == nil {
+		return c, fmt.Errorf("%w: Token or TokenSource is required", ErrConfig)
+	}
+	for _, p := range c.Patients {
+		if !models.ValidID(p) {
+			return c, fmt.Errorf("%w: patient %q is not a valid id", ErrConfig, p)
+		}
+	}
+	if c.DB == nil {
+		return c, fmt.Errorf("%w: DB is required", ErrConfig)
+	}
+	switch c.Dialect {
+	case "":
+		c.Dialect = DialectSQLite
+	case DialectSQLite, DialectPostgres:
+	default:
+		return c, fmt.Errorf("%w: dialect %q (want sqlite or postgres)", ErrConfig, c.Dialect)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.HTTPClient.Timeout != 0 {
+		return c, fmt.Errorf("%w: HTTPClient must have no Timeout (the event stream is long-lived)", ErrConfig)
+	}
+	if c.Backoff.Min <= 0 {
+		c.Backoff.Min = DefaultBackoffMin
+	}
+	if c.Backoff.Max <= 0 {
+		c.Backoff.Max = DefaultBackoffMax
+	}
+	if c.Backoff.Max < c.Backoff.Min {
+		return c, fmt.Errorf("%w: Backoff.Max %s < Backoff.Min %s", ErrConfig, c.Backoff.Max, c.Backoff.Min)
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = DefaultKeepAlive
+	}
+	if c.KeepAlive < 0 {
+		c.KeepAlive = 0
+	}
+	return c, nil
+}
+
+// bearer is an http.RoundTripper that sets Authorization on every request.
+type bearer struct {
+	token func() string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r2 := r.Clone(r.Context())
+	r2.Header.Set("Authorization", "Bearer "+b.token())
+	return b.next.RoundTrip(r2)
+}

@@ -1,0 +1,355 @@
+package speech
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Dialects understood by New.
+const (
+	DialectSQLite   = "sqlite"
+	DialectPostgres = "postgres"
+)
+
+// Announcement states as stored in speech_announcements.state.
+const (
+	statePending = "pending" // Ray has yet to hear it
+	stateHeard   = "heard"   // MarkHeard reached its to_version
+	stateDropped = "dropped" // the latest words equal the heard words: nothing to say
+)
+
+// ledger is the durable heard ledger (speech_heard) and announcement queue
+// (speech_announcements). It stores only (patient, uri, fromVersion,
+// toVersion, state) and the heard version — never clinical text (P-19).
+//
+// Every write runs in one transaction that first takes the dialect's write
+// lock, so a read-then-write decision cannot interleave with another
+// writer (another instance on Postgres, or the store on the same SQLite
+// file). mu serializes this process's writers.
+type ledger struct {
+	db      *sql.DB
+	dialect string
+	mu      sync.Mutex
+}
+
+// row is one announcement as stored.
+type row struct {
+	ID      int64
+	Patient string
+	URI     string
+	From    int
+	To      int
+	State   string
+}
+
+func newLedger(ctx context.Context, db *sql.DB, dialect string) (*ledger, error) {
+	l := &ledger{db: db, dialect: dialect}
+	if err := l.migrate(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// migrate applies the embedded migrations of the dialect, in file-name
+// order. Every statement is idempotent (IF NOT EXISTS).
+func (l *ledger) migrate(ctx context.Context) error {
+	dir := "migrations/" + l.dialect
+	entries, err := fs.ReadDir(migrations, dir)
+	if err != nil {
+		return fmt.Errorf("speech: migrations for %q: %w", l.dialect, err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sql") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b, err := fs.ReadFile(migrations, dir+"/"+name)
+		if err != nil {
+			return fmt.Errorf("speech: read migration %s: %w", name, err)
+		}
+		for _, stmt := range splitSQL(string(b)) {
+			if _, err := l.db.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("speech: migration %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// splitSQL splits a migration file into statements on ";" at line end and
+// drops "--" comment lines.
+func splitSQL(src string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(t, ";") {
+			out = append(out, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// q rewrites "?" placeholders to "$1, $2…" for Postgres.
+func (l *ledger) q(query string) string {
+	if l.dialect != DialectPostgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+// lockStmt takes the write lock at the start of a transaction: on SQLite a
+// write statement (matching no row) upgrades the transaction to a writer at
+// once, so busy_timeout applies and no stale snapshot is read; on Postgres
+// a table lock that conflicts with itself serializes ledger writers across
+// instances.
+func (l *ledger) lockStmt() string {
+	if l.dialect == DialectPostgres {
+		return "LOCK TABLE speech_heard, speech_announcements IN SHARE ROW EXCLUSIVE MODE"
+	}
+	return "UPDATE speech_heard SET version = version WHERE 1 = 0"
+}
+
+// write runs fn in a locked transaction and commits it.
+func (l *ledger) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("speech: ledger: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.ExecContext(ctx, l.lockStmt()); err != nil {
+		return fmt.Errorf("speech: ledger: lock: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("speech: ledger: commit: %w", err)
+	}
+	return nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// heardIn returns the version Ray last heard of uri, 0 if never.
+func (l *ledger) heardIn(ctx context.Context, db querier, patient, uri string) (int, error) {
+	var v int
+	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_heard WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("speech: ledger: heard: %w", err)
+	}
+	return v, nil
+}
+
+// Heard returns the version Ray last heard of uri, 0 if never.
+func (l *ledger) Heard(ctx context.Context, patient, uri string) (int, error) {
+	return l.heardIn(ctx, l.db, patient, uri)
+}
+
+func (l *ledger) pendingIn(ctx context.Context, db querier, patient, uri string) (row, bool, error) {
+	r := row{Patient: patient, URI: uri, State: statePending}
+	err := db.QueryRowContext(ctx, l.q("SELECT id, from_version, to_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'"), patient, uri).
+		Scan(&r.ID, &r.From, &r.To)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row{}, false, nil
+	}
+	if err != nil {
+		return row{}, false, fmt.Errorf("speech: ledger: pending: %w", err)
+	}
+	return r, true, nil
+}
+
+func (l *ledger) setHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_heard.version`), patient, uri, version)
+	if err != nil {
+		return fmt.Errorf("speech: ledger: set heard: %w", err)
+	}
+	return nil
+}
+
+// errHeardMoved: the heard version changed between the caller's read and
+// its write; the caller re-reads and decides again.
+var errHeardMoved = errors.New("speech: heard version moved")
+
+// Observe records that latest is the fact's current version, given that
+// the caller decided with heard == expectHeard and compared the words of
+// expectHeard and latest (same). It keeps P-19:
+//
+//   - latest ≤ heard: nothing (he heard it, or newer).
+//   - same words: no announcement; a pending one is dropped and the ledger
+//     moves to latest (what he heard is what it says).
+//   - otherwise ONE pending announcement (patient, uri, from=heard,
+//     to=max(to, latest)): stacked revisions collapse into one.
+//
+// It reports whether it changed anything, and errHeardMoved when the heard
+// version is no longer expectHeard.
+func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, latest int, same bool) (changed bool, err error) {
+	err = l.write(ctx, func(tx *sql.Tx) error {
+		h, err := l.heardIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if h != expectHeard {
+			return errHeardMoved
+		}
+		if latest <= h {
+			return nil
+		}
+		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if same {
+			if ok {
+				if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'dropped' WHERE id = ?"), p.ID); err != nil {
+					return fmt.Errorf("speech: ledger: drop: %w", err)
+				}
+			}
+			changed = true
+			return l.setHeard(ctx, tx, patient, uri, latest)
+		}
+		if ok {
+			if p.To >= latest && p.From == h {
+				return nil
+			}
+			_, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), h, max(p.To, latest), p.ID)
+			if err != nil {
+				return fmt.Errorf("speech: ledger: update pending: %w", err)
+			}
+			changed = true
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, uri, h, latest)
+		if err != nil {
+			return fmt.Errorf("speech: ledger: queue: %w", err)
+		}
+		changed = true
+		return nil
+	})
+	return changed, err
+}
+
+// MarkHeard moves the heard version of uri forward to version (never
+// back), marks pending announcements that reach no further than version
+// as heard, and starts a pending announcement that reaches further from
+// version.
+func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int) error {
+	return l.write(ctx, func(tx *sql.Tx) error {
+		if err := l.setHeard(ctx, tx, patient, uri, version); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'heard' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
+			return fmt.Errorf("speech: ledger: mark heard: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ? WHERE patient = ? AND uri = ? AND state = 'pending' AND from_version < ?"), version, patient, uri, version); err != nil {
+			return fmt.Errorf("speech: ledger: advance pending: %w", err)
+		}
+		return nil
+	})
+}
+
+// Drop marks the pending announcement id as dropped (its words did not
+// change) and moves the heard version to its to_version. It is a no-op
+// when the announcement is no longer pending.
+func (l *ledger) Drop(ctx context.Context, id int64) error {
+	return l.write(ctx, func(tx *sql.Tx) error {
+		r := row{ID: id}
+		err := tx.QueryRowContext(ctx, l.q("SELECT patient, uri, to_version FROM speech_announcements WHERE id = ? AND state = 'pending'"), id).Scan(&r.Patient, &r.URI, &r.To)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("speech: ledger: drop: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'dropped' WHERE id = ?"), id); err != nil {
+			return fmt.Errorf("speech: ledger: drop: %w", err)
+		}
+		return l.setHeard(ctx, tx, r.Patient, r.URI, r.To)
+	})
+}
+
+// Pending returns the patient's pending announcements, oldest first (by id).
+func (l *ledger) Pending(ctx context.Context, patient string) ([]row, error) {
+	rows, err := l.db.QueryContext(ctx, l.q("SELECT id, uri, from_version, to_version FROM speech_announcements WHERE patient = ? AND state = 'pending' ORDER BY id"), patient)
+	if err != nil {
+		return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		r := row{Patient: patient, State: statePending}
+		if err := rows.Scan(&r.ID, &r.URI, &r.From, &r.To); err != nil {
+			return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
+	}
+	return out, nil
+}
+
+// Status returns the heard version of uri and the to_version of its
+// pending announcement (0 when none).
+func (l *ledger) Status(ctx context.Context, patient, uri string) (heard, pendingTo int, err error) {
+	heard, err = l.Heard(ctx, patient, uri)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, ok, err := l.pendingIn(ctx, l.db, patient, uri)
+	if err != nil || !ok {
+		return heard, 0, err
+	}
+	return heard, p.To, nil
+}
+
+// Backlog counts pending announcements for every patient.
+func (l *ledger) Backlog(ctx context.Context) (int, error) {
+	var n int
+	if err := l.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM speech_announcements WHERE state = 'pending'").Scan(&n); err != nil {
+		return 0, fmt.Errorf("speech: ledger: backlog: %w", err)
+	}
+	return n, nil
+}
