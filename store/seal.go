@@ -13,6 +13,8 @@ import (
 // ErrSealed: a value is stored sealed but the store has no Sealer to open it.
 var ErrSealed = errors.New("value is sealed and no sealer is configured")
 
+var errNoSealer = errors.New("no sealer configured")
+
 // AAD is the additional authenticated data binding a sealed value to its
 // record (P-6): "patient|domain|v{n}|audience". '|' is reserved: a
 // component containing it is refused with an error wrapping ErrInvalid.

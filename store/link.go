@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+// Device-linking errors. Match with errors.Is.
+var (
+	// ErrLinkCodeInvalid: the code is wrong, expired or already used.
+	ErrLinkCodeInvalid = errors.New("link code is invalid or expired")
+	// ErrLinkBlocked: too many wrong codes from this Alexa user; try later.
+	ErrLinkBlocked = errors.New("too many wrong link codes; linking is blocked for a while")
+)
+
+const (
+	// LinkCodeTTL is how long a link code is valid: 10 minutes.
+	LinkCodeTTL = 10 * time.Minute
+	// LinkMaxFailures wrong codes within LinkFailureWindow block the Alexa user.
+	LinkMaxFailures = 5
+	// LinkFailureWindow is the window in which wrong codes are counted: 10 minutes.
+	LinkFailureWindow = 10 * time.Minute
+	// LinkBlockDuration is how long a blocked Alexa user stays blocked: 15 minutes.
+	LinkBlockDuration = 15 * time.Minute
+)
+
+// LinkedUser is an Alexa user linked to a patient.
+type LinkedUser struct {
+	UserID      string // Alexa context.System.user.userId
+	APIEndpoint string // Alexa context.System.apiEndpoint, for proactive events
+}
+
+// CreateLinkCode creates a single-use six-digit code (100000–999999, from
+// crypto/rand) that links a device to patient, valid for LinkCodeTTL from
+// now. The caller authorizes (care.write bound to the patient). Errors: an
+// invalid patient id (*ValidationError), the database.
+func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Time) (code string, expiresAt time.Time, err error) {
+	if !models.ValidID(patient) {
+		return "", time.Time{}, &ValidationError{Field: "patient", Reason: "must be 1–64 characters of [a-z0-9_.-]"}
+	}
+	expiresAt = now.UTC().Add(LinkCodeTTL).Truncate(time.Millisecond)
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM link_codes WHERE expires_ms <= ?`), now.UnixMilli()); err != nil {
+		return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
+	}
+	for range 20 {
+		n, err := rand.Int(rand.Reader, big.NewInt(900000))
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
+		}
+		code = fmt.Sprintf("%06d", 100000+n.Int64())
+		var exists int
+		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM link_codes WHERE code = ?`), code).Scan(&exists); err != nil {
+			return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
+		}
+		if exists > 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO link_codes (code, patient, expires_ms) VALUES (?, ?, ?)`),
+			code, patient, expiresAt.UnixMilli()); err != nil {
+			return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return "", time.Time{}, fmt.Errorf("store: link code: commit: %w", err)
+		}
+		return code, expiresAt, nil
+	}
+	return "", time.Time{}, errors.New("store: link code: no free code found")
+}
+
+// RedeemLinkCode links alexaUserID (with its apiEndpoint) to the patient
+// code was created for, and uses the code up. A wrong, expired or used code
+// is ErrLinkCodeInvalid and counts as a failure; the LinkMaxFailures-th
+// failure within LinkFailureWindow blocks alexaUserID for
+// LinkBlockDuration, during which every attempt — even with a right code —
+// is ErrLinkBlocked (and does not extend the block). An empty alexaUserID
+// is a *ValidationError.
+func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (patient string, err error) {
+	if alexaUserID == "" || len(alexaUserID) > 512 {
+		return "", &ValidationError{Field: "userId", Reason: "must be 1–512 bytes"}
+	}
+	if len(apiEndpoint) > 512 {
+		return "", &ValidationError{Field: "apiEndpoint", Reason: "must be at most 512 bytes"}
+	}
+	nowMS := now.UnixMilli()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback()
+
+	var until int64
+	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT until_ms FROM link_blocks WHERE alexa_user_id = ?`), alexaUserID).Scan(&until)
+	switch {
+	case err == nil && until > nowMS:
+		return "", ErrLinkBlocked
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("store: redeem link code: %w", err)
+	}
+
+	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT patient FROM link_codes WHERE code = ? AND expires_ms > ?`), code, nowMS).Scan(&patient)
+	if errors.Is(err, sql.ErrNoRows) {
+		if err := s.linkFailure(ctx, tx, alexaUserID, nowMS); err != nil {
+			return "", err
+		}
+		if err := tx.Commit(); err != nil {
+			return "", fmt.Errorf("store: redeem link code: commit: %w", err)
+		}
+		return "", ErrLinkCodeInvalid
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: redeem link code: %w", err)
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`DELETE FROM link_codes WHERE code = ?`, []any{code}},
+		{`DELETE FROM link_attempts WHERE alexa_user_id = ?`, []any{alexaUserID}},
+		{`DELETE FROM link_blocks WHERE alexa_user_id = ?`, []any{alexaUserID}},
+		{`DELETE FROM linked_users WHERE alexa_user_id = ?`, []any{alexaUserID}},
+		{`INSERT INTO linked_users (alexa_user_id, patient, api_endpoint, linked_ms) VALUES (?, ?, ?, ?)`,
+			[]any{alexaUserID, patient, apiEndpoint, nowMS}},
+	} {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q.sql), q.args...); err != nil {
+			return "", fmt.Errorf("store: redeem link code: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
+	}
+	return patient, nil
+}
+
+// linkFailure records a wrong code and blocks the user at LinkMaxFailures.
+func (s *Store) linkFailure(ctx context.Context, tx *sql.Tx, user string, nowMS int64) error {
+	windowStart := nowMS - LinkFailureWindow.Milliseconds()
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM link_attempts WHERE at_ms <= ?`), windowStart); err != nil {
+		return fmt.Errorf("store: redeem link code: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO link_attempts (alexa_user_id, at_ms) VALUES (?, ?)`), user, nowMS); err != nil {
+		return fmt.Errorf("store: redeem link code: %w", err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM link_attempts WHERE alexa_user_id = ? AND at_ms > ?`),
+		user, windowStart).Scan(&n); err != nil {
+		return fmt.Errorf("store: redeem link code: %w", err)
+	}
+	if n < LinkMaxFailures {
+		return nil
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`DELETE FROM link_blocks WHERE alexa_user_id = ?`, []any{user}},
+		{`INSERT INTO link_blocks (alexa_user_id, until_ms) VALUES (?, ?)`, []any{user, nowMS + LinkBlockDuration.Milliseconds()}},
+		{`DELETE FROM link_attempts WHERE alexa_user_id = ?`, []any{user}},
+	} {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q.sql), q.args...); err != nil {
+			return fmt.Errorf("store: redeem link code: %w", err)
+		}
+	}
+	return nil
+}
+
+// LinkedPatient returns the patient and apiEndpoint alexaUserID is linked
+// to; ok is false when it is not linked.
+func (s *Store) LinkedPatient(ctx context.Context, alexaUserID string) (patient, apiEndpoint string, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT patient, api_endpoint FROM linked_users WHERE alexa_user_id = ?`),
+		alexaUserID).Scan(&patient, &apiEndpoint)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, fmt.Errorf("store: linked patient: %w", err)
+	}
+	return patient, apiEndpoint, true, nil
+}
+
+// LinkedUsers returns every Alexa user linked to patient, by user id.
+func (s *Store) LinkedUsers(ctx context.Context, patient string) ([]LinkedUser, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT alexa_user_id, api_endpoint FROM linked_users
+		WHERE patient = ? ORDER BY alexa_user_id`), patient)
+	if err != nil {
+		return nil, fmt.Errorf("store: linked users: %w", err)
+	}
+	defer rows.Close()
+	var out []LinkedUser
+	for rows.Next() {
+		var u LinkedUser
+		if err := rows.Scan(&u.UserID, &u.APIEndpoint); err != nil {
+			return nil, fmt.Errorf("store: linked users: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
