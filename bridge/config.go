@@ -1,0 +1,111 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	// DefaultPageSize is the resources/list page size (P-11): 3 entries.
+	DefaultPageSize = 3
+	// DefaultEventStoreMaxBytes bounds the resumable event store: 8 MiB of
+	// stored JSON-RPC frames across all sessions, oldest purged first.
+	DefaultEventStoreMaxBytes = 8 << 20
+	// DefaultSessionTimeout closes an MCP session idle for 30 minutes.
+	DefaultSessionTimeout = 30 * time.Minute
+)
+
+// ProtocolVersion is the MCP protocol version this server speaks over
+// stateful Streamable HTTP. Older stateful-era versions are also accepted in
+// the MCP-Protocol-Version header (see SupportedProtocolVersions).
+const ProtocolVersion = "2025-11-25"
+
+// SupportedProtocolVersions are the versions a stateful Streamable HTTP
+// session may negotiate, newest first. 2026-07-28 is stateless-only in the
+// SDK and is not offered. An MCP-Protocol-Version header naming anything
+// else is answered 400 before the SDK runs.
+var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// SupportedProtocolVersions returns a copy of the protocol versions /mcp accepts.
+func SupportedProtocolVersions() []string {
+	return append([]string(nil), supportedProtocolVersions...)
+}
+
+// Config configures New.
+type Config struct {
+	// PublicURL is the server's public base URL, scheme and host with an
+	// optional port and no trailing slash ("http://127.0.0.1:8080"). The MCP
+	// resource identifier is PublicURL + "/mcp". Required.
+	PublicURL string
+	// AllowedOrigins are browser origins ("https://app.example") allowed in
+	// addition to PublicURL's own origin. Any other Origin is answered 403.
+	AllowedOrigins []string
+	// AuthorizationServers are the OAuth authorization servers named in the
+	// protected-resource metadata (served by bridge/httpapi); reported in /readyz.
+	AuthorizationServers []string
+	// Clock is the server clock for staleness, ages and asOf; nil means the
+	// store's clock.
+	Clock func() time.Time
+	// Logger receives structured logs; nil means slog.Default(). Nothing
+	// logged carries a token, a signature or a fact's value.
+	Logger *slog.Logger
+	// PageSize is the resources/list page size; 0 means DefaultPageSize (3).
+	PageSize int
+	// EventStoreMaxBytes bounds the resumable event store in bytes; 0 means
+	// DefaultEventStoreMaxBytes.
+	EventStoreMaxBytes int
+	// SessionTimeout closes an MCP session idle this long; 0 means
+	// DefaultSessionTimeout, negative means never.
+	SessionTimeout time.Duration
+	// Version is the implementation version reported in initialize; "" means "dev".
+	Version string
+}
+
+// Extra carries the optional pieces the lead wires in from other packages.
+// Every field may be nil.
+type Extra struct {
+	// Alexa is the Alexa custom-skill endpoint, mounted at POST /alexa
+	// (package skill). Nil: /alexa answers 404.
+	Alexa http.Handler
+	// Web serves GET /, /echo.html and /clinician (package web:
+	// web.Handler()). Nil: web.Handler() is used.
+	Web http.Handler
+	// Ready adds entries to GET /readyz (e.g. the speech principal's state).
+	// A value {"ok": false} under any key makes /readyz answer 503.
+	Ready func(ctx context.Context) map[string]any
+}
+
+// ErrConfig wraps every configuration error New returns.
+var ErrConfig = errors.New("bridge: invalid configuration")
+
+// publicURL is the parsed, validated PublicURL.
+type publicURL struct {
+	base     string // "http://127.0.0.1:8080"
+	origin   string // "http://127.0.0.1:8080" (scheme://host[:port], lower case)
+	host     string // host name without port, lower case
+	loopback bool
+}
+
+func parsePublicURL(raw string) (publicURL, error) {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return publicURL{}, fmt.Errorf("%w: public URL: %v", ErrConfig, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
+		return publicURL{}, fmt.Errorf("%w: public URL must be http(s)://host[:port] with no path, got %q", ErrConfig, raw)
+	}
+	host := strings.ToLower(u.Hostname())
+	return publicURL{
+		base:     u.Scheme + "://" + u.Host,
+		origin:   strings.ToLower(u.Scheme + "://" + u.Host),
+		host:     host,
+		loopback: isLoopbackHost(host),
+	}, nil
+}

@@ -1,0 +1,27 @@
+// Package bridge is Unsay's MCP server and its HTTP surface.
+//
+// One *mcp.Server (github.com/modelcontextprotocol/go-sdk v1.8.0) serves
+// every session over stateful Streamable HTTP at /mcp, protocol 2025-11-25.
+// It exposes every care fact the caller's principal may read as a resource,
+// plus the device card ui://unsay/echo (P-16); the tool whats_changed; the
+// prompt brief_carer (P-10); resources/updated, resources/list_changed and
+// notifications/message driven by the store's change feed (P-8, P-9); and a
+// resumable event store that re-authorizes every replayed frame (P-2, P-9).
+//
+// The SDK's defaults are wrong for Unsay in several places, so this package
+// replaces them in receiving and sending middleware:
+//
+//   - resources/list pages at 3 over URI order with a MAC'd key cursor; a
+//     cursor this server did not issue is -32602 (P-11);
+//   - resources/read answers every failure with -32002 "Resource not found:
+//     {uri}" and data {"uri": …}, identical in shape whatever the cause (P-2);
+//   - the principal of a request is read from req.Extra.TokenInfo, never from
+//     the handler's context (which holds the initialize request's token);
+//   - resources/updated, list_changed and revision logs are re-authorized per
+//     session at send time against the session's current principal (P-9).
+//
+// The router (chi) adds Host and Origin checks before anything runs, the
+// bearer-token middleware of package bridge/auth in front of /mcp, the
+// routes of bridge/httpapi, /healthz, /readyz and /metrics (Prometheus,
+// names prefixed unsay_).
+package bridge

@@ -1,0 +1,152 @@
+package bridge
+
+import (
+	"context"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+)
+
+// Notification method names.
+const (
+	methodUpdated     = "notifications/resources/updated"
+	methodListChanged = "notifications/resources/list_changed"
+	methodMessage     = "notifications/message"
+	// RevisionLogger is the logger name of the one notifications/message per
+	// revision (level notice, data {uri, version}, never the value).
+	RevisionLogger = "unsay.revision"
+)
+
+// watch follows the store's change feed from seq after and fans each change
+// out to sessions, off the write path. It restarts the feed (from the last
+// change it handled) if the channel closes before ctx ends.
+func (s *Server) watch(ctx context.Context, after int64) {
+	defer close(s.watchDone)
+	for {
+		for ch := range s.st.Watch(ctx, after) {
+			s.fanOut(ctx, ch)
+			after = ch.Seq
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.logger.Warn("store change feed closed; reopening", "after", after)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// fanOut turns one committed change into notifications (P-8, P-9):
+//
+//   - version 1: list_changed, to sessions that were served a list and whose
+//     current principal may read the new URI (marked here, delivered through
+//     the SDK's list_changed broadcast and filtered in sending middleware);
+//   - version ≥ 2: resources/updated {uri} through the SDK, filtered in
+//     sending middleware to subscribed sessions whose current principal may
+//     read it;
+//   - every version: one notifications/message (notice, unsay.revision,
+//     {uri, version}) to each session whose current principal may read it.
+func (s *Server) fanOut(ctx context.Context, ch store.Change) {
+	uri := ch.URI.Unversioned()
+	visible := func(p models.Principal) bool {
+		return p.CanReadURI(uri) && p.CanRead(uri.Patient, ch.Audience)
+	}
+	if ch.Created {
+		armed := 0
+		s.sessions.each(func(_ string, st *sessionState) {
+			st.mu.Lock()
+			if st.listServed && visible(st.principal) {
+				st.listPending = true
+				armed++
+			}
+			st.mu.Unlock()
+		})
+		if armed > 0 {
+			// The SDK has no per-session list_changed: re-registering the
+			// card is a change, which makes it broadcast one (debounced
+			// 10 ms); sendFilter lets it through only where armed.
+			s.mcp.AddResource(echoResource(), s.echoHandler)
+		}
+	} else {
+		_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri.String()})
+	}
+	for ss := range s.mcp.Sessions() {
+		st := s.sessions.get(ss.ID())
+		if st == nil || !visible(st.currentPrincipal()) {
+			continue
+		}
+		_ = ss.Log(ctx, &mcp.LoggingMessageParams{
+			Level:  "notice",
+			Logger: RevisionLogger,
+			Data:   map[string]any{"uri": uri.String(), "version": ch.Version},
+		})
+	}
+	if !ch.At.IsZero() {
+		s.metrics.fanOut.Observe(s.now().Sub(ch.At).Seconds())
+	}
+}
+
+// sendFilter is the sending middleware: it re-authorizes every outgoing
+// notification that names a care URI against the session's CURRENT
+// principal at send time, and swallows the ones it must not carry (a
+// swallowed frame is neither written nor stored for replay) (P-2, P-9).
+func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !s.allowSend(method, req) {
+			s.metrics.notificationsWithheld.WithLabelValues(method).Inc()
+			return nil, nil
+		}
+		res, err := next(ctx, method, req)
+		if err == nil && len(method) > 14 && method[:14] == "notifications/" {
+			s.metrics.notificationsSent.WithLabelValues(method).Inc()
+		}
+		return res, err
+	}
+}
+
+func (s *Server) allowSend(method string, req mcp.Request) bool {
+	switch method {
+	case methodUpdated, methodListChanged, methodMessage:
+	default:
+		return true
+	}
+	sess := req.GetSession()
+	if sess == nil {
+		return false
+	}
+	st := s.sessions.get(sess.ID())
+	if st == nil {
+		return false
+	}
+	switch p := req.GetParams().(type) {
+	case *mcp.ResourceUpdatedNotificationParams:
+		st.mu.Lock()
+		_, subscribed := st.subs[p.URI]
+		principal := st.principal
+		st.mu.Unlock()
+		return subscribed && canSeeURI(principal, p.URI)
+	case *mcp.ResourceListChangedParams:
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		ok := st.listPending
+		st.listPending = false
+		return ok
+	case *mcp.LoggingMessageParams:
+		data, ok := p.Data.(map[string]any)
+		if !ok {
+			return p.Logger != RevisionLogger
+		}
+		uri, has := data["uri"].(string)
+		if !has {
+			return p.Logger != RevisionLogger
+		}
+		return canSeeURI(st.currentPrincipal(), uri)
+	}
+	return false
+}

@@ -1,0 +1,389 @@
+package bridge
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/unsay/unsay/models"
+)
+
+// The device card (P-16).
+const (
+	// EchoURI names the Echo Show card served as an MCP Apps resource.
+	EchoURI = "ui://unsay/echo"
+	// EchoMIMEType is the MCP Apps mime type of EchoURI.
+	EchoMIMEType = "text/html;profile=mcp-app"
+)
+
+// CodeResourceNotFound is the JSON-RPC error code of every read that does
+// not succeed (P-2). The SDK's own mcp.ResourceNotFoundError uses -32602 in
+// v1.8.0, so the bridge builds this error itself.
+const CodeResourceNotFound = -32002
+
+// NotFoundError is the one answer to a read (or subscribe) that does not
+// succeed — forbidden, absent, another patient's, a missing version, a
+// malformed or unknown-scheme URI: code -32002, message
+// "Resource not found: {uri}", data {"uri": uri}, where uri is exactly the
+// string asked for (P-2).
+func NotFoundError(uri string) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found: " + uri, Data: data}
+}
+
+// invalidParams is a -32602 error with a fixed, non-revealing message.
+func invalidParams(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + msg}
+}
+
+// _meta keys on a fact's resources/read contents.
+const (
+	MetaVersion      = "unsay/version"       // int, the version served
+	MetaVersionHash  = "unsay/versionHash"   // lowercase hex SHA-256 (P-5)
+	MetaPrevHash     = "unsay/prevHash"      // lowercase hex; "" for version 1
+	MetaAudience     = "unsay/audience"      // "user" | "assistant"
+	MetaLastModified = "unsay/lastModified"  // RFC 3339 UTC, ms: when the version was written
+	MetaStale        = "unsay/stale"         // bool, at the server clock (P-7)
+	MetaAuthor       = "unsay/author"        // the author's label ("Sarah Okafor, physio")
+	MetaAuthorID     = "unsay/authorId"      // the author's id
+	MetaRetraction   = "unsay/retraction"    // the sentence withdrawing what this session read (P-17)
+	MetaLatest       = "unsay/latestVersion" // int, the fact's latest version
+)
+
+// readPrincipal is the principal of one MCP request: from req.Extra.TokenInfo,
+// verified on this very HTTP request — never from the handler's context,
+// which holds the initialize request's token. No token: the zero principal,
+// which can read nothing.
+func (s *Server) readPrincipal(req mcp.Request) models.Principal {
+	extra := req.GetExtra()
+	if extra == nil {
+		return models.Principal{}
+	}
+	p, _ := s.principalOf(extra.TokenInfo)
+	return p
+}
+
+// sessionOf returns the bridge state of the request's session, creating it
+// from the request's principal if the session is not yet known.
+func (s *Server) sessionOf(req mcp.Request) (*sessionState, string) {
+	ss := req.GetSession()
+	if ss == nil {
+		return nil, ""
+	}
+	id := ss.ID()
+	if st := s.sessions.get(id); st != nil {
+		return st, id
+	}
+	return s.sessions.open(id, s.readPrincipal(req)), id
+}
+
+// ---- resources/list (P-11, P-1, P-16) ----
+
+// listEntries returns every resource p may list, sorted by URI string.
+func (s *Server) listEntries(ctx context.Context, p models.Principal) ([]*mcp.Resource, error) {
+	facts, err := s.st.List(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*mcp.Resource, 0, len(facts)+1)
+	for _, f := range facts {
+		// Defence in depth: the store filtered already (P-1).
+		if !p.CanRead(f.Current.Patient, f.Current.Audience) {
+			continue
+		}
+		out = append(out, factResource(f))
+	}
+	out = append(out, echoResource())
+	slices.SortFunc(out, func(a, b *mcp.Resource) int { return strings.Compare(a.URI, b.URI) })
+	return out, nil
+}
+
+func factResource(f models.Fact) *mcp.Resource {
+	v := f.Current
+	roles := []mcp.Role{"user", "assistant"}
+	desc := fmt.Sprintf("%s's %s instruction, version %d, from %s. Speakable.", v.Patient, models.Topic(v.Domain), v.N, v.AuthorLabel)
+	if v.Audience == models.AudienceAssistant {
+		roles = []mcp.Role{"assistant"}
+		desc = fmt.Sprintf("Assistant-only context about %s (%s), version %d. Never speak it.", v.Patient, v.Domain, v.N)
+	}
+	return &mcp.Resource{
+		URI:         v.FactURI().String(),
+		Name:        v.Patient + "/" + v.Domain,
+		Title:       v.Patient + " — " + models.Topic(v.Domain),
+		Description: desc,
+		MIMEType:    "text/plain",
+		// Hints only (P-4): no decision ever reads them.
+		Annotations: &mcp.Annotations{
+			Audience:     roles,
+			LastModified: v.WrittenAt.UTC().Format(time.RFC3339),
+			Priority:     v.Priority,
+		},
+	}
+}
+
+func echoResource() *mcp.Resource {
+	return &mcp.Resource{
+		URI:         EchoURI,
+		Name:        "echo",
+		Title:       "Unsay device card",
+		Description: "The Echo Show card: the current instruction, or the retraction to speak first (MCP Apps).",
+		MIMEType:    EchoMIMEType,
+	}
+}
+
+// listResources serves one page of resources/list: at most PageSize
+// entries with URIs strictly after the cursor's key, a nextCursor unless
+// this is the last page, and -32602 for a cursor this server did not issue.
+// It arms list_changed for the session (P-8).
+func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (*mcp.ListResourcesResult, error) {
+	p := s.readPrincipal(req)
+	after := ""
+	if req.Params != nil && req.Params.Cursor != "" {
+		key, ok := s.decodeCursor(req.Params.Cursor)
+		if !ok {
+			return nil, invalidParams("unknown cursor")
+		}
+		after = key
+	}
+	entries, err := s.listEntries(ctx, p)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "resources/list: store list failed", "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
+	}
+	start := 0
+	if after != "" {
+		start, _ = slices.BinarySearchFunc(entries, after, func(r *mcp.Resource, k string) int {
+			if r.URI <= k {
+				return -1
+			}
+			return 1
+		})
+	}
+	end := min(start+s.pageSize, len(entries))
+	res := &mcp.ListResourcesResult{Resources: entries[start:end]}
+	res.CacheScope = "private"
+	if end < len(entries) {
+		res.NextCursor = s.encodeCursor(entries[end-1].URI)
+	}
+	if st, _ := s.sessionOf(req); st != nil {
+		st.mu.Lock()
+		st.listServed = true
+		st.mu.Unlock()
+	}
+	return res, nil
+}
+
+// Cursors are "c1." + base64url(last URI) + "." + base64url(HMAC-SHA256
+// over "c1." + the URI, truncated to 16 bytes), keyed by a per-server random
+// key: opaque to clients, recognisable as ours, unforgeable (P-11).
+const cursorPrefix = "c1."
+
+func (s *Server) encodeCursor(lastURI string) string {
+	body := base64.RawURLEncoding.EncodeToString([]byte(lastURI))
+	return cursorPrefix + body + "." + base64.RawURLEncoding.EncodeToString(s.cursorMAC(lastURI))
+}
+
+func (s *Server) decodeCursor(c string) (string, bool) {
+	rest, ok := strings.CutPrefix(c, cursorPrefix)
+	if !ok {
+		return "", false
+	}
+	body, tag, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return "", false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(tag)
+	if err != nil || !hmac.Equal(got, s.cursorMAC(string(raw))) {
+		return "", false
+	}
+	return string(raw), true
+}
+
+func (s *Server) cursorMAC(key string) []byte {
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write([]byte(cursorPrefix))
+	m.Write([]byte(key))
+	return m.Sum(nil)[:16]
+}
+
+// ---- resources/read (P-1, P-2, P-7, P-16, P-17) ----
+
+// readResource serves resources/read for ui://unsay/echo and every care
+// URI. Every failure is NotFoundError(uri), whatever the cause (P-2).
+func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := ""
+	if req.Params != nil {
+		uri = req.Params.URI
+	}
+	if uri == EchoURI {
+		res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+			URI: EchoURI, MIMEType: EchoMIMEType, Text: string(s.echo),
+			Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": false}},
+		}}}
+		res.CacheScope = "private"
+		return res, nil
+	}
+	p := s.readPrincipal(req)
+	rr, err := s.st.Read(ctx, p, uri)
+	if err != nil {
+		return nil, NotFoundError(uri)
+	}
+	v := rr.Version
+	// Defence in depth: the store checked both the scheme's scope and the
+	// record's audience (P-1); check the record's audience once more here.
+	if !p.CanRead(v.Patient, v.Audience) {
+		return nil, NotFoundError(uri)
+	}
+	now := s.now()
+	meta := mcp.Meta{
+		MetaVersion:      v.N,
+		MetaLatest:       rr.Latest,
+		MetaVersionHash:  v.Hash,
+		MetaPrevHash:     v.PrevHash,
+		MetaAudience:     string(v.Audience),
+		MetaLastModified: v.WrittenAt.UTC().Format(models.TimeLayout),
+		MetaAuthor:       v.AuthorLabel,
+		MetaAuthorID:     v.AuthorID,
+	}
+	var text string
+	if v.N < rr.Latest {
+		// An old version asked for by /v{n}: marked, never a retraction.
+		text = fmt.Sprintf("[SUPERSEDED — this is version %d; version %d is current at %s; do not speak this as current]\n%s",
+			v.N, rr.Latest, v.FactURI(), v.Value)
+		meta[MetaStale] = false
+	} else {
+		stale := v.IsStale(now)
+		meta[MetaStale] = stale
+		text = v.Value
+		if stale {
+			text = models.StaleHeader(v, now) + "\n" + v.Value
+		}
+		if st, _ := s.sessionOf(req); st != nil {
+			if r := s.noteRead(st, v, now); r != "" {
+				meta[MetaRetraction] = r
+			}
+		}
+	}
+	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+		URI: uri, MIMEType: "text/plain", Text: text, Meta: meta,
+	}}}
+	res.CacheScope = "private"
+	return res, nil
+}
+
+// noteRead records that the session read v as current and returns the
+// retraction of the version it read before, if any: never on a first read,
+// never for assistant content, never when the words are unchanged, never
+// twice for the same pair (P-17, P-19).
+func (s *Server) noteRead(st *sessionState, v models.Version, now time.Time) string {
+	if v.Audience != models.AudienceUser {
+		return ""
+	}
+	key := v.FactURI().String()
+	st.mu.Lock()
+	prev, had := st.lastRead[key]
+	if !had || prev.N <= v.N {
+		st.lastRead[key] = v
+	}
+	st.mu.Unlock()
+	if !had || prev.N >= v.N {
+		return ""
+	}
+	r, err := models.RenderRetraction(prev, v, now)
+	if err != nil {
+		return ""
+	}
+	return r
+}
+
+// lastReadOf returns the version the session last read of the fact, if any.
+func (st *sessionState) lastReadOf(fact models.URI) (models.Version, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	v, ok := st.lastRead[fact.String()]
+	return v, ok
+}
+
+// ---- resources/subscribe (P-9) ----
+
+// subscribe authorizes a subscription: a care-scheme URI that is not the
+// canonical unversioned form (a version, a trailing slash, "//", upper case…)
+// is -32602; anything else the session's principal cannot read is -32002.
+// The accepted URI joins the session's registry.
+func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := ""
+	if req.Params != nil {
+		uri = req.Params.URI
+	}
+	if isCareScheme(uri) {
+		u, err := models.ParseURI(uri)
+		if err != nil || u.Version != 0 {
+			return invalidParams("subscribe takes a canonical unversioned care URI, care://{patient}/{domain}")
+		}
+	}
+	p := s.readPrincipal(req)
+	if uri != EchoURI {
+		if _, err := s.st.Read(ctx, p, uri); err != nil {
+			return NotFoundError(uri)
+		}
+	}
+	st, _ := s.sessionOf(req)
+	if st == nil {
+		return NotFoundError(uri)
+	}
+	st.mu.Lock()
+	st.subs[uri] = struct{}{}
+	st.mu.Unlock()
+	return nil
+}
+
+// unsubscribe drops uri from the session's registry; it never fails.
+func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	if req.Params == nil {
+		return nil
+	}
+	if st := s.sessions.get(req.Session.ID()); st != nil {
+		st.mu.Lock()
+		delete(st.subs, req.Params.URI)
+		st.mu.Unlock()
+	}
+	return nil
+}
+
+// isCareScheme reports whether uri starts with a scheme of the partition
+// table ("care://", "care-internal://").
+func isCareScheme(uri string) bool {
+	scheme, _, ok := strings.Cut(uri, "://")
+	if !ok {
+		return false
+	}
+	_, ok = models.PartitionForScheme(scheme)
+	return ok
+}
+
+// canSeeURI reports whether p may see the unversioned or versioned care
+// URI uri by scheme scope and patient binding; ui://unsay/echo is visible to
+// every principal. A URI that does not parse is not visible (fail closed).
+func canSeeURI(p models.Principal, uri string) bool {
+	if uri == EchoURI {
+		return true
+	}
+	u, err := models.ParseURI(uri)
+	if err != nil {
+		return false
+	}
+	return p.CanReadURI(u)
+}

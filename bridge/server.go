@@ -1,0 +1,258 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+	"github.com/unsay/unsay/web"
+)
+
+// Instructions are the server instructions every MCP host receives in the
+// initialize result, in plain words.
+const Instructions = `Unsay serves a patient's live care plan, written by his clinicians.
+
+Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong.
+
+If a revision or a resource read carries a retraction (the "retraction" field, or _meta "unsay/retraction"), speak that retraction FIRST, word for word, before anything else. It withdraws what was said before.
+
+care:// facts are speakable: say them with their author and age. If a fact's text starts with [STALE …], say its age aloud. care-internal:// facts are for your reasoning only: never speak, quote or paraphrase care-internal:// content to the patient or a carer.
+
+Say only what the clinicians wrote. Do not add medical advice.`
+
+// Server is the MCP server and HTTP surface. Create it with New; it is safe
+// for concurrent use.
+type Server struct {
+	cfg         Config
+	pub         publicURL
+	st          *store.Store
+	verifier    *auth.Verifier
+	api         *httpapi.API
+	extra       Extra
+	logger      *slog.Logger
+	now         func() time.Time
+	pageSize    int
+	echo        []byte
+	cursorKey   []byte
+	principalOf func(*sdkauth.TokenInfo) (models.Principal, bool)
+
+	mcp      *mcp.Server
+	mcpHTTP  *mcp.StreamableHTTPHandler
+	events   *replayStore
+	sessions *sessionRegistry
+	metrics  *metrics
+	router   chi.Router
+
+	cancel    context.CancelFunc
+	watchDone chan struct{}
+	closeOnce sync.Once
+}
+
+// New builds the server: the MCP server with its resources, tool, prompt and
+// middleware; the resumable event store; the chi router with /mcp,
+// api.Routes, /alexa, the web pages, /healthz, /readyz and /metrics. It
+// starts following the store's change feed from its current last sequence
+// number, so facts already stored (the seed) fire nothing (P-8); the watcher
+// stops on Close or when ctx ends.
+//
+// st and v are required; api may be nil (then /write, /link, /verify and the
+// OAuth metadata are not mounted). Errors wrap ErrConfig for a bad
+// PublicURL or a missing store or verifier, or come from st.LastSeq.
+func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api *httpapi.API, extra Extra) (*Server, error) {
+	if st == nil || v == nil {
+		return nil, fmt.Errorf("%w: a store and a token verifier are required", ErrConfig)
+	}
+	pub, err := parsePublicURL(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:         cfg,
+		pub:         pub,
+		st:          st,
+		verifier:    v,
+		api:         api,
+		extra:       extra,
+		logger:      cfg.Logger,
+		now:         cfg.Clock,
+		pageSize:    cfg.PageSize,
+		echo:        web.EchoHTML(),
+		cursorKey:   make([]byte, 32),
+		principalOf: auth.PrincipalOf,
+		sessions:    newSessionRegistry(),
+		watchDone:   make(chan struct{}),
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.now == nil {
+		s.now = st.Now
+	}
+	if s.pageSize <= 0 {
+		s.pageSize = DefaultPageSize
+	}
+	if s.extra.Web == nil {
+		s.extra.Web = web.Handler()
+	}
+	if _, err := rand.Read(s.cursorKey); err != nil {
+		return nil, fmt.Errorf("bridge: cursor key: %w", err)
+	}
+	maxBytes := cfg.EventStoreMaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultEventStoreMaxBytes
+	}
+	s.metrics = newMetrics(func() float64 { return float64(s.sessions.len()) }, func() float64 { return float64(s.subscriptionCount()) })
+	s.events = newReplayStore(maxBytes, s.principalOf, s.sessions.close, s.metrics.replayWithheld.Inc)
+	s.mcp = s.newMCPServer()
+	timeout := cfg.SessionTimeout
+	if timeout == 0 {
+		timeout = DefaultSessionTimeout
+	} else if timeout < 0 {
+		timeout = 0
+	}
+	s.mcpHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		EventStore:     s.events,
+		SessionTimeout: timeout,
+		Logger:         s.logger,
+		// Host and Origin are checked by this package for every route,
+		// against the public URL (see hostAllowed); the SDK's loopback-only
+		// check would refuse a proxied public host.
+		DisableLocalhostProtection: true,
+	})
+	after, err := st.LastSeq(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: store last sequence: %w", err)
+	}
+	s.router = s.routes()
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go func() {
+		select {
+		case <-ctx.Done():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	go s.watch(wctx, after)
+	return s, nil
+}
+
+func (s *Server) newMCPServer() *mcp.Server {
+	version := s.cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "unsay", Title: "Unsay care plan", Version: version}, &mcp.ServerOptions{
+		Instructions:              Instructions,
+		Logger:                    s.logger,
+		SubscribeHandler:          s.subscribe,
+		UnsubscribeHandler:        s.unsubscribe,
+		SupportedProtocolVersions: SupportedProtocolVersions(),
+	})
+	// The card is registered so the resources capability is advertised
+	// (with subscribe) and so re-registering it can trigger list_changed;
+	// reads of it are answered by readResource like every other URI.
+	srv.AddResource(echoResource(), s.echoHandler)
+	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
+	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
+	srv.AddReceivingMiddleware(s.receiveMiddleware)
+	srv.AddSendingMiddleware(s.sendFilter)
+	return srv
+}
+
+// echoHandler serves ui://unsay/echo should a read ever reach the SDK's
+// registry (receiveMiddleware answers reads first).
+func (s *Server) echoHandler(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	return s.readResource(ctx, req)
+}
+
+// receiveMiddleware intercepts initialize (to register the session and its
+// principal), resources/list and resources/read; everything else goes to
+// the SDK.
+func (s *Server) receiveMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if err == nil {
+				if ss := req.GetSession(); ss != nil && ss.ID() != "" {
+					s.sessions.open(ss.ID(), s.readPrincipal(req))
+				}
+			}
+			return res, err
+		case "resources/list":
+			if r, ok := req.(*mcp.ListResourcesRequest); ok {
+				return s.listResources(ctx, r)
+			}
+		case "resources/read":
+			if r, ok := req.(*mcp.ReadResourceRequest); ok {
+				return s.readResource(ctx, r)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// Handler is the HTTP surface (a chi router): /mcp, the bridge/httpapi
+// routes, POST /alexa, the web pages, /healthz, /readyz and /metrics, all
+// behind the Host and Origin checks.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// MCPServer is the underlying SDK server (for in-process wiring and tests).
+func (s *Server) MCPServer() *mcp.Server { return s.mcp }
+
+// Metrics is the server's own Prometheus registry (served at /metrics).
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
+
+// Subscribers counts the sessions subscribed to the unversioned URI uri
+// whose current principal may read it, now: POST /write's "subscribers".
+func (s *Server) Subscribers(uri models.URI) int {
+	key := uri.Unversioned().String()
+	n := 0
+	s.sessions.each(func(_ string, st *sessionState) {
+		st.mu.Lock()
+		_, ok := st.subs[key]
+		p := st.principal
+		st.mu.Unlock()
+		if ok && p.CanReadURI(uri) {
+			n++
+		}
+	})
+	return n
+}
+
+func (s *Server) subscriptionCount() int {
+	n := 0
+	s.sessions.each(func(_ string, st *sessionState) {
+		st.mu.Lock()
+		n += len(st.subs)
+		st.mu.Unlock()
+	})
+	return n
+}
+
+// Close stops the change-feed watcher and closes every MCP session, which
+// ends their streams so an http.Server can shut down. It is idempotent and
+// does not close the store.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.watchDone
+		for ss := range s.mcp.Sessions() {
+			_ = ss.Close()
+		}
+	})
+}

@@ -1,0 +1,116 @@
+package bridge
+
+import (
+	"sync"
+
+	"github.com/unsay/unsay/models"
+)
+
+// sessionState is what the bridge knows about one MCP session, beyond what
+// the SDK keeps. Every field is guarded by mu.
+type sessionState struct {
+	mu sync.Mutex
+	// subject is the token subject that initialized the session; the
+	// principal is replaced only by a token of the same subject.
+	subject string
+	// principal is the session's CURRENT principal: the latest verified
+	// token seen on any request of this session (P-9: re-authorize at send).
+	principal models.Principal
+	// listServed arms list_changed once a resources/list was served (P-8).
+	listServed bool
+	// listPending marks a list_changed this session may receive; the sending
+	// middleware lets exactly one through and clears it.
+	listPending bool
+	// subs are the unversioned care URIs this session subscribed to.
+	subs map[string]struct{}
+	// lastRead maps an unversioned fact URI to the version this session
+	// last read as current: the version a retraction withdraws (P-17, P-19).
+	lastRead map[string]models.Version
+}
+
+func (s *sessionState) currentPrincipal() models.Principal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal
+}
+
+// sessionRegistry maps MCP session ids to their state. Safe for concurrent use.
+type sessionRegistry struct {
+	mu sync.RWMutex
+	m  map[string]*sessionState
+}
+
+func newSessionRegistry() *sessionRegistry {
+	return &sessionRegistry{m: make(map[string]*sessionState)}
+}
+
+// get returns the session's state, or nil if unknown.
+func (r *sessionRegistry) get(id string) *sessionState {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.m[id]
+}
+
+// open registers a session initialized by p. A second call for the same id
+// keeps the existing state.
+func (r *sessionRegistry) open(id string, p models.Principal) *sessionState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.m[id]; ok {
+		return s
+	}
+	s := &sessionState{
+		subject:   p.Subject,
+		principal: p,
+		subs:      make(map[string]struct{}),
+		lastRead:  make(map[string]models.Version),
+	}
+	r.m[id] = s
+	return s
+}
+
+// close forgets a session.
+func (r *sessionRegistry) close(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, id)
+}
+
+// record replaces the session's current principal with p when p has the
+// session's subject; it reports whether it did. Unknown sessions are ignored
+// (the SDK answers 404 for them).
+func (r *sessionRegistry) record(id string, p models.Principal) bool {
+	s := r.get(id)
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.Subject == "" || p.Subject != s.subject {
+		return false
+	}
+	s.principal = p
+	return true
+}
+
+// each calls f for every session, without holding the registry lock while f runs.
+func (r *sessionRegistry) each(f func(id string, s *sessionState)) {
+	r.mu.RLock()
+	ids := make([]string, 0, len(r.m))
+	states := make([]*sessionState, 0, len(r.m))
+	for id, s := range r.m {
+		ids = append(ids, id)
+		states = append(states, s)
+	}
+	r.mu.RUnlock()
+	for i := range ids {
+		f(ids[i], states[i])
+	}
+}
+
+// len is the number of sessions known.
+func (r *sessionRegistry) len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.m)
+}

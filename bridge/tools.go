@@ -1,0 +1,131 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/unsay/unsay/models"
+)
+
+// WhatsChangedInput is the whats_changed tool's input.
+type WhatsChangedInput struct {
+	Since string `json:"since" jsonschema:"RFC 3339 timestamp; revisions written strictly after it are returned. Must not be later than the server clock."`
+}
+
+// WhatsChangedOutput is the whats_changed tool's structured output.
+type WhatsChangedOutput struct {
+	AsOf    string     `json:"asOf" jsonschema:"the server clock when the answer was built, RFC 3339 UTC"`
+	Changes []Revision `json:"changes" jsonschema:"every revision since 'since' the caller may read, oldest first"`
+}
+
+// Revision is one entry of whats_changed.
+type Revision struct {
+	URI             string `json:"uri" jsonschema:"the fact's unversioned URI"`
+	Version         int    `json:"version" jsonschema:"the version written"`
+	Value           string `json:"value" jsonschema:"the clinician's words; starts with a [STALE …] header when the fact is past its review date"`
+	PreviousValue   string `json:"previousValue,omitempty" jsonschema:"the words of version-1, absent for a creation"`
+	PreviousVersion int    `json:"previousVersion,omitempty" jsonschema:"version-1, absent for a creation"`
+	AuthorID        string `json:"authorId"`
+	AuthorLabel     string `json:"authorLabel"`
+	WrittenAt       string `json:"writtenAt" jsonschema:"RFC 3339 UTC with milliseconds"`
+	AgeSeconds      int64  `json:"ageSeconds" jsonschema:"seconds between writtenAt and asOf"`
+	Stale           bool   `json:"stale" jsonschema:"past its review date at asOf"`
+	Retraction      string `json:"retraction,omitempty" jsonschema:"the sentence to speak FIRST: it withdraws the version this session last read (or, if it read none, the previous version). Absent for assistant-only facts, creations and unchanged words."`
+}
+
+// ToolWhatsChanged is the name of the tool.
+const ToolWhatsChanged = "whats_changed"
+
+func whatsChangedTool() *mcp.Tool {
+	return &mcp.Tool{
+		Name:  ToolWhatsChanged,
+		Title: "What changed in the care plan",
+		Description: "Call this before answering any care question. Returns every revision written after 'since' that you may read, " +
+			"oldest first, with the previous words and a ready-made retraction. If an entry has a retraction, speak it first, word for word.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
+		// MCP Apps: the UI resource a host may render with this tool's result.
+		Meta: mcp.Meta{"ui": map[string]any{"resourceUri": EchoURI}, "ui/resourceUri": EchoURI},
+	}
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// errSince is the tool-level error for a bad 'since'; it becomes a result
+// with isError: true (not a protocol error).
+var errSince = errors.New("since")
+
+// whatsChanged implements the tool: every revision since in.Since readable
+// by the request's principal, oldest first. A malformed or future 'since'
+// is a tool error (isError: true).
+func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in WhatsChangedInput) (*mcp.CallToolResult, WhatsChangedOutput, error) {
+	now := s.now()
+	since, err := time.Parse(time.RFC3339Nano, in.Since)
+	if err != nil {
+		return nil, WhatsChangedOutput{}, fmt.Errorf("%w: %q is not an RFC 3339 timestamp such as 2026-10-04T09:00:00Z", errSince, truncate(in.Since, 64))
+	}
+	if since.After(now) {
+		return nil, WhatsChangedOutput{}, fmt.Errorf("%w: %s is later than the server clock %s", errSince, since.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	p := s.readPrincipal(req)
+	versions, err := s.st.Since(ctx, p, since)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "whats_changed: store since failed", "err", err)
+		return nil, WhatsChangedOutput{}, errors.New("the care store could not be read; try again")
+	}
+	st, _ := s.sessionOf(req)
+	out := WhatsChangedOutput{AsOf: now.UTC().Format(models.TimeLayout), Changes: make([]Revision, 0, len(versions))}
+	for _, v := range versions {
+		if !p.CanRead(v.Patient, v.Audience) { // defence in depth (P-1)
+			continue
+		}
+		r := Revision{
+			URI:         v.FactURI().String(),
+			Version:     v.N,
+			Value:       v.Value,
+			AuthorID:    v.AuthorID,
+			AuthorLabel: v.AuthorLabel,
+			WrittenAt:   v.WrittenAt.UTC().Format(models.TimeLayout),
+			AgeSeconds:  int64(now.Sub(v.WrittenAt) / time.Second),
+			Stale:       v.IsStale(now),
+		}
+		if r.Stale {
+			r.Value = models.StaleHeader(v, now) + "\n" + v.Value
+		}
+		var prev *models.Version
+		if v.N > 1 {
+			if pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(v.N-1).String()); err == nil {
+				r.PreviousValue = pr.Version.Value
+				r.PreviousVersion = pr.Version.N
+				prev = &pr.Version
+			}
+		}
+		// The retraction withdraws what this session read; a session that
+		// read nothing of the fact gets the previous version withdrawn.
+		if st != nil {
+			if read, ok := st.lastReadOf(v.FactURI()); ok {
+				prev = nil
+				if read.N < v.N {
+					prev = &read
+				}
+			}
+		}
+		if prev != nil {
+			if sentence, err := models.RenderRetraction(*prev, v, now); err == nil {
+				r.Retraction = sentence
+			}
+		}
+		out.Changes = append(out.Changes, r)
+	}
+	return nil, out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
