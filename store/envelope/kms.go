@@ -70,9 +70,6 @@ func newKMS(ctx context.Context, cfg Config, getenv func(string) string) (store.
 	if region != "" {
 		opts = append(opts, config.WithRegion(region))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
-	}
 	if p := strings.TrimSpace(getenv("AWS_PROFILE")); p != "" {
 		opts = append(opts, config.WithSharedConfigProfile(p))
 	}
@@ -112,6 +109,11 @@ func newKMS(ctx context.Context, cfg Config, getenv func(string) string) (store.
 	client := kms.NewFromConfig(awsCfg, func(o *kms.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
+		}
+		if cfg.HTTPClient != nil {
+			// Set on the KMS client only: the AWS config loader refuses a
+			// custom client alongside AWS_CA_BUNDLE.
+			o.HTTPClient = cfg.HTTPClient
 		}
 	})
 	kr := &kmsKeyring{client: client, keyID: keyID}
