@@ -1,0 +1,761 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+)
+
+const (
+	publicURL   = "http://unsay.test"
+	tokenSecret = "token-secret-for-tests-0123456789abcdef"
+	writeSecret = "write-secret-for-tests"
+)
+
+// everything reads every fact of every patient (test-side inspection only).
+var everything = models.System("test", models.ScopeReadUser, models.ScopeReadAssistant)
+
+type fixture struct {
+	t      *testing.T
+	st     *store.Store
+	srv    *httptest.Server
+	now    time.Time // the API's clock (signature window, link codes)
+	tokCfg auth.Config
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Second)
+	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "unsay.db"), AuditKey: []byte("audit-key-for-tests")})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := store.Seed(ctx, st, now); err != nil {
+		t.Fatalf("store.Seed: %v", err)
+	}
+	tokCfg := auth.Config{Secret: []byte(tokenSecret), PublicURL: publicURL}
+	v, err := auth.NewVerifier(tokCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := New(Config{
+		Store:                st,
+		Verifier:             v,
+		WriteSecret:          []byte(writeSecret),
+		PublicURL:            publicURL,
+		AuthorizationServers: []string{"https://as.example"},
+		Clock:                func() time.Time { return now },
+		Subscribers: func(u models.URI) int {
+			if u.String() == "care://ray/weight_bearing" {
+				return 2
+			}
+			return 0
+		},
+	})
+	r := chi.NewRouter()
+	api.Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return &fixture{t: t, st: st, srv: srv, now: now, tokCfg: tokCfg}
+}
+
+func (f *fixture) token(sub string, patients []string, scopes ...models.Scope) string {
+	f.t.Helper()
+	tok, err := auth.Mint(f.tokCfg, sub, scopes, patients, time.Hour)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tok
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(a.body, &m); err != nil {
+		t.Fatalf("body is not a JSON object: %v: %s", err, a.body)
+	}
+	return m
+}
+
+func (f *fixture) do(method, path string, body []byte, headers map[string]string) answer {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// signed posts body to /write signed at ts with the server's write secret.
+func (f *fixture) signed(body []byte, ts int64) answer {
+	return f.do(http.MethodPost, "/write", body, map[string]string{
+		HeaderTimestamp: strconv.FormatInt(ts, 10),
+		HeaderSignature: SignWrite([]byte(writeSecret), ts, body),
+		"Content-Type":  "application/json",
+	})
+}
+
+func (f *fixture) bearer(body []byte, token string) answer {
+	return f.do(http.MethodPost, "/write", body, map[string]string{"Authorization": "Bearer " + token})
+}
+
+func (f *fixture) versions(uri string) int {
+	f.t.Helper()
+	h, err := f.st.History(context.Background(), everything, uri)
+	if err != nil {
+		return 0
+	}
+	return len(h)
+}
+
+func (f *fixture) auditSeq() int64 {
+	f.t.Helper()
+	rows, err := f.st.AuditRows(context.Background(), 0, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[len(rows)-1].Seq
+}
+
+// auditAfter returns the audit rows appended after seq.
+func (f *fixture) auditAfter(seq int64) []store.AuditEntry {
+	f.t.Helper()
+	rows, err := f.st.AuditRows(context.Background(), seq, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rows
+}
+
+// oneAuditRow asserts exactly one row was appended after seq and returns it.
+func (f *fixture) oneAuditRow(seq int64) store.AuditEntry {
+	f.t.Helper()
+	rows := f.auditAfter(seq)
+	if len(rows) != 1 {
+		f.t.Fatalf("want exactly one new audit row, got %d: %+v", len(rows), rows)
+	}
+	return rows[0]
+}
+
+// seededValues are the values of every seeded fact, both audiences.
+func (f *fixture) seededValues() []string {
+	f.t.Helper()
+	facts, err := f.st.List(context.Background(), everything)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, fact := range facts {
+		h, err := f.st.History(context.Background(), everything, fact.Current.FactURI().String())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, v := range h {
+			out = append(out, v.Value)
+		}
+	}
+	if len(out) < 8 {
+		f.t.Fatalf("seed has %d values, want at least 8", len(out))
+	}
+	return out
+}
+
+func writeBody(mut func(map[string]any)) []byte {
+	m := map[string]any{
+		"patient":     "ray",
+		"domain":      "weight_bearing",
+		"audience":    "user",
+		"value":       "Full weight-bearing as tolerated.",
+		"authorId":    "okafor",
+		"authorLabel": "Sarah Okafor, physio",
+	}
+	if mut != nil {
+		mut(m)
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func TestWrite_SignedWriteCommitsTheNextVersionAndAuditsItAsHMAC(t *testing.T) {
+	f := newFixture(t)
+	seq := f.auditSeq()
+	a := f.signed(writeBody(nil), f.now.Unix())
+	if a.status != http.StatusCreated {
+		t.Fatalf("status = %d, body %s", a.status, a.body)
+	}
+	var resp WriteResponse
+	if err := json.Unmarshal(a.body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	h, err := f.st.History(t.Context(), everything, "care://ray/weight_bearing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if resp.URI != "care://ray/weight_bearing/v3" || resp.Version != 3 || resp.Hash != last.Hash || resp.Subscribers != 2 || resp.Replayed {
+		t.Fatalf("answer = %+v, want v3 with hash %s and 2 subscribers", resp, last.Hash)
+	}
+	if last.Value != "Full weight-bearing as tolerated." || last.AuthorID != "okafor" {
+		t.Fatalf("stored %+v", last)
+	}
+	row := f.oneAuditRow(seq)
+	if row.Actor != ActorHMAC || row.Via != "hmac" || row.Reason != store.ReasonOK || row.Outcome != "accepted" ||
+		row.Author != "okafor" || row.URI != "care://ray/weight_bearing/v3" {
+		t.Fatalf("audit row = %+v", row)
+	}
+}
+
+func TestWrite_BodyMutatedAfterSigningIsRefusedWithAnAuditRowAndNothingWritten(t *testing.T) {
+	f := newFixture(t)
+	signedBody := writeBody(nil)
+	ts := f.now.Unix()
+	sig := SignWrite([]byte(writeSecret), ts, signedBody)
+	mutated := bytes.Replace(signedBody, []byte("Full"), []byte("Fuller"), 1)
+
+	seq := f.auditSeq()
+	a := f.do(http.MethodPost, "/write", mutated, map[string]string{HeaderTimestamp: strconv.FormatInt(ts, 10), HeaderSignature: sig})
+	if a.status != http.StatusUnauthorized {
+		t.Fatalf("mutated body: status = %d, want 401", a.status)
+	}
+	row := f.oneAuditRow(seq)
+	if row.Reason != store.ReasonBadSignature || row.Outcome != "refused" || row.Actor != ActorAnonymous || row.Author != "" || row.URI != "" {
+		t.Fatalf("audit row = %+v (the body must not be parsed before authentication)", row)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != 2 {
+		t.Fatalf("versions = %d, want 2 (nothing written)", n)
+	}
+	if strings.Contains(string(a.body), sig[3:]) {
+		t.Fatal("the answer echoes the signature")
+	}
+
+	// The twin: the bytes that were signed.
+	a = f.do(http.MethodPost, "/write", signedBody, map[string]string{HeaderTimestamp: strconv.FormatInt(ts, 10), HeaderSignature: sig})
+	if a.status != http.StatusCreated {
+		t.Fatalf("signed body: status = %d, want 201: %s", a.status, a.body)
+	}
+}
+
+func TestWrite_BadOrMissingSignatureHeadersAre401BadSignature(t *testing.T) {
+	f := newFixture(t)
+	body := writeBody(nil)
+	ts := strconv.FormatInt(f.now.Unix(), 10)
+	good := SignWrite([]byte(writeSecret), f.now.Unix(), body)
+	cases := []struct {
+		name    string
+		headers map[string]string
+		want    int
+	}{
+		{"no credential", map[string]string{}, 401},
+		{"signature without timestamp", map[string]string{HeaderSignature: good}, 401},
+		{"timestamp without signature", map[string]string{HeaderTimestamp: ts}, 401},
+		{"wrong secret", map[string]string{HeaderTimestamp: ts, HeaderSignature: SignWrite([]byte("other"), f.now.Unix(), body)}, 401},
+		{"no v1= prefix", map[string]string{HeaderTimestamp: ts, HeaderSignature: good[3:]}, 401},
+		{"upper-case hex", map[string]string{HeaderTimestamp: ts, HeaderSignature: "v1=" + strings.ToUpper(good[3:])}, 401},
+		{"timestamp in milliseconds", map[string]string{HeaderTimestamp: ts + "000", HeaderSignature: good}, 401},
+		{"signed timestamp differs from the header", map[string]string{HeaderTimestamp: strconv.FormatInt(f.now.Unix()-1, 10), HeaderSignature: good}, 401},
+		{"good", map[string]string{HeaderTimestamp: ts, HeaderSignature: good}, 201},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := f.auditSeq()
+			a := f.do(http.MethodPost, "/write", body, tc.headers)
+			if a.status != tc.want {
+				t.Fatalf("status = %d, want %d: %s", a.status, tc.want, a.body)
+			}
+			row := f.oneAuditRow(seq)
+			if tc.want == 401 {
+				if row.Reason != store.ReasonBadSignature || row.Via != "hmac" {
+					t.Fatalf("audit row = %+v", row)
+				}
+				if !strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer resource_metadata=") {
+					t.Fatalf("401 without a WWW-Authenticate challenge: %q", a.header.Get("WWW-Authenticate"))
+				}
+			} else if row.Reason != store.ReasonOK {
+				t.Fatalf("audit row = %+v", row)
+			}
+		})
+	}
+}
+
+func TestWrite_TimestampOutsideThe300SecondWindowIsRefusedOnBothSides(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name   string
+		offset time.Duration
+		want   int
+	}{
+		{"301 s old", -301 * time.Second, 401},
+		{"301 s ahead", 301 * time.Second, 401},
+		{"300 s old", -300 * time.Second, 201},
+		{"300 s ahead", 300 * time.Second, 201},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body := writeBody(func(m map[string]any) { m["value"] = fmt.Sprintf("Partial weight-bearing, revision %d.", i) })
+			before := f.versions("care://ray/weight_bearing")
+			seq := f.auditSeq()
+			a := f.signed(body, f.now.Add(tc.offset).Unix())
+			if a.status != tc.want {
+				t.Fatalf("status = %d, want %d: %s", a.status, tc.want, a.body)
+			}
+			row := f.oneAuditRow(seq)
+			after := f.versions("care://ray/weight_bearing")
+			if tc.want == 401 {
+				if row.Reason != store.ReasonStaleTimestamp || after != before {
+					t.Fatalf("audit %+v, versions %d → %d", row, before, after)
+				}
+			} else if row.Reason != store.ReasonOK || after != before+1 {
+				t.Fatalf("audit %+v, versions %d → %d", row, before, after)
+			}
+		})
+	}
+}
+
+func TestWrite_ReplayedSignedWriteIsAppliedOnceAndAnsweredWithTheSameBody(t *testing.T) {
+	f := newFixture(t)
+	body := writeBody(nil)
+	ts := f.now.Unix()
+	first := f.signed(body, ts)
+	if first.status != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	seq := f.auditSeq()
+	second := f.signed(body, ts)
+	if second.status != http.StatusOK {
+		t.Fatalf("replay: status = %d, want 200: %s", second.status, second.body)
+	}
+	a, b := first.json(t), second.json(t)
+	if b["replayed"] != true {
+		t.Fatalf("replay answer lacks replayed:true: %s", second.body)
+	}
+	delete(b, "replayed")
+	if !mapsEqual(a, b) {
+		t.Fatalf("replay body %v differs from the first %v", b, a)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != 3 {
+		t.Fatalf("versions = %d, want 3 (applied once)", n)
+	}
+	row := f.oneAuditRow(seq)
+	if row.Reason != store.ReasonReplay || row.Outcome != "refused" || row.Actor != ActorHMAC {
+		t.Fatalf("audit row = %+v", row)
+	}
+	// The same body signed at another second is a new request, not a replay.
+	third := f.signed(body, ts-1)
+	if third.status != http.StatusCreated || f.versions("care://ray/weight_bearing") != 4 {
+		t.Fatalf("a fresh signature was treated as a replay: %d %s", third.status, third.body)
+	}
+}
+
+func mapsEqual(a, b map[string]any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+func TestWrite_BearerTokenMustHoldWriteBeTheAuthorAndBeBoundToThePatient(t *testing.T) {
+	f := newFixture(t)
+	okafor := f.token("okafor", []string{"ray"}, models.ScopeWrite)
+	cases := []struct {
+		name       string
+		token      string
+		body       []byte
+		extra      map[string]string
+		want       int
+		reason     store.AuditReason
+		actor      string
+		wantHeader string
+	}{
+		{"sub is the author", okafor, writeBody(nil), nil, 201, store.ReasonOK, "okafor", ""},
+		{"sub is not the author", f.token("mensah", []string{"ray"}, models.ScopeWrite), writeBody(nil), nil, 403, store.ReasonForbidden, "mensah", ""},
+		{"bound to another patient", f.token("okafor", []string{"ada"}, models.ScopeWrite), writeBody(nil), nil, 403, store.ReasonWrongPatient, "okafor", ""},
+		{"no care.write", f.token("okafor", []string{"ray"}, models.ScopeReadUser, models.ScopeReadAssistant), writeBody(nil), nil, 403, store.ReasonForbidden, "okafor",
+			`Bearer resource_metadata="` + publicURL + `/.well-known/oauth-protected-resource", error="insufficient_scope", scope="care.write"`},
+		{"invalid token", okafor + "x", writeBody(nil), nil, 401, store.ReasonBadSignature, ActorAnonymous,
+			`Bearer resource_metadata="` + publicURL + `/.well-known/oauth-protected-resource", error="invalid_token"`},
+		{"token and signature together", okafor, writeBody(nil), map[string]string{HeaderTimestamp: "1", HeaderSignature: "v1=00"}, 400, store.ReasonInvalid, ActorAnonymous, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.versions("care://ray/weight_bearing")
+			seq := f.auditSeq()
+			h := map[string]string{"Authorization": "Bearer " + tc.token}
+			for k, v := range tc.extra {
+				h[k] = v
+			}
+			a := f.do(http.MethodPost, "/write", tc.body, h)
+			if a.status != tc.want {
+				t.Fatalf("status = %d, want %d: %s", a.status, tc.want, a.body)
+			}
+			row := f.oneAuditRow(seq)
+			if row.Reason != tc.reason || row.Actor != tc.actor || row.Via != "bearer" {
+				t.Fatalf("audit row = %+v, want reason %s actor %s via bearer", row, tc.reason, tc.actor)
+			}
+			if tc.wantHeader != "" && a.header.Get("WWW-Authenticate") != tc.wantHeader {
+				t.Fatalf("WWW-Authenticate = %q, want %q", a.header.Get("WWW-Authenticate"), tc.wantHeader)
+			}
+			wantVersions := before
+			if tc.want == 201 {
+				wantVersions++
+			}
+			if n := f.versions("care://ray/weight_bearing"); n != wantVersions {
+				t.Fatalf("versions %d → %d", before, n)
+			}
+		})
+	}
+}
+
+func TestWrite_AudienceChangeIs409AndWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	seq := f.auditSeq()
+	a := f.signed(writeBody(func(m map[string]any) { m["audience"] = "assistant" }), f.now.Unix())
+	if a.status != http.StatusConflict {
+		t.Fatalf("status = %d, want 409: %s", a.status, a.body)
+	}
+	if row := f.oneAuditRow(seq); row.Reason != store.ReasonAudienceChange || row.Actor != ActorHMAC {
+		t.Fatalf("audit row = %+v", row)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != 2 {
+		t.Fatalf("versions = %d, want 2", n)
+	}
+	if _, err := f.st.Read(t.Context(), everything, "care-internal://ray/weight_bearing"); err == nil {
+		t.Fatal("an assistant record appeared under the user domain")
+	}
+	// Twin: the domain's own audience.
+	if a := f.signed(writeBody(nil), f.now.Unix()); a.status != http.StatusCreated {
+		t.Fatalf("same audience: status = %d: %s", a.status, a.body)
+	}
+}
+
+func TestWrite_BodyOverTheCapIs413WithAnAuditRowAndAtTheCapIsAccepted(t *testing.T) {
+	f := newFixture(t)
+	// A valid JSON object padded with spaces to exactly n bytes.
+	padded := func(n int) []byte {
+		b := writeBody(nil)
+		pad := bytes.Repeat([]byte{' '}, n-len(b))
+		return append(append(b[:len(b)-1:len(b)-1], pad...), '}')
+	}
+	atCap, overCap := padded(MaxWriteBody), padded(MaxWriteBody+1)
+	if len(atCap) != MaxWriteBody || len(overCap) != MaxWriteBody+1 {
+		t.Fatalf("padding: %d %d", len(atCap), len(overCap))
+	}
+	seq := f.auditSeq()
+	a := f.signed(overCap, f.now.Unix())
+	if a.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("over the cap: status = %d, want 413", a.status)
+	}
+	if row := f.oneAuditRow(seq); row.Reason != store.ReasonTooLarge || row.Outcome != "refused" {
+		t.Fatalf("audit row = %+v", row)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != 2 {
+		t.Fatalf("versions = %d", n)
+	}
+	if a := f.signed(atCap, f.now.Unix()); a.status != http.StatusCreated {
+		t.Fatalf("at the cap: status = %d: %s", a.status, a.body)
+	}
+}
+
+func TestWrite_InvalidFieldsAre400NamingTheFieldAndNeverEchoTheValue(t *testing.T) {
+	f := newFixture(t)
+	const secretValue = "SENTINEL-VALUE-never-echoed"
+	base := func(m map[string]any) { m["value"] = secretValue }
+	mut := func(fn func(map[string]any)) []byte {
+		return writeBody(func(m map[string]any) { base(m); fn(m) })
+	}
+	cases := []struct {
+		name  string
+		body  []byte
+		field string
+	}{
+		{"missing patient", mut(func(m map[string]any) { delete(m, "patient") }), "patient"},
+		{"upper-case patient", mut(func(m map[string]any) { m["patient"] = "Ray" }), "patient"},
+		{"domain with a slash", mut(func(m map[string]any) { m["domain"] = "a/b" }), "domain"},
+		{"missing audience", mut(func(m map[string]any) { delete(m, "audience") }), "audience"},
+		{"unknown audience", mut(func(m map[string]any) { m["audience"] = "both" }), "audience"},
+		{"blank value", mut(func(m map[string]any) { m["value"] = "   " }), "value"},
+		{"value over 16 KiB", mut(func(m map[string]any) { m["value"] = secretValue + strings.Repeat("x", models.MaxValueBytes) }), "value"},
+		{"value is a number", mut(func(m map[string]any) { m["value"] = 7 }), "value"},
+		{"missing authorId", mut(func(m map[string]any) { delete(m, "authorId") }), "authorId"},
+		{"authorId with a space", mut(func(m map[string]any) { m["authorId"] = "sarah okafor" }), "authorId"},
+		{"missing authorLabel", mut(func(m map[string]any) { delete(m, "authorLabel") }), "authorLabel"},
+		{"staleAfter not RFC 3339", mut(func(m map[string]any) { m["staleAfter"] = "tomorrow" }), "staleAfter"},
+		{"priority above 1", mut(func(m map[string]any) { m["priority"] = 2 }), "priority"},
+		{"priority a string", mut(func(m map[string]any) { m["priority"] = "high" }), "priority"},
+		{"unknown field", mut(func(m map[string]any) { m["writtenAt"] = "2020-01-01T00:00:00Z" }), "writtenAt"},
+		{"not JSON", []byte("patient=ray&value=" + secretValue), "body"},
+		{"an array", []byte(`["` + secretValue + `"]`), "body"},
+		{"trailing data", append(mut(func(map[string]any) {}), []byte(` {"x":1}`)...), "body"},
+		{"invalid UTF-8", append(mut(func(map[string]any) {})[:10], 0xff, 0xfe), "body"},
+		{"null", []byte("null"), "patient"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := f.auditSeq()
+			a := f.signed(tc.body, f.now.Unix())
+			if a.status != http.StatusBadRequest {
+				t.Fatalf("status = %d, want 400: %s", a.status, a.body)
+			}
+			var e errorBody
+			if err := json.Unmarshal(a.body, &e); err != nil || e.Error == "" {
+				t.Fatalf("error body %s", a.body)
+			}
+			if e.Field != tc.field {
+				t.Fatalf("field = %q, want %q (%s)", e.Field, tc.field, e.Error)
+			}
+			if strings.Contains(string(a.body), "SENTINEL") {
+				t.Fatalf("the answer echoes the value: %s", a.body)
+			}
+			if row := f.oneAuditRow(seq); row.Reason != store.ReasonInvalid || row.Actor != ActorHMAC {
+				t.Fatalf("audit row = %+v", row)
+			}
+		})
+	}
+	// Twin: the same base body, valid, with every optional field.
+	ok := mut(func(m map[string]any) {
+		m["staleAfter"] = f.now.Add(48 * time.Hour).Format(time.RFC3339)
+		m["priority"] = 0.5
+	})
+	if a := f.signed(ok, f.now.Unix()); a.status != http.StatusCreated {
+		t.Fatalf("valid twin: status = %d: %s", a.status, a.body)
+	}
+	r, err := f.st.Read(t.Context(), everything, "care://ray/weight_bearing")
+	if err != nil || r.Version.Value != secretValue || !r.Version.StaleAfter.Equal(f.now.Add(48*time.Hour)) || r.Version.Priority != 0.5 {
+		t.Fatalf("stored %+v, err %v", r.Version, err)
+	}
+}
+
+func TestVerify_PublicChainShowsHashesAndTimesButNeverAValue(t *testing.T) {
+	f := newFixture(t)
+	a := f.do(http.MethodGet, "/verify?uri="+url.QueryEscape("care://ray/weight_bearing"), nil, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("status = %d: %s", a.status, a.body)
+	}
+	var c Chain
+	if err := json.Unmarshal(a.body, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.URI == "" || !c.Intact || c.BrokenAt != 0 || len(c.Versions) != 2 || c.Versions[1].PrevHash != c.Versions[0].Hash || c.Versions[0].WrittenAt == "" {
+		t.Fatalf("chain = %+v", c)
+	}
+	for _, v := range f.seededValues() {
+		if strings.Contains(string(a.body), v) {
+			t.Fatalf("/verify body contains a value: %q", v)
+		}
+	}
+}
+
+func TestVerify_ListingNeedsATokenAndShowsOnlyWhatItCanReadWithoutValues(t *testing.T) {
+	f := newFixture(t)
+	if a := f.do(http.MethodGet, "/verify", nil, nil); a.status != http.StatusUnauthorized ||
+		a.header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+publicURL+`/.well-known/oauth-protected-resource"` {
+		t.Fatalf("listing without a token: %d %q", a.status, a.header.Get("WWW-Authenticate"))
+	}
+	list := func(tok string) ChainList {
+		t.Helper()
+		a := f.do(http.MethodGet, "/verify", nil, map[string]string{"Authorization": "Bearer " + tok})
+		if a.status != http.StatusOK {
+			t.Fatalf("status = %d: %s", a.status, a.body)
+		}
+		for _, v := range f.seededValues() {
+			if strings.Contains(string(a.body), v) {
+				t.Fatalf("/verify listing contains a value: %q", v)
+			}
+		}
+		var l ChainList
+		if err := json.Unmarshal(a.body, &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	user := list(f.token("carer", []string{"ray"}, models.ScopeReadUser))
+	both := list(f.token("host", []string{"ray"}, models.ScopeReadUser, models.ScopeReadAssistant))
+	other := list(f.token("host", []string{"ada"}, models.ScopeReadUser, models.ScopeReadAssistant))
+	uris := func(l ChainList) []string {
+		var out []string
+		for _, c := range l.Chains {
+			out = append(out, c.URI)
+		}
+		return out
+	}
+	for _, u := range uris(user) {
+		if !strings.HasPrefix(u, "care://") {
+			t.Fatalf("a user-scoped listing shows %s", u)
+		}
+	}
+	if len(user.Chains) != 5 || len(both.Chains) != 8 || !user.Intact || !both.Intact {
+		t.Fatalf("user %v, both %v", uris(user), uris(both))
+	}
+	if !slices.Contains(uris(both), "care-internal://ray/risk") {
+		t.Fatalf("a dual-scope listing misses care-internal://ray/risk: %v", uris(both))
+	}
+	if len(other.Chains) != 0 {
+		t.Fatalf("a token bound to another patient lists %v (P-21)", uris(other))
+	}
+}
+
+func TestVerify_UnreadableURIIs404WithTheSameShapeAsAnAbsentOne(t *testing.T) {
+	f := newFixture(t)
+	get := func(uri string, headers map[string]string) answer {
+		return f.do(http.MethodGet, "/verify?uri="+url.QueryEscape(uri), nil, headers)
+	}
+	normalize := func(a answer, uri string) string {
+		return strings.Replace(string(a.body), strconvQuote(uri), `"URI"`, 1)
+	}
+	absent := get("care://ray/nonsense", nil)
+	if absent.status != http.StatusNotFound {
+		t.Fatalf("absent: %d", absent.status)
+	}
+	for _, uri := range []string{"care-internal://ray/risk", "care-internal://ray/nonsense", "care://ray/weight_bearing/v9", "care://ray/weight_bearing/3", "app://nope", ""} {
+		a := get(uri, nil)
+		if a.status != http.StatusNotFound {
+			t.Fatalf("%q: status = %d, want 404: %s", uri, a.status, a.body)
+		}
+		if normalize(a, uri) != normalize(absent, "care://ray/nonsense") {
+			t.Fatalf("%q: body %s differs in shape from the absent %s", uri, a.body, absent.body)
+		}
+		if a.header.Get("Content-Type") != absent.header.Get("Content-Type") {
+			t.Fatalf("%q: content type differs", uri)
+		}
+	}
+	// Twin: the same internal chain with a token that may read it.
+	tok := f.token("host", []string{"ray"}, models.ScopeReadAssistant)
+	if a := get("care-internal://ray/risk", map[string]string{"Authorization": "Bearer " + tok}); a.status != http.StatusOK {
+		t.Fatalf("assistant token: status = %d: %s", a.status, a.body)
+	}
+	// Twin: a version that exists.
+	if a := get("care://ray/weight_bearing/v2", nil); a.status != http.StatusOK {
+		t.Fatalf("existing version: status = %d: %s", a.status, a.body)
+	}
+	// A presented token that fails is 401, never the anonymous view.
+	if a := get("care://ray/weight_bearing", map[string]string{"Authorization": "Bearer " + tok + "x"}); a.status != http.StatusUnauthorized {
+		t.Fatalf("bad token: status = %d", a.status)
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+func TestLink_WriteTokenBoundToThePatientCreatesASixDigitCode(t *testing.T) {
+	f := newFixture(t)
+	post := func(body string, tok string) answer {
+		h := map[string]string{}
+		if tok != "" {
+			h["Authorization"] = "Bearer " + tok
+		}
+		return f.do(http.MethodPost, "/link", []byte(body), h)
+	}
+	writer := f.token("carer", []string{"ray"}, models.ScopeWrite)
+	a := post(`{"patient":"ray"}`, writer)
+	if a.status != http.StatusCreated {
+		t.Fatalf("status = %d: %s", a.status, a.body)
+	}
+	var l LinkResponse
+	if err := json.Unmarshal(a.body, &l); err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(l.Code)
+	if err != nil || n < 100000 || n > 999999 {
+		t.Fatalf("code = %q", l.Code)
+	}
+	exp, err := time.Parse(time.RFC3339, l.ExpiresAt)
+	if err != nil || !exp.Equal(f.now.Add(10*time.Minute)) {
+		t.Fatalf("expiresAt = %q, want now+10m", l.ExpiresAt)
+	}
+	if p, err := f.st.RedeemLinkCode(t.Context(), "amzn1.ask.account.test", "https://api.amazonalexa.com", l.Code, f.now); err != nil || p != "ray" {
+		t.Fatalf("the code does not redeem for ray: %q %v", p, err)
+	}
+
+	cases := []struct {
+		name string
+		body string
+		tok  string
+		want int
+	}{
+		{"no token", `{"patient":"ray"}`, "", 401},
+		{"invalid token", `{"patient":"ray"}`, writer + "x", 401},
+		{"read-only token", `{"patient":"ray"}`, f.token("carer", []string{"ray"}, models.ScopeReadUser), 403},
+		{"bound to another patient", `{"patient":"ray"}`, f.token("carer", []string{"ada"}, models.ScopeWrite), 403},
+		{"bad patient id", `{"patient":"Ray!"}`, writer, 400},
+		{"unknown field", `{"patient":"ray","code":"123456"}`, writer, 400},
+		{"valid again", `{"patient":"ray"}`, writer, 201},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if a := post(tc.body, tc.tok); a.status != tc.want {
+				t.Fatalf("status = %d, want %d: %s", a.status, tc.want, a.body)
+			}
+		})
+	}
+}
+
+func TestMetadata_BothResourcesAdvertiseScopesHeaderBearerAndAuthorizationServers(t *testing.T) {
+	f := newFixture(t)
+	for path, resource := range map[string]string{
+		"/.well-known/oauth-protected-resource":     publicURL,
+		"/.well-known/oauth-protected-resource/mcp": publicURL + "/mcp",
+	} {
+		a := f.do(http.MethodGet, path, nil, nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("%s: %d", path, a.status)
+		}
+		var m struct {
+			Resource               string   `json:"resource"`
+			ScopesSupported        []string `json:"scopes_supported"`
+			BearerMethodsSupported []string `json:"bearer_methods_supported"`
+			AuthorizationServers   []string `json:"authorization_servers"`
+		}
+		if err := json.Unmarshal(a.body, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Resource != resource || !slices.Equal(m.ScopesSupported, []string{"care.read.user", "care.read.assistant", "care.write"}) ||
+			!slices.Equal(m.BearerMethodsSupported, []string{"header"}) || !slices.Equal(m.AuthorizationServers, []string{"https://as.example"}) {
+			t.Fatalf("%s: %+v", path, m)
+		}
+	}
+}
+
+func TestSignWrite_IsHMACSHA256OverTimestampDotBodyInLowercaseHex(t *testing.T) {
+	// Computed independently: printf '1700000000.{}' | openssl dgst -sha256 -hmac key
+	got := SignWrite([]byte("key"), 1700000000, []byte("{}"))
+	if want := "v1=9d713ed406bb7076d4123f0dc2c39d2df5c654ed4b0cd56b52c8b4c940bd63ae"; got != want {
+		t.Fatalf("SignWrite = %q, want %q", got, want)
+	}
+	if got == SignWrite([]byte("key"), 1700000001, []byte("{}")) || got == SignWrite([]byte("key"), 1700000000, []byte("{ }")) {
+		t.Fatal("the signature does not cover both the timestamp and the body")
+	}
+}

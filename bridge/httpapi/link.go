@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+)
+
+// MaxLinkBody caps a /link body: 4 KiB.
+const MaxLinkBody = 4 << 10
+
+// LinkRequest is the JSON body of POST /link.
+type LinkRequest struct {
+	Patient string `json:"patient"`
+}
+
+// LinkResponse is the answer to POST /link (201).
+type LinkResponse struct {
+	Code      string `json:"code"`      // six digits, 100000–999999, single use
+	ExpiresAt string `json:"expiresAt"` // RFC 3339, UTC
+}
+
+// handleLink serves POST /link {patient}: a carer holding a bearer token
+// with care.write bound to the patient creates a device-linking code
+// (store.CreateLinkCode) → 201 LinkResponse. Refusals: 401 no or invalid
+// token (WWW-Authenticate names the metadata), 403 without care.write
+// (insufficient_scope) or for a patient the token is not bound to, 413 over
+// MaxLinkBody, 400 a malformed body naming the field. The code is never
+// logged.
+func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
+	p, err := a.principal(r)
+	if err != nil {
+		if errors.Is(err, auth.ErrNoToken) {
+			a.challenge(w, "", "")
+			writeError(w, http.StatusUnauthorized, "a bearer token with care.write is required", "")
+			return
+		}
+		a.challenge(w, "invalid_token", "")
+		writeError(w, http.StatusUnauthorized, "invalid bearer token", "")
+		return
+	}
+	if !p.Can(models.ScopeWrite) {
+		a.challenge(w, "insufficient_scope", models.ScopeWrite)
+		writeError(w, http.StatusForbidden, "the token does not hold care.write", "")
+		return
+	}
+	body, tooLarge, err := readBody(w, r, MaxLinkBody)
+	if tooLarge {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes", MaxLinkBody), "")
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "could not read the body", "")
+		return
+	}
+	var req LinkRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		ve := jsonError(err)
+		writeError(w, http.StatusBadRequest, ve.Reason, ve.Field)
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "body must hold exactly one JSON object", "body")
+		return
+	}
+	if !models.ValidID(req.Patient) {
+		writeError(w, http.StatusBadRequest, "must be 1-64 characters of a-z 0-9 _ . -", "patient")
+		return
+	}
+	if !p.CanAccessPatient(req.Patient) {
+		writeError(w, http.StatusForbidden, "the token is not bound to this patient", "patient")
+		return
+	}
+	code, expires, err := a.cfg.Store.CreateLinkCode(r.Context(), req.Patient, a.now())
+	var ve *store.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		writeError(w, http.StatusBadRequest, ve.Reason, ve.Field)
+		return
+	case err != nil:
+		a.log.ErrorContext(r.Context(), "link: store failure", "actor", p.Subject, "patient", req.Patient, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error", "")
+		return
+	}
+	a.log.InfoContext(r.Context(), "link code created", "actor", p.Subject, "patient", req.Patient, "expires_at", expires.UTC())
+	writeJSON(w, http.StatusCreated, LinkResponse{Code: code, ExpiresAt: expires.UTC().Format(timeLayout)})
+}
+
+// timeLayout is RFC 3339 with milliseconds, UTC.
+const timeLayout = models.TimeLayout

@@ -1,0 +1,406 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+)
+
+// Signed-write protocol (P-12, spec I-12).
+const (
+	// HeaderTimestamp carries the signing time: Unix seconds, decimal digits only.
+	HeaderTimestamp = "X-Unsay-Timestamp"
+	// HeaderSignature carries "v1=" + lowercase hex HMAC-SHA256(secret, timestamp + "." + rawBody).
+	HeaderSignature = "X-Unsay-Signature"
+	// SignatureWindow is how far (either way) a signed timestamp may be from
+	// the server clock: 300 s.
+	SignatureWindow = 300 * time.Second
+	// MaxWriteBody caps a /write body: 256 KiB; more is answered 413.
+	MaxWriteBody = 256 << 10
+	// DevWriteSecret is the development write secret used when
+	// UNSAY_WRITE_SECRET is unset; the startup line must announce it.
+	DevWriteSecret = "unsay-development-write-secret-NOT-FOR-DEPLOYMENT"
+)
+
+// Audit vocabulary for /write rows (store.AuditEntry).
+const (
+	// ActorHMAC is the audit actor of a write whose signature verified:
+	// some holder of the shared write secret (T-4).
+	ActorHMAC = "hmac"
+	// ActorAnonymous is the audit actor of an attempt whose credential did
+	// not verify (or that carried none).
+	ActorAnonymous = "anonymous"
+	viaHMAC        = "hmac"
+	viaBearer      = "bearer"
+	outcomeOK      = "accepted"
+	outcomeRefused = "refused"
+)
+
+// SignWrite returns the X-Unsay-Signature value for body signed at ts
+// (Unix seconds): "v1=" + lowercase hex HMAC-SHA256(secret, "{ts}." + body).
+// The server verifies exactly these bytes before parsing anything.
+func SignWrite(secret []byte, ts int64, body []byte) string {
+	return "v1=" + hex.EncodeToString(writeMAC(secret, strconv.FormatInt(ts, 10), body))
+}
+
+func writeMAC(secret []byte, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// WriteRequest is the JSON body of POST /write. Unknown fields are refused.
+type WriteRequest struct {
+	Patient     string          `json:"patient"`
+	Domain      string          `json:"domain"`
+	Audience    models.Audience `json:"audience"` // "user" or "assistant"; required, fixed per domain (P-3)
+	Value       string          `json:"value"`    // 1 … models.MaxValueBytes bytes of UTF-8
+	AuthorID    string          `json:"authorId"`
+	AuthorLabel string          `json:"authorLabel"`          // "Sarah Okafor, physio"
+	StaleAfter  string          `json:"staleAfter,omitempty"` // RFC 3339; empty: never stale
+	Priority    *float64        `json:"priority,omitempty"`   // 0…1, a hint only (P-4)
+}
+
+// WriteResponse is the answer to an accepted (201) or replayed (200) write.
+type WriteResponse struct {
+	URI         string `json:"uri"` // versioned: care://ray/weight_bearing/v3
+	Version     int    `json:"version"`
+	Hash        string `json:"hash"`
+	Subscribers int    `json:"subscribers"` // authorized sessions subscribed at commit
+	Replayed    bool   `json:"replayed,omitempty"`
+}
+
+// attempt is what the audit row of one /write records.
+type attempt struct {
+	actor  string
+	via    string
+	uri    string
+	author string
+}
+
+// handleWrite serves POST /write (P-12, P-14):
+//
+//   - the body is read raw, capped at MaxWriteBody (413 too_large);
+//   - it is authenticated before it is parsed: EITHER an HMAC signature
+//     (HeaderTimestamp, HeaderSignature; 401 bad_signature, 401
+//     stale_timestamp outside ±SignatureWindow) OR a bearer token with
+//     care.write (401 bad_signature for a token that does not verify, 403
+//     forbidden without care.write); not both (400 invalid);
+//   - then parsed strictly (400 invalid naming the field);
+//   - a bearer token's sub must equal authorId (403 forbidden) and the
+//     token must be bound to the patient (403 wrong_patient);
+//   - store.Publish commits (201), or recognises a replayed signed request
+//     through its idempotency key (200, "replayed": true, nothing written),
+//     or refuses an audience change (409 audience_change, nothing written).
+//
+// Every path appends one audit row with a closed reason. The actor is
+// ActorHMAC for a verified signature, the token's sub for a verified token,
+// ActorAnonymous otherwise. The only path without a row is a store failure
+// (500), where the audit log lives in the same failing store; it is logged.
+func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
+	at := attempt{actor: ActorAnonymous, via: viaHMAC}
+	_, hasAuthz := r.Header["Authorization"]
+	_, hasSig := r.Header[HeaderSignature]
+	_, hasTS := r.Header[HeaderTimestamp]
+	var principal models.Principal
+	if hasAuthz {
+		at.via = viaBearer
+		if hasSig || hasTS {
+			a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, "send either a bearer token or a signature, not both", "")
+			return
+		}
+		p, err := a.principal(r)
+		if err != nil {
+			a.challenge(w, "invalid_token", "")
+			a.refuseWrite(w, r, at, http.StatusUnauthorized, store.ReasonBadSignature, "invalid bearer token", "")
+			return
+		}
+		at.actor = p.Subject
+		if !p.Can(models.ScopeWrite) {
+			a.challenge(w, "insufficient_scope", models.ScopeWrite)
+			a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonForbidden, "the token does not hold care.write", "")
+			return
+		}
+		principal = p
+	}
+
+	body, tooLarge, err := readBody(w, r, MaxWriteBody)
+	if tooLarge {
+		a.refuseWrite(w, r, at, http.StatusRequestEntityTooLarge, store.ReasonTooLarge, fmt.Sprintf("body exceeds %d bytes", MaxWriteBody), "")
+		return
+	}
+	if err != nil {
+		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, "could not read the body", "")
+		return
+	}
+
+	var idempotencyKey string
+	if !hasAuthz {
+		key, reason, msg := a.checkSignature(r, body)
+		if reason != "" {
+			a.challenge(w, "", "")
+			a.refuseWrite(w, r, at, http.StatusUnauthorized, reason, msg, "")
+			return
+		}
+		at.actor, idempotencyKey = ActorHMAC, key
+	}
+
+	req, verr := parseWriteRequest(body)
+	if req != nil {
+		at.author = req.AuthorID
+		at.uri = requestURI(req)
+	}
+	if verr != nil {
+		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
+		return
+	}
+	in, verr := req.input()
+	if verr != nil {
+		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
+		return
+	}
+	if hasAuthz {
+		if principal.Subject != req.AuthorID {
+			a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonForbidden, "authorId must equal the token's subject", "authorId")
+			return
+		}
+		if !principal.CanAccessPatient(req.Patient) {
+			a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonWrongPatient, "the token is not bound to this patient", "patient")
+			return
+		}
+	} else {
+		// Trusted server code: a verified signature may write this one patient.
+		principal = models.Principal{Subject: ActorHMAC, Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{req.Patient}}
+		in.IdempotencyKey = idempotencyKey
+	}
+
+	started := time.Now()
+	res, err := a.cfg.Store.Publish(r.Context(), principal, in)
+	elapsed := time.Since(started)
+	var ve *store.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, ve.Reason, ve.Field)
+		return
+	case errors.Is(err, store.ErrAudienceChange):
+		a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonAudienceChange, "this domain's audience cannot change", "audience")
+		return
+	case errors.Is(err, store.ErrForbidden):
+		a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonForbidden, "forbidden", "")
+		return
+	case err != nil:
+		a.log.ErrorContext(r.Context(), "write: store failure", "actor", at.actor, "via", at.via, "uri", at.uri, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error", "")
+		return
+	}
+
+	resp := WriteResponse{
+		URI:      res.Version.URI().String(),
+		Version:  res.Version.N,
+		Hash:     res.Version.Hash,
+		Replayed: res.Replayed,
+	}
+	if a.cfg.Subscribers != nil {
+		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
+	}
+	at.uri = resp.URI
+	status, outcome, reason := http.StatusCreated, outcomeOK, store.ReasonOK
+	if res.Replayed {
+		status, outcome, reason = http.StatusOK, outcomeRefused, store.ReasonReplay
+	} else if a.cfg.OnPublish != nil {
+		a.cfg.OnPublish(elapsed)
+	}
+	a.audit(r.Context(), at, outcome, reason)
+	a.log.InfoContext(r.Context(), "write", "status", status, "reason", string(reason), "actor", at.actor,
+		"via", at.via, "uri", resp.URI, "subscribers", resp.Subscribers, "publish_ms", float64(elapsed.Microseconds())/1000)
+	writeJSON(w, status, resp)
+}
+
+// refuseWrite audits a refused attempt and answers it.
+func (a *API) refuseWrite(w http.ResponseWriter, r *http.Request, at attempt, status int, reason store.AuditReason, msg, field string) {
+	a.audit(r.Context(), at, outcomeRefused, reason)
+	a.log.InfoContext(r.Context(), "write refused", "status", status, "reason", string(reason), "actor", at.actor,
+		"via", at.via, "uri", at.uri, "field", field)
+	writeError(w, status, msg, field)
+}
+
+// audit appends the row even when the client has gone away.
+func (a *API) audit(ctx context.Context, at attempt, outcome string, reason store.AuditReason) {
+	err := a.cfg.Store.Audit(context.WithoutCancel(ctx), store.AuditEntry{
+		Actor: at.actor, URI: at.uri, Outcome: outcome, Reason: reason, Via: at.via, Author: at.author,
+	})
+	if err != nil {
+		a.log.ErrorContext(ctx, "write: audit append failed", "reason", string(reason), "actor", at.actor, "err", err)
+	}
+}
+
+// checkSignature verifies the HMAC headers over the raw body. It returns the
+// idempotency key of a good request, or the audit reason and a message.
+func (a *API) checkSignature(r *http.Request, body []byte) (key string, reason store.AuditReason, msg string) {
+	tsVals, sigVals := r.Header.Values(HeaderTimestamp), r.Header.Values(HeaderSignature)
+	if len(tsVals) != 1 || len(sigVals) != 1 {
+		return "", store.ReasonBadSignature, "send exactly one " + HeaderTimestamp + " and one " + HeaderSignature + " header, or a bearer token"
+	}
+	ts, sig := tsVals[0], sigVals[0]
+	if len(ts) == 0 || len(ts) > 12 || strings.TrimLeft(ts, "0123456789") != "" {
+		return "", store.ReasonBadSignature, HeaderTimestamp + " must be Unix seconds in decimal"
+	}
+	hexSig, ok := strings.CutPrefix(sig, "v1=")
+	if !ok || len(hexSig) != 2*sha256.Size || strings.TrimLeft(hexSig, "0123456789abcdef") != "" {
+		return "", store.ReasonBadSignature, HeaderSignature + " must be v1=<64 lowercase hex digits>"
+	}
+	given, _ := hex.DecodeString(hexSig)
+	if len(a.cfg.WriteSecret) == 0 || !hmac.Equal(writeMAC(a.cfg.WriteSecret, ts, body), given) {
+		return "", store.ReasonBadSignature, "signature does not match"
+	}
+	secs, _ := strconv.ParseInt(ts, 10, 64)
+	if d := a.now().Sub(time.Unix(secs, 0)); d > SignatureWindow || d < -SignatureWindow {
+		return "", store.ReasonStaleTimestamp, "timestamp is outside the 300 s window"
+	}
+	sum := sha256.Sum256([]byte("unsay/write/v1\x00" + ts + "\x00" + hexSig))
+	return hex.EncodeToString(sum[:]), "", ""
+}
+
+// principal verifies the request's bearer token.
+func (a *API) principal(r *http.Request) (models.Principal, error) {
+	if a.cfg.Verifier == nil {
+		return models.Principal{}, errors.New("no token verifier configured")
+	}
+	return a.cfg.Verifier.FromRequest(r)
+}
+
+// parseWriteRequest decodes body strictly: one JSON object, valid UTF-8, no
+// unknown fields, no trailing data. It returns the request decoded so far
+// (for the audit row) and a validation error naming the field.
+func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
+	if !utf8.Valid(body) {
+		// encoding/json would silently replace invalid bytes, so the parsed
+		// value would differ from the signed bytes.
+		return nil, &store.ValidationError{Field: "body", Reason: "body must be UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req WriteRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, &store.ValidationError{Field: "body", Reason: "body must hold exactly one JSON object"}
+	}
+	return &req, req.validate()
+}
+
+// jsonError turns a decoding error into a ValidationError naming the field,
+// never quoting the body.
+func jsonError(err error) *store.ValidationError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return &store.ValidationError{Field: te.Field, Reason: "must be a JSON " + jsonKind(te.Type.Kind())}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			name = "body"
+		}
+		return &store.ValidationError{Field: name, Reason: "unknown field"}
+	}
+	return &store.ValidationError{Field: "body", Reason: "body must be one JSON object"}
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "string"
+	case reflect.Float64, reflect.Pointer:
+		return "number"
+	}
+	return "value of the documented type"
+}
+
+const maxAuthorLen = 200
+
+func (q *WriteRequest) validate() *store.ValidationError {
+	switch {
+	case q.Patient == "":
+		return &store.ValidationError{Field: "patient", Reason: "is required"}
+	case !models.ValidID(q.Patient):
+		return &store.ValidationError{Field: "patient", Reason: "must be 1-64 characters of a-z 0-9 _ . -"}
+	case q.Domain == "":
+		return &store.ValidationError{Field: "domain", Reason: "is required"}
+	case !models.ValidID(q.Domain):
+		return &store.ValidationError{Field: "domain", Reason: "must be 1-64 characters of a-z 0-9 _ . -"}
+	case q.Audience == "":
+		return &store.ValidationError{Field: "audience", Reason: `is required: "user" or "assistant"`}
+	case !q.Audience.Valid():
+		return &store.ValidationError{Field: "audience", Reason: `must be "user" or "assistant"`}
+	case strings.TrimSpace(q.Value) == "":
+		return &store.ValidationError{Field: "value", Reason: "is required"}
+	case len(q.Value) > models.MaxValueBytes:
+		return &store.ValidationError{Field: "value", Reason: fmt.Sprintf("exceeds %d bytes", models.MaxValueBytes)}
+	case q.AuthorID == "":
+		return &store.ValidationError{Field: "authorId", Reason: "is required"}
+	case !store.ValidAuthorID(q.AuthorID):
+		return &store.ValidationError{Field: "authorId", Reason: "must be 1-64 characters of a-z 0-9 _ . @ : -"}
+	case strings.TrimSpace(q.AuthorLabel) == "":
+		return &store.ValidationError{Field: "authorLabel", Reason: "is required"}
+	case len(q.AuthorLabel) > maxAuthorLen || hasControl(q.AuthorLabel):
+		return &store.ValidationError{Field: "authorLabel", Reason: fmt.Sprintf("must be at most %d printable characters", maxAuthorLen)}
+	case q.Priority != nil && (math.IsNaN(*q.Priority) || *q.Priority < 0 || *q.Priority > 1):
+		return &store.ValidationError{Field: "priority", Reason: "must be between 0 and 1"}
+	}
+	if q.StaleAfter != "" {
+		if _, err := time.Parse(time.RFC3339, q.StaleAfter); err != nil {
+			return &store.ValidationError{Field: "staleAfter", Reason: "must be an RFC 3339 time"}
+		}
+	}
+	return nil
+}
+
+func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
+
+// input converts a validated request into a store.PublishInput.
+func (q *WriteRequest) input() (store.PublishInput, *store.ValidationError) {
+	in := store.PublishInput{
+		Patient: q.Patient, Domain: q.Domain, Audience: q.Audience, Value: q.Value,
+		AuthorID: q.AuthorID, AuthorLabel: q.AuthorLabel,
+	}
+	if q.StaleAfter != "" {
+		t, err := time.Parse(time.RFC3339, q.StaleAfter)
+		if err != nil {
+			return in, &store.ValidationError{Field: "staleAfter", Reason: "must be an RFC 3339 time"}
+		}
+		in.StaleAfter = t.UTC()
+	}
+	if q.Priority != nil {
+		in.Priority = *q.Priority
+	}
+	return in, nil
+}
+
+// requestURI is the unversioned URI the request names, or "" when its
+// patient, domain or audience is not valid.
+func requestURI(q *WriteRequest) string {
+	if !models.ValidID(q.Patient) || !models.ValidID(q.Domain) || !q.Audience.Valid() {
+		return ""
+	}
+	return models.NewURI(q.Audience, q.Patient, q.Domain).String()
+}
