@@ -1,0 +1,168 @@
+package models
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var demoNow = time.Date(2026, 10, 8, 9, 14, 0, 0, time.UTC)
+
+func wb(n int, value, label string, ago time.Duration) Version {
+	return Version{Patient: "ray", Domain: "weight_bearing", N: n, Audience: AudienceUser, Value: value,
+		AuthorID: "x", AuthorLabel: label, WrittenAt: demoNow.Add(-ago)}
+}
+
+func TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge(t *testing.T) {
+	heard := wb(1, "No weight through the operated leg; transfers with the frame only.", "Mr Adeyemi, surgical team", 4*24*time.Hour)
+	cur := wb(3, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", 30*time.Second)
+	got, err := RenderRetraction(heard, cur, demoNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Stop — your walking instruction has changed. " +
+		"I told you: “No weight through the operated leg; transfers with the frame only.” " +
+		"Sarah Okafor, physio changed it 30 seconds ago: “Full weight-bearing as tolerated.” " +
+		"In plain terms, full weight-bearing as tolerated means as much weight as is comfortable."
+	if got != want {
+		t.Fatalf("RenderRetraction =\n%s\nwant\n%s", got, want)
+	}
+	iStop, iHeard, iNew := strings.Index(got, "Stop"), strings.Index(got, "No weight"), strings.Index(got, "Full weight")
+	if iStop != 0 || !(iStop < iHeard && iHeard < iNew) {
+		t.Fatalf("order: stop %d, heard %d, new %d", iStop, iHeard, iNew)
+	}
+}
+
+func TestRenderRetraction_QuotesAddAFullStopOnce(t *testing.T) {
+	heard := wb(1, "Partial weight-bearing", "A", time.Hour)
+	cur := wb(2, "Full weight-bearing as tolerated!", "B", time.Hour)
+	got, err := RenderRetraction(heard, cur, demoNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "“Partial weight-bearing.”") || !strings.Contains(got, "“Full weight-bearing as tolerated!”") {
+		t.Fatalf("quotes not normalised: %s", got)
+	}
+}
+
+func TestRenderRetraction_RefusesAssistantAudience(t *testing.T) {
+	user := wb(1, "Partial weight-bearing.", "A", time.Hour)
+	internal := Version{Patient: "ray", Domain: "weight_bearing", N: 2, Audience: AudienceAssistant, Value: "Fall risk HIGH.", AuthorLabel: "B"}
+	for name, pair := range map[string][2]Version{"current internal": {user, internal}, "heard internal": {internal, user}} {
+		got, err := RenderRetraction(pair[0], pair[1], demoNow)
+		if !errors.Is(err, ErrAssistantAudience) || got != "" {
+			t.Errorf("%s: RenderRetraction = %q, %v; want ErrAssistantAudience and nothing to say", name, got, err)
+		}
+	}
+	// Positive twin: two user versions render.
+	if _, err := RenderRetraction(user, wb(2, "Full weight-bearing as tolerated.", "B", time.Hour), demoNow); err != nil {
+		t.Fatalf("user → user: %v", err)
+	}
+	if _, err := RenderFirstHearing(internal, demoNow); !errors.Is(err, ErrAssistantAudience) {
+		t.Fatalf("RenderFirstHearing(internal) err = %v", err)
+	}
+}
+
+func TestRenderRetraction_UnchangedWordsSayNothing(t *testing.T) {
+	a := wb(1, "Partial weight-bearing.", "A", time.Hour)
+	b := wb(2, "  Partial weight-bearing.  ", "B", time.Minute)
+	if got, err := RenderRetraction(a, b, demoNow); !errors.Is(err, ErrUnchanged) || got != "" {
+		t.Fatalf("RenderRetraction(same words) = %q, %v; want ErrUnchanged", got, err)
+	}
+	c := wb(2, "Partial weight-bearing, half your weight.", "B", time.Minute)
+	if _, err := RenderRetraction(a, c, demoNow); err != nil {
+		t.Fatalf("changed words: %v", err)
+	}
+}
+
+func TestRenderRetraction_RefusesVersionsOfDifferentFacts(t *testing.T) {
+	a := wb(1, "Partial weight-bearing.", "A", time.Hour)
+	b := a
+	b.Domain, b.Value = "exercise", "Ankle pumps."
+	if _, err := RenderRetraction(a, b, demoNow); !errors.Is(err, ErrDifferentFact) {
+		t.Fatalf("err = %v, want ErrDifferentFact", err)
+	}
+}
+
+func TestGlosses_RestateEachTermOfTheGlossary(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"Full weight-bearing as tolerated.", "In plain terms, full weight-bearing as tolerated means as much weight as is comfortable."},
+		{"Partial weight-bearing with the frame.", "In plain terms, partial weight-bearing means only some of your weight."},
+		{"Non-weight-bearing on the left leg.", "In plain terms, non-weight-bearing means no weight at all."},
+		{"No weight through the operated leg.", "In plain terms, non-weight-bearing means no weight at all."},
+		{"Keep hip flexion under 90 degrees.", "In plain terms, hip flexion means bending at the hip."},
+		{"Rivaroxaban 10 mg once a day.", "In plain terms, rivaroxaban means the blood-thinning tablet."},
+		{"Ankle pumps every hour.", ""},
+	} {
+		if got := GlossSentence(tc.text); got != tc.want {
+			t.Errorf("GlossSentence(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
+
+func TestGlosses_NeverAdvise(t *testing.T) {
+	advice := []string{"should", "must", "try", "don't", "do not", "you can", "safe", "take", "call"}
+	for _, g := range glossary {
+		for _, w := range advice {
+			if strings.Contains(strings.ToLower(g.Gloss), w) {
+				t.Errorf("gloss for %q (%q) carries advice word %q", g.Term, g.Gloss, w)
+			}
+		}
+	}
+}
+
+func TestGlosses_FailSafeOnQualifiers(t *testing.T) {
+	for _, q := range []string{"not", "never", "avoid", "until", "unless", "except", "instead", "rather than", "no longer"} {
+		text := "Full weight-bearing as tolerated " + q + " the review; rivaroxaban daily."
+		if g := Glosses(text); len(g) != 0 {
+			t.Errorf("qualifier %q: glosses %v, want none", q, g)
+		}
+	}
+	if g := Glosses("Full weight-bearing as tolerated, don't rush; rivaroxaban daily."); len(g) != 0 {
+		t.Errorf("n't: glosses %v, want none", g)
+	}
+	// Positive twin: the same sentence without a qualifier is glossed.
+	if g := Glosses("Full weight-bearing as tolerated at the review; rivaroxaban daily."); len(g) != 2 {
+		t.Errorf("unqualified: %d glosses, want 2", len(g))
+	}
+}
+
+func TestGlosses_FailSafeOnWeightBearingActionWords(t *testing.T) {
+	for _, w := range []string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay"} {
+		text := "Partial weight-bearing " + w + " the X-ray."
+		if g := Glosses(text); len(g) != 0 {
+			t.Errorf("action word %q: glosses %v, want none", w, g)
+		}
+	}
+	if g := Glosses("Partial weight-bearing with the frame."); len(g) != 1 {
+		t.Errorf("no action word: %d glosses, want 1", len(g))
+	}
+}
+
+func TestGlosses_FailSafeOnTwoWeightBearingLevels(t *testing.T) {
+	if g := Glosses("Partial weight-bearing, moving to full weight-bearing as tolerated."); len(g) != 0 {
+		t.Fatalf("two levels: glosses %v, want none", g)
+	}
+	if g := Glosses("Partial weight-bearing, moving on to the stairs."); len(g) != 1 {
+		t.Fatalf("one level: %d glosses, want 1", len(g))
+	}
+}
+
+func TestGlosses_WeightBearingTermMustOpenTheText(t *testing.T) {
+	if g := Glosses("On the ward, partial weight-bearing."); len(g) != 0 {
+		t.Fatalf("term not at the start: glosses %v, want none", g)
+	}
+}
+
+func TestRenderFirstHearing_NoIToldYou(t *testing.T) {
+	got, err := RenderFirstHearing(wb(1, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", 2*time.Hour), demoNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Your walking instruction from Sarah Okafor, physio, two hours ago: “Full weight-bearing as tolerated.” " +
+		"In plain terms, full weight-bearing as tolerated means as much weight as is comfortable."
+	if got != want {
+		t.Fatalf("RenderFirstHearing =\n%s\nwant\n%s", got, want)
+	}
+}
