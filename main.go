@@ -191,7 +191,65 @@ func cmdVerify(ctx context.Context, args []string) error {
 	return nil
 }
 
-func cmdRekey(ctx context.Context, args []string) error { return errors.New("not implemented yet") }
+// cmdRekey re-seals every stored version under the current key (P-6
+// rotation): `unsay rekey --db PATH --envelope local|kms [--kms-endpoint URL]
+// [--kms-region R]`. The envelope reads UNSAY_MASTER_KEY (the new key) and
+// UNSAY_MASTER_KEYS_PREVIOUS (keys that sealed older versions), or
+// UNSAY_KMS_KEY_ID and the AWS credential chain; a plaintext store is
+// sealed for the first time. Hashes are over plaintext and do not change.
+// It runs in one transaction: a version that fails to open (unknown key,
+// tampered bytes, KMS outage) aborts it with nothing changed. It then
+// verifies every chain and prints the count; exit 1 if a chain is broken.
+// The audit key is UNSAY_AUDIT_KEY, or the development default (announced).
+func cmdRekey(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("rekey", flag.ContinueOnError)
+	db := fs.String("db", "./unsay.db", "SQLite database file to re-seal")
+	env := fs.String("envelope", "none", "envelope to seal under: local or kms (none is refused)")
+	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
+	kmsRegion := fs.String("kms-region", "", "AWS region (kms envelope)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if m := strings.TrimSpace(*env); m != "local" && m != "kms" {
+		return fmt.Errorf("--envelope (UNSAY_ENVELOPE) is %q: rekey needs local or kms", m)
+	}
+	if _, err := os.Stat(*db); err != nil {
+		return fmt.Errorf("no database at %s: %w", *db, err)
+	}
+	sealer, err := envelope.New(ctx, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
+	if err != nil {
+		return err
+	}
+	auditKey := []byte(os.Getenv("UNSAY_AUDIT_KEY"))
+	if len(auditKey) == 0 {
+		fmt.Fprintln(os.Stderr, "unsay rekey: UNSAY_AUDIT_KEY unset; using the development default audit key")
+	}
+	s, err := store.Open(ctx, store.Options{DSN: *db, AuditKey: auditKey, Sealer: sealer})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n, err := s.Rekey(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("re-sealed %d versions under %s\n", n, envelope.Describe(sealer))
+	results, err := s.VerifyAll(ctx, models.System("unsay-rekey", models.ScopeReadUser, models.ScopeReadAssistant))
+	if err != nil {
+		return fmt.Errorf("verify after rekey: %w", err)
+	}
+	for _, r := range results {
+		if !r.Intact {
+			fmt.Printf("%s BROKEN at v%d\n", r.URI, r.BrokenAt)
+			return exitError{1}
+		}
+	}
+	fmt.Printf("%d chains intact\n", len(results))
+	return nil
+}
 
 // ---- bench (owned by the speech work) ----
 
