@@ -14,15 +14,23 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/store/envelope"
@@ -121,9 +129,184 @@ func cmdServe(ctx context.Context, args []string) error { return errors.New("not
 
 // ---- token, write, link (owned by the bridge-HTTP work) ----
 
-func cmdToken(ctx context.Context, args []string) error { return errors.New("not implemented yet") }
-func cmdWrite(ctx context.Context, args []string) error { return errors.New("not implemented yet") }
-func cmdLink(ctx context.Context, args []string) error  { return errors.New("not implemented yet") }
+// cmdToken mints a development bearer token (HS256, aud {public-url}/mcp)
+// and prints only the JWT on stdout:
+//
+//	unsay token --patient ray [--patient …] --scope care.read.user [--scope …]
+//	            [--sub NAME] [--ttl 1h] [--public-url URL]
+//
+// The secret is UNSAY_TOKEN_SECRET, or auth.DevTokenSecret (said on stderr).
+func cmdToken(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	var patients, scopes listFlag
+	fs.Var(&patients, "patient", "patient id the token is bound to (repeatable)")
+	fs.Var(&scopes, "scope", "scope: care.read.user, care.read.assistant or care.write (repeatable)")
+	sub := fs.String("sub", "dev", "the token's subject (sub): the audit actor; for /write it must equal authorId")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+	publicURL := fs.String("public-url", "http://127.0.0.1:8080", "the server's public URL; the token's aud is {public-url}/mcp")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(patients) == 0 || len(scopes) == 0 {
+		return errors.New("at least one --patient and one --scope are required")
+	}
+	sc := make([]models.Scope, len(scopes))
+	for i, s := range scopes {
+		sc[i] = models.Scope(s)
+	}
+	tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: *publicURL},
+		*sub, sc, patients, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(tok)
+	return nil
+}
+
+// cmdWrite signs a clinician's revision with the shared write secret and
+// POSTs it to {url}/write, printing the server's JSON answer on stdout;
+// a non-2xx answer exits 1:
+//
+//	unsay write --url URL --patient ray --domain weight_bearing --value "…"
+//	            --author okafor --author-label "Sarah Okafor, physio"
+//	            [--audience user] [--stale-after T] [--priority P]
+//
+// --stale-after is an RFC 3339 time or a duration from now ("72h").
+// The secret is UNSAY_WRITE_SECRET, or httpapi.DevWriteSecret (said on stderr).
+func cmdWrite(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("write", flag.ContinueOnError)
+	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
+	req := httpapi.WriteRequest{}
+	fs.StringVar(&req.Patient, "patient", "", "patient id")
+	fs.StringVar(&req.Domain, "domain", "", "domain, e.g. weight_bearing")
+	fs.StringVar(&req.Value, "value", "", "the instruction, as the clinician wrote it")
+	fs.StringVar(&req.AuthorID, "author", "", "author id, e.g. okafor")
+	fs.StringVar(&req.AuthorLabel, "author-label", "", `how the patient hears the author, e.g. "Sarah Okafor, physio"`)
+	audience := fs.String("audience", string(models.AudienceUser), "user (speakable) or assistant (never spoken); fixed per domain")
+	staleAfter := fs.String("stale-after", "", "RFC 3339 time, or a duration from now (72h), after which the fact is stale")
+	priority := fs.String("priority", "", "0…1, a hint for hosts")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	req.Audience = models.Audience(*audience)
+	if *staleAfter != "" {
+		if d, err := time.ParseDuration(*staleAfter); err == nil {
+			req.StaleAfter = time.Now().Add(d).UTC().Format(time.RFC3339)
+		} else {
+			req.StaleAfter = *staleAfter // the server checks RFC 3339
+		}
+	}
+	if *priority != "" {
+		p, err := strconv.ParseFloat(*priority, 64)
+		if err != nil {
+			return fmt.Errorf("--priority: %w", err)
+		}
+		req.Priority = &p
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	secret := secretFromEnv("UNSAY_WRITE_SECRET", httpapi.DevWriteSecret, "write")
+	ts := time.Now().Unix()
+	return postAndPrint(ctx, strings.TrimRight(*base, "/")+"/write", body, map[string]string{
+		httpapi.HeaderTimestamp: strconv.FormatInt(ts, 10),
+		httpapi.HeaderSignature: httpapi.SignWrite(secret, ts, body),
+	}, nil)
+}
+
+// cmdLink creates a six-digit device-linking code for a patient through
+// POST {url}/link and prints the code and its expiry:
+//
+//	unsay link --url URL --patient ray [--token T] [--public-url URL]
+//
+// Without --token it mints a five-minute care.write token bound to the
+// patient (sub "unsay-link", aud {public-url}/mcp, public URL defaulting to
+// --url) with UNSAY_TOKEN_SECRET or the development default.
+func cmdLink(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("link", flag.ContinueOnError)
+	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
+	patient := fs.String("patient", "", "patient id")
+	token := fs.String("token", "", "a bearer token with care.write bound to the patient (default: mint one)")
+	publicURL := fs.String("public-url", "", "the server's public URL, for a minted token's audience (default: --url)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *patient == "" {
+		return errors.New("--patient is required")
+	}
+	if *token == "" {
+		pub := *publicURL
+		if pub == "" {
+			pub = *base
+		}
+		tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: pub},
+			"unsay-link", []models.Scope{models.ScopeWrite}, []string{*patient}, 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		*token = tok
+	}
+	body, err := json.Marshal(httpapi.LinkRequest{Patient: *patient})
+	if err != nil {
+		return err
+	}
+	return postAndPrint(ctx, strings.TrimRight(*base, "/")+"/link", body, map[string]string{"Authorization": "Bearer " + *token},
+		func(answer []byte) string {
+			var l httpapi.LinkResponse
+			if err := json.Unmarshal(answer, &l); err != nil || l.Code == "" {
+				return string(answer)
+			}
+			return fmt.Sprintf("%s\texpires %s\n", l.Code, l.ExpiresAt)
+		})
+}
+
+// secretFromEnv returns the secret in env, or dev (announced on stderr as
+// the development default for what) when env is unset or empty.
+func secretFromEnv(env, dev, what string) []byte {
+	if v := os.Getenv(env); v != "" {
+		return []byte(v)
+	}
+	fmt.Fprintf(os.Stderr, "unsay: %s is unset: using the DEVELOPMENT default %s secret\n", env, what)
+	return []byte(dev)
+}
+
+// postAndPrint POSTs a JSON body with headers (30 s timeout) and prints the
+// answer on stdout, through format when given and the answer is 2xx. A
+// non-2xx answer is also reported on stderr and exits 1.
+func postAndPrint(ctx context.Context, url string, body []byte, headers map[string]string, format func([]byte) string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if ok && format != nil {
+		fmt.Print(format(answer))
+	} else {
+		os.Stdout.Write(answer)
+	}
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unsay: %s answered %s\n", url, resp.Status)
+		return exitError{code: 1}
+	}
+	return nil
+}
 
 // ---- verify, rekey (owned by the store / envelope work) ----
 
