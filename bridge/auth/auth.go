@@ -341,7 +341,8 @@ func Challenge(resourceMetadataURL, errorCode string, scope models.Scope) string
 // then it hands the request to the SDK's RequireBearerToken with the same
 // verifier (the token is not verified twice), so the SDK's TokenInfo is in
 // the request context and in each MCP request's Extra. Refusal bodies are
-// JSON {"error": "..."}.
+// JSON {"error": "..."}. Note: the SDK re-checks "exp" against time.Now,
+// not Config.Clock, so a test clock far from real time fails there.
 func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) http.Handler {
 	sdk := sdkauth.RequireBearerToken(v.Verify, &sdkauth.RequireBearerTokenOptions{ResourceMetadataURL: resourceMetadataURL})
 	return func(next http.Handler) http.Handler {

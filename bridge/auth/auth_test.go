@@ -396,3 +396,22 @@ func TestChallenge_FormatsParametersInOrder(t *testing.T) {
 		t.Errorf("got %q want %q", got, want)
 	}
 }
+
+// BenchmarkVerify_HS256 measures one bearer-token verification.
+func BenchmarkVerify_HS256(b *testing.B) {
+	cfg := testConfig()
+	v, err := NewVerifier(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := Mint(cfg, "host", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	for b.Loop() {
+		if _, err := v.Verify(ctx, tok, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 )
@@ -129,6 +130,11 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p, err := a.principal(r)
+		if errors.Is(err, auth.ErrNoToken) {
+			a.challenge(w, "", "")
+			a.refuseWrite(w, r, at, http.StatusUnauthorized, store.ReasonBadSignature, "the Authorization header holds no bearer token", "")
+			return
+		}
 		if err != nil {
 			a.challenge(w, "invalid_token", "")
 			a.refuseWrite(w, r, at, http.StatusUnauthorized, store.ReasonBadSignature, "invalid bearer token", "")
