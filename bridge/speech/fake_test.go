@@ -1,0 +1,419 @@
+package speech
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	_ "modernc.org/sqlite"
+
+	"github.com/unsay/unsay/models"
+)
+
+// fakeCare is a small Unsay MCP server for these tests, built with the SDK
+// the way the real bridge is specified (DESIGN.md, issue 3): resources/list
+// paged at 3 with a key cursor, resources/read with the unsay/* _meta keys,
+// STALE and SUPERSEDED headers, -32002 for anything not found, subscribe
+// hooks, updated for v ≥ 2 and list_changed for v1. It checks the bearer
+// token and records every read and subscribe it is asked for.
+type fakeCare struct {
+	t           *testing.T
+	clientToken string // what the principal under test sends
+	srv         *httptest.Server
+
+	authorAsString atomic.Bool // serve unsay/author as a plain label string
+	unauthorized   atomic.Int64
+
+	mu         sync.Mutex
+	token      string // what the server accepts
+	facts      map[string][]fakeVersion // unversioned URI → versions (index n-1)
+	audience   map[string]models.Audience
+	extra      []string // listed non-care resources (ui://unsay/echo)
+	reads      []string
+	subscribes []string
+	server     *mcp.Server
+	handler    http.Handler
+}
+
+type fakeVersion struct {
+	value       string
+	authorID    string
+	authorLabel string
+	writtenAt   time.Time
+	stale       bool
+}
+
+var fakeEpoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+func newFakeCare(t *testing.T) *fakeCare {
+	t.Helper()
+	f := &fakeCare{
+		t:        t,
+		token:    "speech-token-" + t.Name(),
+		facts:    map[string][]fakeVersion{},
+		audience: map[string]models.Audience{},
+		extra:    []string{"ui://unsay/echo"},
+	}
+	f.clientToken = f.token
+	f.mu.Lock()
+	f.server, f.handler = f.newServerLocked()
+	f.mu.Unlock()
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		accepted := f.token
+		f.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+accepted {
+			f.unauthorized.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="x"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		f.mu.Lock()
+		h := f.handler
+		f.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeCare) url() string { return f.srv.URL + "/mcp" }
+
+// newServerLocked builds a fresh MCP server and handler over the same facts:
+// calling it again is a server restart (every session is forgotten).
+func (f *fakeCare) newServerLocked() (*mcp.Server, http.Handler) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "fake-unsay", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.subscribes = append(f.subscribes, r.Params.URI)
+			if _, ok := f.facts[r.Params.URI]; !ok {
+				return notFound(r.Params.URI)
+			}
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	s.AddResource(&mcp.Resource{URI: "ui://unsay/echo", Name: "echo", MIMEType: "text/html;profile=mcp-app"},
+		func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: "<html></html>"}}}, nil
+		})
+	for uri := range f.facts {
+		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, f.unused)
+	}
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "resources/list":
+				return f.list(req.(*mcp.ListResourcesRequest).Params.Cursor)
+			case "resources/read":
+				return f.read(req.(*mcp.ReadResourceRequest).Params.URI)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return s, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+}
+
+func (f *fakeCare) unused(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	return nil, fmt.Errorf("reads go through the middleware")
+}
+
+func notFound(uri string) error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: -32002, Message: "Resource not found: " + uri, Data: data}
+}
+
+// list pages at 3 over URI order; the cursor is the last URI emitted.
+func (f *fakeCare) list(cursor string) (*mcp.ListResourcesResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	all := slices.Clone(f.extra)
+	for uri := range f.facts {
+		all = append(all, uri)
+	}
+	sort.Strings(all)
+	start := 0
+	if cursor != "" {
+		last, err := base64.RawURLEncoding.DecodeString(cursor)
+		i := slices.Index(all, string(last))
+		if err != nil || i < 0 {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
+		}
+		start = i + 1
+	}
+	end := min(start+3, len(all))
+	res := &mcp.ListResourcesResult{}
+	for _, uri := range all[start:end] {
+		res.Resources = append(res.Resources, &mcp.Resource{URI: uri, Name: uri})
+	}
+	if end < len(all) {
+		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(all[end-1]))
+	}
+	return res, nil
+}
+
+func (f *fakeCare) read(asked string) (*mcp.ReadResourceResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, asked)
+	u, err := models.ParseURI(asked)
+	if err != nil {
+		return nil, notFound(asked)
+	}
+	fact := u.Unversioned().String()
+	vs, ok := f.facts[fact]
+	if !ok {
+		return nil, notFound(asked)
+	}
+	n := len(vs)
+	if u.Version != 0 {
+		if u.Version > len(vs) {
+			return nil, notFound(asked)
+		}
+		n = u.Version
+	}
+	v := vs[n-1]
+	text := v.value
+	if v.stale {
+		text = models.StaleHeader(models.Version{WrittenAt: v.writtenAt, AuthorLabel: v.authorLabel}, fakeEpoch.Add(72*time.Hour)) + " " + text
+	}
+	if n < len(vs) {
+		text = fmt.Sprintf("[SUPERSEDED — version %d of %d]\n%s", n, len(vs), text)
+	}
+	prev := ""
+	if n > 1 {
+		prev = fmt.Sprintf("%064x", n-1)
+	}
+	meta := mcp.Meta{
+		"unsay/version":      n,
+		"unsay/versionHash":  fmt.Sprintf("%064x", n),
+		"unsay/prevHash":     prev,
+		"unsay/audience":     string(f.audience[fact]),
+		"unsay/lastModified": v.writtenAt.UTC().Format(models.TimeLayout),
+		"unsay/stale":        v.stale,
+		"unsay/author":       map[string]any{"authorId": v.authorID, "authorLabel": v.authorLabel},
+	}
+	if f.authorAsString.Load() {
+		meta["unsay/author"] = v.authorLabel
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: asked, MIMEType: "text/plain", Text: text, Meta: meta}}}, nil
+}
+
+// seed adds version 1 of a fact with no notification (the demo seed, P-8).
+func (f *fakeCare) seed(uri, value string) {
+	f.t.Helper()
+	f.publishAs(uri, value, models.AudienceUser, false, false)
+}
+
+// publish appends a version and notifies like the real server: v1 →
+// list_changed (through AddResource), v ≥ 2 → updated {uri}.
+func (f *fakeCare) publish(uri, value string) int {
+	f.t.Helper()
+	return f.publishAs(uri, value, models.AudienceUser, true, false)
+}
+
+// publishSilently appends a version and tells nobody: a revision made
+// while the principal was disconnected.
+func (f *fakeCare) publishSilently(uri, value string) int {
+	f.t.Helper()
+	return f.publishAs(uri, value, models.AudienceUser, false, false)
+}
+
+func (f *fakeCare) publishAs(uri, value string, aud models.Audience, notify, stale bool) int {
+	f.t.Helper()
+	f.mu.Lock()
+	vs := f.facts[uri]
+	n := len(vs) + 1
+	f.facts[uri] = append(vs, fakeVersion{
+		value:       value,
+		authorID:    "okafor",
+		authorLabel: "Sarah Okafor, physio",
+		writtenAt:   fakeEpoch.Add(time.Duration(n) * time.Hour),
+		stale:       stale,
+	})
+	if n == 1 {
+		f.audience[uri] = aud
+	}
+	s := f.server
+	f.mu.Unlock()
+	if n == 1 {
+		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, f.unused) // list_changed to every session
+		return n
+	}
+	if notify {
+		if err := s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			f.t.Errorf("ResourceUpdated: %v", err)
+		}
+	}
+	return n
+}
+
+// restart forgets every session, as a restarted server does: the old
+// sessions are closed and a new server answers, so the client's session
+// id now gets 404 (ErrSessionMissing).
+func (f *fakeCare) restart() {
+	f.mu.Lock()
+	old := f.server
+	f.server, f.handler = f.newServerLocked()
+	f.mu.Unlock()
+	for ss := range old.Sessions() {
+		_ = ss.Close()
+	}
+}
+
+// deleteSessions terminates every session with an HTTP DELETE, as a host
+// or an operator may.
+func (f *fakeCare) deleteSessions() {
+	f.t.Helper()
+	f.mu.Lock()
+	s := f.server
+	f.mu.Unlock()
+	for ss := range s.Sessions() {
+		req, _ := http.NewRequest(http.MethodDelete, f.url(), nil)
+		req.Header.Set("Authorization", "Bearer "+f.clientToken)
+		req.Header.Set("Mcp-Session-Id", ss.ID())
+		req.Header.Set("Mcp-Protocol-Version", ProtocolVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			f.t.Fatalf("DELETE session: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			f.t.Fatalf("DELETE session: %s", resp.Status)
+		}
+	}
+}
+
+func (f *fakeCare) sessionIDs() []string {
+	f.mu.Lock()
+	s := f.server
+	f.mu.Unlock()
+	var ids []string
+	for ss := range s.Sessions() {
+		ids = append(ids, ss.ID())
+	}
+	return ids
+}
+
+func (f *fakeCare) recorded() (reads, subscribes []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reads), slices.Clone(f.subscribes)
+}
+
+// openDB opens (or reopens) the SQLite file at path.
+func openDB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func tempDBPath(t testing.TB) string { return filepath.Join(t.TempDir(), "speech.db") }
+
+// testPrincipal is a running principal against f on the SQLite file at path.
+type testPrincipal struct {
+	*Principal
+	db     *sql.DB
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startPrincipal(t *testing.T, f *fakeCare, path string, patients ...string) *testPrincipal {
+	t.Helper()
+	db := openDB(t, path)
+	p, err := New(Config{
+		MCPURL:         f.url(),
+		Token:          f.clientToken,
+		Patients:       patients,
+		DB:             db,
+		Dialect:        DialectSQLite,
+		Backoff:        Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		RequestTimeout: 5 * time.Second,
+		KeepAlive:      -1,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tp := &testPrincipal{Principal: p, db: db, cancel: cancel, done: make(chan error, 1)}
+	go func() { tp.done <- p.Run(ctx) }()
+	t.Cleanup(tp.stop)
+	return tp
+}
+
+// stop ends Run and closes the database; safe to call twice.
+func (tp *testPrincipal) stop() {
+	tp.cancel()
+	if tp.done != nil {
+		<-tp.done
+		tp.done = nil
+		tp.db.Close()
+	}
+}
+
+// eventually polls cond until it holds or 10 s pass (synchronization, not
+// a timing assertion).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitConnected(t *testing.T, p *testPrincipal) {
+	t.Helper()
+	eventually(t, "the principal to connect", func() bool { return p.State().Connected })
+}
+
+func waitPending(t *testing.T, p *testPrincipal, uri string, version int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := mustURI(t, uri)
+	if err := p.WaitPending(ctx, u.Patient, u, version); err != nil {
+		t.Fatalf("WaitPending(%s, v%d): %v", uri, version, err)
+	}
+}
+
+func mustURI(t testing.TB, s string) models.URI {
+	t.Helper()
+	u, err := models.ParseURI(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+func hasPrefixAny(list []string, prefix string) []string {
+	var out []string
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
