@@ -1,0 +1,258 @@
+// Package skill is Unsay's Alexa custom-skill endpoint, POST /alexa: request
+// and response types, request verification (P-22), intent routing, SSML,
+// server-side session state, device linking and the APL screens of the Echo
+// Show (apl/).
+//
+// The skill says only what its CareSource gives it. The speech principal
+// (bridge/speech) implements CareSource over MCP with care.read.user alone;
+// this package never imports store/ or bridge/ (P-18). On every turn from a
+// linked device it speaks the pending announcements first, oldest first
+// (P-19), then answers, and marks heard only what it put in outputSpeech.
+package skill
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+// Size limits.
+const (
+	// MaxRequestBytes caps the request body read before verification (256 KiB;
+	// Alexa requests are a few KiB). A larger body is refused with 413.
+	MaxRequestBytes = 256 << 10
+	// MaxResponseBytes caps the whole response (120 KB). A response over it
+	// loses its APL directive; speech is already ≤ 8,000 characters.
+	MaxResponseBytes = 120 * 1000
+)
+
+// Config configures the skill. Zero values are safe defaults except that
+// Verify with an empty SkillID makes /alexa answer 503.
+type Config struct {
+	// SkillID is the only accepted context.System.application.applicationId
+	// (--alexa-skill-id).
+	SkillID string
+	// Verify turns request verification on (--alexa-verify, default true in
+	// the command). Off is for local development only.
+	Verify bool
+	// ExtraRoots are trust anchors added to the system roots for the
+	// certificate chain (--alexa-roots PEM; see ReadCertificatesFile).
+	ExtraRoots []*x509.Certificate
+	// CertOverrides serves a certificate URL's chain from a PEM file instead
+	// of fetching it (--alexa-cert URL=PEMFILE, repeatable). Each URL must
+	// pass the certificate URL rules; files are read by New.
+	CertOverrides map[string]string
+	// Clock is the server clock; nil is time.Now.
+	Clock func() time.Time
+	// DefaultPatient, if set, is the patient of every unlinked device
+	// (--default-patient, for the demo).
+	DefaultPatient string
+	// Logger receives refusals, session ends and errors; nil discards.
+	Logger *slog.Logger
+	// HTTPClient fetches certificate chains; nil is a client with a 5 s timeout.
+	HTTPClient *http.Client
+	// Fetcher, if set, replaces HTTPClient for chain downloads (tests).
+	Fetcher CertFetcher
+}
+
+// Skill serves POST /alexa. It is safe for concurrent use.
+type Skill struct {
+	cfg      Config
+	care     CareSource
+	links    Links
+	verifier *Verifier // nil when verification is off
+	now      func() time.Time
+	log      *slog.Logger
+	sessions *sessionStore
+	// patientLocks serialize turns per patient (striped by hash) so that a
+	// tick and an intent racing on one instance cannot both speak one
+	// announcement.
+	patientLocks [64]sync.Mutex
+}
+
+// New returns a Skill. care is required; links may be nil (then no device
+// can link and only DefaultPatient is served). It fails on a nil care, an
+// invalid DefaultPatient, a CertOverrides URL that breaks the certificate
+// URL rules, or an unreadable override file.
+func New(cfg Config, care CareSource, links Links) (*Skill, error) {
+	if care == nil {
+		return nil, errors.New("skill: a CareSource is required")
+	}
+	if cfg.DefaultPatient != "" && !models.ValidID(cfg.DefaultPatient) {
+		return nil, fmt.Errorf("skill: default patient %q is not a valid patient id", cfg.DefaultPatient)
+	}
+	s := &Skill{cfg: cfg, care: care, links: links, now: cfg.Clock, log: cfg.Logger,
+		sessions: newSessionStore(SessionStateTTL, SessionStateMax)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Verify && cfg.SkillID != "" {
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		for _, c := range cfg.ExtraRoots {
+			roots.AddCert(c)
+		}
+		var next CertFetcher = HTTPCertFetcher{Client: cfg.HTTPClient}
+		if cfg.Fetcher != nil {
+			next = cfg.Fetcher
+		}
+		f := overrideFetcher{pem: map[string][]byte{}, next: next}
+		for raw, file := range cfg.CertOverrides {
+			norm, err := NormalizeCertURL(raw)
+			if err != nil {
+				return nil, fmt.Errorf("skill: --alexa-cert %s: %w", raw, err)
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return nil, fmt.Errorf("skill: --alexa-cert %s: %w", raw, err)
+			}
+			if _, err := parseCertificates(b); err != nil {
+				return nil, fmt.Errorf("skill: --alexa-cert %s: %s: %w", raw, file, err)
+			}
+			f.pem[norm] = b
+		}
+		v, err := NewVerifier(VerifierConfig{SkillID: cfg.SkillID, Roots: roots, Fetcher: f, Clock: s.now})
+		if err != nil {
+			return nil, err
+		}
+		s.verifier = v
+	}
+	return s, nil
+}
+
+// StartupNotes returns the phrases the startup line must carry about Alexa:
+// "ALEXA VERIFICATION OFF" when verification is off, "no --alexa-skill-id:
+// /alexa answers 503" when it is on without a skill id, "alexa verification
+// on" otherwise, and "default patient {id} for unlinked devices" when set.
+func (s *Skill) StartupNotes() []string {
+	var notes []string
+	switch {
+	case !s.cfg.Verify:
+		notes = append(notes, "ALEXA VERIFICATION OFF")
+	case s.cfg.SkillID == "":
+		notes = append(notes, "no --alexa-skill-id: /alexa answers 503")
+	default:
+		notes = append(notes, "alexa verification on")
+	}
+	if s.cfg.DefaultPatient != "" {
+		notes = append(notes, "default patient "+s.cfg.DefaultPatient+" for unlinked devices")
+	}
+	return notes
+}
+
+// ServeHTTP answers POST /alexa. It reads the raw body (at most
+// MaxRequestBytes, else 413), verifies it before anything else (any failure:
+// 400 and a log line with the reason; no handler runs), then routes the
+// request and answers 200 with a response envelope. Other methods get 405;
+// with verification on and no skill id every request gets 503.
+func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed: POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if s.cfg.Verify && s.verifier == nil {
+		s.log.Warn("alexa request refused", "reason", "no --alexa-skill-id configured")
+		http.Error(w, "alexa skill id not configured", http.StatusServiceUnavailable)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.log.Warn("alexa request refused", "reason", "body over limit", "limit", MaxRequestBytes)
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "cannot read request body", http.StatusBadRequest)
+		return
+	}
+	var env *RequestEnvelope
+	if s.verifier != nil {
+		env, err = s.verifier.Verify(r.Context(), r.Header, body)
+	} else {
+		env = new(RequestEnvelope)
+		if err = json.Unmarshal(body, env); err != nil {
+			err = fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+	}
+	if err != nil {
+		s.log.Warn("alexa request refused", "reason", err.Error(), "remote", r.RemoteAddr)
+		http.Error(w, "request verification failed", http.StatusBadRequest)
+		return
+	}
+	out, marks, patient := s.handle(r.Context(), env)
+	b, err := encodeResponse(out)
+	if err != nil {
+		s.log.Error("alexa response", "err", err)
+		http.Error(w, "cannot build response", http.StatusInternalServerError)
+		return
+	}
+	// The response is built: what it speaks counts as heard (P-19).
+	s.markHeard(r.Context(), patient, marks)
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	_, _ = w.Write(b)
+}
+
+// encodeResponse marshals out; over MaxResponseBytes it drops the APL
+// directives and tries again.
+func encodeResponse(out ResponseEnvelope) ([]byte, error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) <= MaxResponseBytes {
+		return b, nil
+	}
+	out.Response.Directives = nil
+	b, err = json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxResponseBytes {
+		return nil, fmt.Errorf("response of %d bytes over %d", len(b), MaxResponseBytes)
+	}
+	return b, nil
+}
+
+func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark) {
+	latest := map[models.URI]int{}
+	var order []models.URI
+	for _, m := range marks {
+		if _, ok := latest[m.URI]; !ok {
+			order = append(order, m.URI)
+		}
+		if m.Version > latest[m.URI] {
+			latest[m.URI] = m.Version
+		}
+	}
+	for _, u := range order {
+		if err := s.care.MarkHeard(ctx, patient, u, latest[u]); err != nil {
+			s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", latest[u], "err", err)
+		}
+	}
+}
+
+func (s *Skill) lockPatient(patient string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(patient))
+	mu := &s.patientLocks[h.Sum32()%uint32(len(s.patientLocks))]
+	mu.Lock()
+	return mu.Unlock
+}

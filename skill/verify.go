@@ -1,0 +1,431 @@
+package skill
+
+import (
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Verification errors (P-22, alexa.md §3). Each refused request is answered
+// HTTP 400 and no handler runs. Match with errors.Is; the wrapped text is the
+// reason written to the log.
+var (
+	// ErrMissingHeader: Signature-256 or SignatureCertChainUrl is absent.
+	ErrMissingHeader = errors.New("missing Signature-256 or SignatureCertChainUrl header")
+	// ErrCertURL: the certificate URL breaks a rule; nothing was fetched.
+	ErrCertURL = errors.New("certificate URL rejected")
+	// ErrCertificate: the chain could not be fetched, parsed or trusted, or
+	// the leaf is outside its validity or lacks the SAN echo-api.amazon.com.
+	ErrCertificate = errors.New("certificate chain rejected")
+	// ErrSignature: the Signature-256 header is not base64 or does not verify
+	// over the raw body with the leaf's key.
+	ErrSignature = errors.New("signature does not verify")
+	// ErrMalformed: the (authentic) body is not a JSON request envelope.
+	ErrMalformed = errors.New("malformed request body")
+	// ErrTimestamp: request.timestamp is missing, unparsable or outside the window.
+	ErrTimestamp = errors.New("request timestamp outside the allowed window")
+	// ErrSkillID: context.System.application.applicationId is not this skill's id.
+	ErrSkillID = errors.New("application id is not this skill")
+)
+
+// Verification constants.
+const (
+	// HeaderSignature256 carries base64(RSA-SHA256(raw body)); the legacy
+	// SHA-1 "Signature" header is ignored.
+	HeaderSignature256 = "Signature-256"
+	// HeaderCertChainURL names the PEM chain that signed the request.
+	HeaderCertChainURL = "SignatureCertChainUrl"
+	// CertSAN is the DNS name the signing certificate must carry.
+	CertSAN = "echo-api.amazon.com"
+	// TimestampTolerance is the allowed |now − request.timestamp| (150 s).
+	TimestampTolerance = 150 * time.Second
+	// SkillEventTolerance is the window for AlexaSkillEvent.* requests (3,600 s).
+	SkillEventTolerance = 3600 * time.Second
+	// CertChainMaxBytes caps a fetched certificate chain (64 KiB).
+	CertChainMaxBytes = 64 << 10
+	// CertFetchTimeout bounds one chain download (5 s) when no client is given.
+	CertFetchTimeout = 5 * time.Second
+	// CertCacheTTL is the longest a verified chain stays cached (24 h); an
+	// entry leaves earlier when any certificate of the chain expires.
+	CertCacheTTL = 24 * time.Hour
+	// certCacheMax bounds the number of cached chains.
+	certCacheMax = 64
+)
+
+// NormalizeCertURL applies the SignatureCertChainUrl rules and returns the
+// canonical URL that is fetched and cached: scheme https and host
+// s3.amazonaws.com (both case-insensitive), port 443 if given, no user info,
+// no query or fragment, and a path that starts with "/echo.api/"
+// (case-sensitive) after dot segments are resolved with path.Clean. Errors
+// wrap ErrCertURL.
+func NormalizeCertURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: unparsable", ErrCertURL)
+	}
+	switch {
+	case !strings.EqualFold(u.Scheme, "https"):
+		return "", fmt.Errorf("%w: scheme %q is not https", ErrCertURL, u.Scheme)
+	case u.User != nil:
+		return "", fmt.Errorf("%w: user info present", ErrCertURL)
+	case u.Opaque != "":
+		return "", fmt.Errorf("%w: opaque URL", ErrCertURL)
+	case !strings.EqualFold(u.Hostname(), "s3.amazonaws.com"):
+		return "", fmt.Errorf("%w: host %q is not s3.amazonaws.com", ErrCertURL, u.Hostname())
+	case u.Port() != "" && u.Port() != "443":
+		return "", fmt.Errorf("%w: port %s is not 443", ErrCertURL, u.Port())
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("%w: query or fragment present", ErrCertURL)
+	}
+	clean := path.Clean("/" + u.Path)
+	if !strings.HasPrefix(clean, "/echo.api/") {
+		return "", fmt.Errorf("%w: path %q does not start with /echo.api/", ErrCertURL, clean)
+	}
+	return (&url.URL{Scheme: "https", Host: "s3.amazonaws.com", Path: clean}).String(), nil
+}
+
+// CertFetcher returns the PEM certificate chain at a normalized certificate
+// URL (leaf first). Implementations must bound time and size.
+type CertFetcher interface {
+	FetchCertChain(ctx context.Context, certURL string) ([]byte, error)
+}
+
+// HTTPCertFetcher downloads chains over HTTPS with Client (whose Timeout
+// bounds the download) and reads at most CertChainMaxBytes.
+type HTTPCertFetcher struct {
+	Client *http.Client
+}
+
+// FetchCertChain GETs certURL; a non-200 status or a body over
+// CertChainMaxBytes is an error.
+func (f HTTPCertFetcher) FetchCertChain(ctx context.Context, certURL string) ([]byte, error) {
+	c := f.Client
+	if c == nil {
+		c = &http.Client{Timeout: CertFetchTimeout}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, certURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: status %d", certURL, resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, CertChainMaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > CertChainMaxBytes {
+		return nil, fmt.Errorf("GET %s: chain larger than %d bytes", certURL, CertChainMaxBytes)
+	}
+	return b, nil
+}
+
+// overrideFetcher serves some URLs' chains from PEM bytes loaded at startup
+// (--alexa-cert URL=PEMFILE) and fetches the others with next.
+type overrideFetcher struct {
+	pem  map[string][]byte // normalized URL → PEM
+	next CertFetcher
+}
+
+func (f overrideFetcher) FetchCertChain(ctx context.Context, certURL string) ([]byte, error) {
+	if b, ok := f.pem[certURL]; ok {
+		return b, nil
+	}
+	if f.next == nil {
+		return nil, fmt.Errorf("no override for %s and fetching is off", certURL)
+	}
+	return f.next.FetchCertChain(ctx, certURL)
+}
+
+// ReadCertificatesFile reads every CERTIFICATE block of a PEM file (for
+// --alexa-roots). It fails on an unreadable file or when no certificate parses.
+func ReadCertificatesFile(name string) ([]*x509.Certificate, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := parseCertificates(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return certs, nil
+}
+
+func parseCertificates(b []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("no PEM certificate")
+	}
+	return certs, nil
+}
+
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
+	SkillID string           // required: the only accepted applicationId
+	Roots   *x509.CertPool   // trust anchors; nil: system roots
+	Fetcher CertFetcher      // nil: HTTPCertFetcher with a 5 s timeout
+	Clock   func() time.Time // nil: time.Now
+}
+
+// Verifier checks that a request comes from Alexa, for this skill, now
+// (P-22, alexa.md §3). It is safe for concurrent use; verified chains are
+// cached per certificate URL until the earliest NotAfter of the chain or
+// CertCacheTTL, whichever is first.
+type Verifier struct {
+	skillID string
+	roots   *x509.CertPool
+	fetch   CertFetcher
+	now     func() time.Time
+
+	mu     sync.Mutex
+	chains map[string]*chainEntry
+}
+
+type chainEntry struct {
+	ready   chan struct{} // closed when the fields below are set
+	key     *rsa.PublicKey
+	expires time.Time
+	err     error
+}
+
+// NewVerifier returns a Verifier. It fails without a SkillID.
+func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
+	if cfg.SkillID == "" {
+		return nil, errors.New("skill: a verifier needs the skill id")
+	}
+	v := &Verifier{skillID: cfg.SkillID, roots: cfg.Roots, fetch: cfg.Fetcher, now: cfg.Clock, chains: map[string]*chainEntry{}}
+	if v.roots == nil {
+		p, err := x509.SystemCertPool()
+		if err != nil {
+			p = x509.NewCertPool()
+		}
+		v.roots = p
+	}
+	if v.fetch == nil {
+		v.fetch = HTTPCertFetcher{}
+	}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	return v, nil
+}
+
+// Verify checks the headers and raw body of one request, in this order:
+// both headers present; the certificate URL rules (NormalizeCertURL) — no
+// fetch happens for a URL that breaks them; the signature is base64; the
+// chain (cached) is trusted, valid now, with SAN echo-api.amazon.com; the
+// RSA-SHA256 signature verifies over body exactly as received; the body
+// parses; request.timestamp is within ±150 s of now (±3,600 s for
+// AlexaSkillEvent.*); and context.System.application.applicationId is the
+// skill id. It returns the parsed envelope, or an error wrapping one of
+// ErrMissingHeader, ErrCertURL, ErrSignature, ErrCertificate, ErrMalformed,
+// ErrTimestamp, ErrSkillID.
+func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*RequestEnvelope, error) {
+	now := v.now()
+	sig64, certURL := h.Get(HeaderSignature256), h.Get(HeaderCertChainURL)
+	if sig64 == "" || certURL == "" {
+		return nil, ErrMissingHeader
+	}
+	norm, err := NormalizeCertURL(certURL)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(sig64))
+	if err != nil || len(sig) == 0 {
+		return nil, fmt.Errorf("%w: Signature-256 is not base64", ErrSignature)
+	}
+	key, err := v.chainKey(ctx, norm, now)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
+		return nil, fmt.Errorf("%w: RSA-SHA256 over the raw body", ErrSignature)
+	}
+	env := new(RequestEnvelope)
+	if err := json.Unmarshal(body, env); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := checkTimestamp(&env.Request, now); err != nil {
+		return nil, err
+	}
+	if got := env.Context.System.Application.ApplicationID; got != v.skillID {
+		return nil, fmt.Errorf("%w: got %q", ErrSkillID, got)
+	}
+	return env, nil
+}
+
+func checkTimestamp(r *Request, now time.Time) error {
+	ts, err := time.Parse(time.RFC3339, r.Timestamp)
+	if err != nil {
+		return fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
+	}
+	tol := TimestampTolerance
+	if r.IsSkillEvent() {
+		tol = SkillEventTolerance
+	}
+	d := now.Sub(ts)
+	if d > tol || d < -tol {
+		return fmt.Errorf("%w: off by %s (allowed %s)", ErrTimestamp, d.Round(time.Millisecond), tol)
+	}
+	return nil
+}
+
+// chainKey returns the verified leaf key for a normalized URL, from the
+// cache when an entry is still valid at now, else by fetching and
+// verifying the chain once (concurrent callers wait for the same fetch).
+func (v *Verifier) chainKey(ctx context.Context, certURL string, now time.Time) (*rsa.PublicKey, error) {
+	v.mu.Lock()
+	e := v.chains[certURL]
+	if e != nil {
+		select {
+		case <-e.ready:
+			if e.err == nil && now.Before(e.expires) {
+				v.mu.Unlock()
+				return e.key, nil
+			}
+			// Expired (or failed): drop it and fetch afresh below.
+			delete(v.chains, certURL)
+			e = nil
+		default:
+		}
+	}
+	if e == nil {
+		e = &chainEntry{ready: make(chan struct{})}
+		v.evictLocked(now)
+		v.chains[certURL] = e
+		v.mu.Unlock()
+		e.key, e.expires, e.err = v.loadChain(ctx, certURL, now)
+		close(e.ready)
+		if e.err != nil {
+			v.mu.Lock()
+			if v.chains[certURL] == e {
+				delete(v.chains, certURL)
+			}
+			v.mu.Unlock()
+		}
+		return e.key, e.err
+	}
+	v.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrCertificate, ctx.Err())
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	if !now.Before(e.expires) {
+		return nil, fmt.Errorf("%w: certificate expired", ErrCertificate)
+	}
+	return e.key, nil
+}
+
+// evictLocked makes room for one entry: expired entries go first, then the
+// one that expires soonest. v.mu must be held.
+func (v *Verifier) evictLocked(now time.Time) {
+	if len(v.chains) < certCacheMax {
+		return
+	}
+	var soonest string
+	var at time.Time
+	for k, e := range v.chains {
+		select {
+		case <-e.ready:
+		default:
+			continue // in flight
+		}
+		if !now.Before(e.expires) {
+			delete(v.chains, k)
+			continue
+		}
+		if soonest == "" || e.expires.Before(at) {
+			soonest, at = k, e.expires
+		}
+	}
+	if len(v.chains) >= certCacheMax && soonest != "" {
+		delete(v.chains, soonest)
+	}
+}
+
+// loadChain fetches and verifies a chain: leaf first, leaf within validity
+// at now, SAN echo-api.amazon.com, chain to the roots (intermediates from the
+// rest of the file), RSA key. It returns the key and when the entry expires.
+func (v *Verifier) loadChain(ctx context.Context, certURL string, now time.Time) (*rsa.PublicKey, time.Time, error) {
+	b, err := v.fetch.FetchCertChain(ctx, certURL)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%w: fetch: %v", ErrCertificate, err)
+	}
+	certs, err := parseCertificates(b)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	leaf := certs[0]
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		return nil, time.Time{}, fmt.Errorf("%w: leaf not valid at %s (valid %s to %s)", ErrCertificate,
+			now.UTC().Format(time.RFC3339), leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	hasSAN := false
+	for _, n := range leaf.DNSNames {
+		if strings.EqualFold(n, CertSAN) {
+			hasSAN = true
+		}
+	}
+	if !hasSAN {
+		return nil, time.Time{}, fmt.Errorf("%w: leaf SAN lacks %s", ErrCertificate, CertSAN)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: v.roots, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	key, ok := leaf.PublicKey.(*rsa.PublicKey)
+	if !ok {
+		return nil, time.Time{}, fmt.Errorf("%w: leaf key is not RSA", ErrCertificate)
+	}
+	expires := now.Add(CertCacheTTL)
+	for _, c := range chains[0] {
+		if c.NotAfter.Before(expires) {
+			expires = c.NotAfter
+		}
+	}
+	return key, expires, nil
+}
