@@ -1,0 +1,61 @@
+# Unsay — two commands on a fresh machine: `make run` and `make test`.
+# Go 1.26 is all `make build`/`make run` need; `make test` also uses Node ≥ 20
+# (and Chromium) for the whole-program suites — `bash .ci/run` installs them.
+
+GO      ?= go
+BIN     := bin/unsay
+ADDR    ?= 127.0.0.1:8080
+URL     ?= http://$(ADDR)
+DB      ?= ./unsay.db
+BENCH_N ?= 200
+
+.PHONY: all build run test test-e2e demo bench skill-package clean
+
+all: build
+
+## build: compile the unsay binary into bin/unsay
+build:
+	$(GO) build -o $(BIN) .
+
+## run: build, then serve on $(ADDR) with SQLite at $(DB) (demo seed on first start);
+## prints a reader token and a write example first
+run: build
+	@echo "Unsay on $(URL)  (SQLite $(DB); development secrets unless UNSAY_TOKEN_SECRET / UNSAY_WRITE_SECRET / UNSAY_AUDIT_KEY are set)"
+	@echo "  Echo Show card:  $(URL)/echo.html#token=<reader token>"
+	@echo "  clinician page:  $(URL)/clinician"
+	@echo "  MCP endpoint:    $(URL)/mcp   (Authorization: Bearer <token>)"
+	@echo "reader token (care.read.user, patient ray):"
+	@$(BIN) token --patient ray --scope care.read.user --public-url $(URL) || echo "  (unsay token failed; see above)"
+	@echo "write example (signed with UNSAY_WRITE_SECRET):"
+	@echo "  $(BIN) write --url $(URL) --patient ray --domain weight_bearing --value \"Full weight-bearing as tolerated.\" --author okafor --author-label \"Sarah Okafor, physio\""
+	@echo
+	exec $(BIN) serve --addr $(ADDR) --db $(DB) --public-url $(URL)
+
+## test: go vet, gofmt, go test -race ./..., then the whole-program suites in test/
+## (one count per part, then "N passed, N failed, N skipped"); UNSAY_REQUIRE_ALL=1
+## turns a missing tool into a failure
+test: build
+	$(GO) run ./test/runner -bin $(BIN)
+
+## test-e2e: only the whole-program suites (RUN=regexp narrows them)
+test-e2e: build
+	$(GO) run ./test/runner -bin $(BIN) -skip-unit $(if $(RUN),-run '$(RUN)')
+
+## demo: the main job as a script, printing the transcript
+demo: build
+	$(GO) run ./test/demo -bin $(BIN)
+
+## bench: figures only — unsay bench (write → MCP client → spoken retraction)
+## and the Go benchmarks of the store, the MCP bridge and the skill
+bench: build
+	$(BIN) bench --n $(BENCH_N)
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./store/... ./bridge/... ./skill/... | grep -E '^(Benchmark|ok|FAIL|goos|cpu)'
+
+## skill-package: write skill-package/build/ with the endpoint at PUBLIC_URL for `ask deploy`
+skill-package:
+	@test -n "$(PUBLIC_URL)" || { echo "usage: make skill-package PUBLIC_URL=https://your.host"; exit 2; }
+	@echo "skill-package generator not in the tree yet"; exit 1
+
+## clean: remove build output and test artifacts (keeps ./unsay.db)
+clean:
+	rm -rf bin test/artifacts skill-package/build

@@ -1,0 +1,34 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/unsay/unsay/test/harness"
+)
+
+// TestBrowser_EchoCardAndClinicianPageInChromium loads /echo.html with a
+// reader token at 1280×800 and 960×480 and /clinician at 1280×800 in
+// Debian's headless Chromium (playwright-core): nothing overflows the
+// viewport, the current walking instruction is visible and updates live, no
+// assistant-only text is in the DOM, and without a token the card shows only
+// how to open it. Screenshots go to test/artifacts/.
+func TestBrowser_EchoCardAndClinicianPageInChromium(t *testing.T) {
+	const part = "6 headless Chromium"
+	node := needNode(t, part, "playwright-core")
+	chrome, ok := chromium()
+	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
+	s := startServer(t, part)
+	reader := token(t, s, part, "care.read.user")
+	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor")
+	_, err := s.Write(context.Background(), "ray", "weight_bearing", harness.DemoRevision, harness.DemoAuthor, harness.DemoAuthorLabel)
+	pending(t, part, err)
+	runChecks(t, node, "browser.mjs", []string{
+		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "TOKEN_WRITER=" + writer,
+		"WRITE_SECRET=" + harness.WriteSecret, "ARTIFACTS=" + filepath.Join(testDir, "artifacts", "screenshots"),
+	}, 3*time.Minute)
+}

@@ -1,0 +1,125 @@
+// Part 6: Debian's Chromium, headless, driven by playwright-core (no browser
+// download: executablePath). Loads the Echo Show card and the clinician page
+// from the running server and checks what a person would see.
+//
+// env: UNSAY_E2E_URL, CHROMIUM, TOKEN_READER (care.read.user),
+// TOKEN_WRITER (care.write, sub okafor), WRITE_SECRET, ARTIFACTS (screenshot dir).
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { check, step, done, env, leaked, signedWrite } from './lib.mjs';
+
+const base = env('UNSAY_E2E_URL');
+const reader = env('TOKEN_READER');
+const writer = env('TOKEN_WRITER');
+const secret = env('WRITE_SECRET');
+const artifacts = env('ARTIFACTS');
+mkdirSync(artifacts, { recursive: true });
+const CURRENT = 'Full weight-bearing as tolerated.';
+const LIVE = 'Full weight-bearing as tolerated; stairs with one crutch (e2e live).';
+
+const browser = await chromium.launch({
+  executablePath: env('CHROMIUM'),
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+    '--disable-sync', '--no-first-run', '--disable-quic'],
+});
+
+/** Elements whose box leaves the viewport, and the document's own overflow. */
+async function overflow(page) {
+  return page.evaluate(() => {
+    const w = window.innerWidth, h = window.innerHeight;
+    const out = [];
+    const de = document.documentElement;
+    if (de.scrollWidth > w + 1) out.push(`document scrollWidth ${de.scrollWidth} > ${w}`);
+    if (de.scrollHeight > h + 1) out.push(`document scrollHeight ${de.scrollHeight} > ${h}`);
+    for (const el of document.body.querySelectorAll('*')) {
+      const s = getComputedStyle(el);
+      if (s.display === 'none' || s.visibility === 'hidden' || s.position === 'fixed' && el.getClientRects().length === 0) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0) continue;
+      if (r.right > w + 1 || r.bottom > h + 1 || r.left < -1 || r.top < -1) {
+        out.push(`${el.tagName.toLowerCase()}${el.dataset.testid ? '[' + el.dataset.testid + ']' : ''} at ${Math.round(r.left)},${Math.round(r.top)}–${Math.round(r.right)},${Math.round(r.bottom)}`);
+      }
+      if (out.length > 5) break;
+    }
+    return out;
+  });
+}
+
+async function page(width, height) {
+  const ctx = await browser.newContext({ viewport: { width, height } });
+  const p = await ctx.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(String(e)));
+  return { p, errors, ctx };
+}
+
+for (const [w, h] of [[1280, 800], [960, 480]]) {
+  const tag = `${w}x${h}`;
+  const { p, errors, ctx } = await page(w, h);
+  await step(`echo.html#token at ${tag}: shows the current walking instruction`, async () => {
+    await p.goto(`${base}/echo.html#token=${reader}`);
+    await p.getByText(CURRENT, { exact: false }).first().waitFor({ state: 'visible', timeout: 15000 });
+    const rows = await p.locator('[data-testid="fact-row"]').count();
+    if (rows < 1) return 'no [data-testid=fact-row]';
+  });
+  await step(`echo.html#token at ${tag}: the latest retraction is on the card`, async () => {
+    await p.locator('[data-testid="retraction"]').first().waitFor({ state: 'visible', timeout: 5000 });
+  });
+  await step(`echo.html#token at ${tag}: nothing overflows the viewport`, async () => {
+    const o = await overflow(p);
+    if (o.length) return o.join('; ');
+  });
+  await step(`echo.html#token at ${tag}: no assistant-only text in the DOM`, async () => {
+    const html = await p.content();
+    if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await p.screenshot({ path: join(artifacts, `echo-${tag}.png`) });
+  if (w === 1280) {
+    await step('echo.html#token: a revision written while the card is open appears live', async () => {
+      const r = await signedWrite(base, secret, {
+        patient: 'ray', domain: 'weight_bearing', audience: 'user', value: LIVE,
+        authorId: 'okafor', authorLabel: 'Sarah Okafor, physio',
+      });
+      if (r.status !== 201) return `write: HTTP ${r.status} ${r.text}`;
+      await p.getByText(LIVE, { exact: false }).first().waitFor({ state: 'visible', timeout: 10000 });
+      await p.screenshot({ path: join(artifacts, `echo-${tag}-live.png`) });
+    });
+  }
+  check(`echo.html at ${tag}: no script errors`, errors.length === 0, errors.join('\n'));
+  await ctx.close();
+}
+
+{
+  const { p, ctx } = await page(1280, 800);
+  await step('echo.html without a token shows only how to open it', async () => {
+    await p.goto(`${base}/echo.html`);
+    await p.locator('[data-testid="no-token"]').waitFor({ state: 'visible', timeout: 10000 });
+    if (await p.locator('[data-testid="fact-row"]').count()) return 'fact rows shown without a token';
+    const html = await p.content();
+    if (html.includes('weight-bearing')) return 'a care fact is on the page without a token';
+  });
+  await p.screenshot({ path: join(artifacts, 'echo-no-token.png') });
+  await ctx.close();
+}
+
+{
+  const { p, errors, ctx } = await page(1280, 800);
+  await step('clinician at 1280x800: loads and nothing overflows the viewport', async () => {
+    await p.goto(`${base}/clinician`);
+    await p.waitForLoadState('networkidle');
+    const o = await overflow(p);
+    if (o.length) return o.join('; ');
+  });
+  await step('clinician: no assistant-only text before signing in', async () => {
+    const html = await p.content();
+    if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await p.screenshot({ path: join(artifacts, 'clinician-1280x800.png') });
+  check('clinician: no script errors', errors.length === 0, errors.join('\n'));
+  await ctx.close();
+}
+
+await browser.close();
+done();

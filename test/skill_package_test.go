@@ -1,0 +1,28 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestSkillPackage_ValidAgainstSMAPIModel validates skill-package/skill.json
+// and every interaction model against ask-smapi-model's spec.json with ajv,
+// each with a broken twin that must be refused. That every model intent is
+// handled is proved twice: by the skill's own Go test (go test ./skill/...,
+// counted under the Go packages) and against the running server by part 3.
+func TestSkillPackage_ValidAgainstSMAPIModel(t *testing.T) {
+	const part = "5 skill package"
+	node := needNode(t, part, "ajv", "ask-smapi-model")
+	pending(t, part, landed(filepath.Join("skill-package", "skill.json")))
+	resources := filepath.Join(repoRoot, "ask-resources.json")
+	if _, err := os.Stat(resources); err != nil {
+		resources = filepath.Join(repoRoot, "skill-package", "ask-resources.json")
+	}
+	runChecks(t, node, "skill-package.mjs", []string{
+		"PKG=" + filepath.Join(repoRoot, "skill-package"), "RESOURCES=" + resources,
+	}, time.Minute)
+}
