@@ -25,6 +25,9 @@ func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (
 	if err != nil {
 		return VerifyResult{}, err
 	}
+	if u.Version > len(rs) {
+		return VerifyResult{}, ErrNotFound
+	}
 	res := VerifyResult{URI: u.Unversioned().String(), Intact: true}
 	prev := ""
 	for i, r := range rs {

@@ -613,3 +613,33 @@ func benchSealers(b *testing.B) []benchSealer {
 		{"kms-fake", newKMSSealer(b, f, arn)},
 	}
 }
+
+// FuzzOpen: whatever bytes reach Open, it never panics, and it returns a
+// plaintext only for the exact bytes Seal produced.
+func FuzzOpen(f *testing.F) {
+	s := newLocal(f, randomKey(f))
+	aad := []byte("ray|risk|v1|assistant")
+	sealed, err := s.Seal(context.Background(), aad, []byte(riskValue))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sealed)
+	f.Add(sealed[:40])
+	f.Add([]byte(riskValue))
+	f.Add([]byte{0x89, 'U', 'N', 'S', 1, 1, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pt, err := s.Open(context.Background(), aad, b)
+		if err == nil {
+			if !bytes.Equal(b, sealed) || string(pt) != riskValue {
+				t.Fatalf("opened forged bytes %x", b)
+			}
+			return
+		}
+		if pt != nil || !errors.Is(err, envelope.ErrOpen) {
+			t.Fatalf("Open = %q, %v", pt, err)
+		}
+		if _, rerr := s.Receipt(aad, b); rerr != nil && !errors.Is(rerr, envelope.ErrOpen) {
+			t.Fatalf("Receipt error %v is not ErrOpen", rerr)
+		}
+	})
+}
