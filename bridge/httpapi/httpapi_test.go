@@ -21,6 +21,7 @@ import (
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
+	"github.com/unsay/unsay/store/envelope"
 )
 
 const (
@@ -40,11 +41,14 @@ type fixture struct {
 	tokCfg auth.Config
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newSealedFixture(t, nil) }
+
+// newSealedFixture seals values at rest with sealer (nil: plaintext).
+func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Second)
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "unsay.db"), AuditKey: []byte("audit-key-for-tests")})
+	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "unsay.db"), AuditKey: []byte("audit-key-for-tests"), Sealer: sealer})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
@@ -574,6 +578,40 @@ func TestVerify_PublicChainShowsHashesAndTimesButNeverAValue(t *testing.T) {
 	}
 	if c.URI == "" || !c.Intact || c.BrokenAt != 0 || len(c.Versions) != 2 || c.Versions[1].PrevHash != c.Versions[0].Hash || c.Versions[0].WrittenAt == "" {
 		t.Fatalf("chain = %+v", c)
+	}
+	for _, v := range f.seededValues() {
+		if strings.Contains(string(a.body), v) {
+			t.Fatalf("/verify body contains a value: %q", v)
+		}
+	}
+	if c.Versions[0].AtRest != nil || strings.Contains(string(a.body), "atRest") {
+		t.Fatalf("a plaintext store shows an at-rest receipt: %s", a.body)
+	}
+}
+
+func TestVerify_SealedStoreShowsAtRestReceiptsAndStillNoValue(t *testing.T) {
+	sealer, err := envelope.NewLocal(bytes.Repeat([]byte{7}, envelope.MinMasterKeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newSealedFixture(t, sealer)
+	a := f.do(http.MethodGet, "/verify?uri="+url.QueryEscape("care://ray/weight_bearing"), nil, nil)
+	if a.status != http.StatusOK {
+		t.Fatalf("status = %d: %s", a.status, a.body)
+	}
+	var c Chain
+	if err := json.Unmarshal(a.body, &c); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Intact || len(c.Versions) != 2 {
+		t.Fatalf("chain = %+v", c)
+	}
+	for _, v := range c.Versions {
+		r := v.AtRest
+		if r == nil || r.Provider == "" || r.KeyID == "" || r.Nonce == "" || r.Tag == "" ||
+			r.AAD != fmt.Sprintf("ray|weight_bearing|v%d|user", v.Version) {
+			t.Fatalf("version %d: at-rest receipt %+v", v.Version, r)
+		}
 	}
 	for _, v := range f.seededValues() {
 		if strings.Contains(string(a.body), v) {
