@@ -374,7 +374,7 @@ func newRig(tb testing.TB, mutate func(*Config)) *rig {
 	return r
 }
 
-func (r *rig) clock() time.Time { r.nowMu.Lock(); defer r.nowMu.Unlock(); return r.now }
+func (r *rig) clock() time.Time   { r.nowMu.Lock(); defer r.nowMu.Unlock(); return r.now }
 func (r *rig) setNow(t time.Time) { r.nowMu.Lock(); r.now = t; r.nowMu.Unlock() }
 
 // post sends body signed with the test leaf key (sig "" signs it; "-" omits

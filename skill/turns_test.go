@@ -1,0 +1,526 @@
+package skill
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/unsay/unsay/apl"
+	"github.com/unsay/unsay/models"
+)
+
+func ssml(out ResponseEnvelope) string {
+	if out.Response.OutputSpeech == nil {
+		return ""
+	}
+	return out.Response.OutputSpeech.SSML
+}
+
+// plain is the SSML's text as a listener hears it (entities decoded, tags dropped).
+func plain(out ResponseEnvelope) string {
+	dec := xml.NewDecoder(strings.NewReader(ssml(out)))
+	var b strings.Builder
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if cd, ok := tok.(xml.CharData); ok {
+			b.Write(cd)
+		}
+	}
+	return b.String()
+}
+
+func endState(raw []byte) string {
+	var m struct {
+		Response map[string]json.RawMessage `json:"response"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	v, ok := m.Response["shouldEndSession"]
+	if !ok {
+		return "omitted"
+	}
+	return string(v)
+}
+
+func heardSet(calls []heardCall) map[string]int {
+	m := map[string]int{}
+	for _, c := range calls {
+		m[c.URI] = c.Version
+	}
+	return m
+}
+
+func TestLaunch_SpeaksWalkingThenStaleThenAsks(t *testing.T) {
+	r := newRig(t, nil)
+	out, raw := r.turn(reqOpts{})
+	s := ssml(out)
+	iWalk := strings.Index(s, "Your walking instruction from Mr Adeyemi, surgical team, two days ago: “Partial weight-bearing")
+	iStale := strings.Index(s, "Nine days ago, and now past its review date: your blood thinner instruction from Dr Mensah, GP")
+	iAsk := strings.Index(s, textQuestion)
+	if iWalk < 0 || iStale < iWalk || iAsk < iStale {
+		t.Fatalf("order walking < stale < question broken: %q", s)
+	}
+	if strings.Contains(s, "Ankle pumps") || strings.Contains(s, "Ward 4") {
+		t.Errorf("launch spoke a fresh non-walking fact: %q", s)
+	}
+	if endState(raw) != "false" || out.Response.Reprompt == nil {
+		t.Errorf("asking launch: shouldEndSession %s, reprompt %v", endState(raw), out.Response.Reprompt)
+	}
+	if len(out.Response.Directives) != 0 {
+		t.Errorf("APL directive without the APL interface: %+v", out.Response.Directives)
+	}
+	heard := heardSet(r.care.heardCalls())
+	want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1}
+	if len(heard) != len(want) || heard["care://ray/weight_bearing"] != 2 || heard["care://ray/anticoagulant"] != 1 {
+		t.Errorf("marked heard %v, want exactly %v", heard, want)
+	}
+}
+
+func TestLaunch_DrawsCareCardOnlyWithAPLAndMarksOnlySpokenFacts(t *testing.T) {
+	r := newRig(t, nil)
+	out, raw := r.turn(reqOpts{APL: true})
+	ds := out.Response.Directives
+	if len(ds) != 1 || ds[0].Type != RenderDocumentType || ds[0].Token != apl.TokenCare {
+		t.Fatalf("directives %+v, want one RenderDocument %s", ds, apl.TokenCare)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(ds[0].Document, &doc); err != nil || doc["version"] != apl.Version {
+		t.Fatalf("inline document: %v %v", err, doc["version"])
+	}
+	if !strings.Contains(string(raw), `"rows":[`) || strings.Count(string(raw), `"byline":`) != 4 {
+		t.Errorf("care card must list all four facts: %s", raw)
+	}
+	if !strings.Contains(string(raw), `"staleNote":"Past its review date"`) {
+		t.Errorf("stale row not marked on the card")
+	}
+	// Exercise and contact are on the screen but were not spoken: not heard.
+	heard := heardSet(r.care.heardCalls())
+	if _, ok := heard["care://ray/exercise"]; ok {
+		t.Errorf("a fact only drawn on the screen was marked heard: %v", heard)
+	}
+	if len(heard) != 2 {
+		t.Errorf("marked %v, want walking and the stale blood thinner", heard)
+	}
+}
+
+func TestLaunch_PendingRetractionFirstThenNeverAgain(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.setPending("ray", retractionWB())
+	out, raw := r.turn(reqOpts{APL: true})
+	s := ssml(out)
+	if !strings.HasPrefix(s, "<speak>Stop — your walking instruction has changed. I told you: “Partial weight-bearing") {
+		t.Fatalf("retraction not first: %q", s)
+	}
+	if !strings.Contains(s, "Sarah Okafor, physio changed it just now: “Full weight-bearing as tolerated.”") {
+		t.Errorf("new instruction, author or age missing: %q", s)
+	}
+	if strings.Count(s, "Partial weight-bearing") != 1 {
+		t.Errorf("the withdrawn walking instruction was repeated as current: %q", s)
+	}
+	if d := out.Response.Directives; len(d) != 1 || d[0].Token != apl.TokenRetraction {
+		t.Fatalf("want the retraction card, got %+v", d)
+	}
+	if !strings.Contains(string(raw), `"byline":"Sarah Okafor, physio · just now"`) || !strings.Contains(string(raw), `"withdrawn":"Partial weight-bearing`) {
+		t.Errorf("retraction card content: %s", raw)
+	}
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
+		t.Errorf("retraction not marked heard at v3: %v", r.care.heardCalls())
+	}
+	again, _ := r.turn(reqOpts{Session: "s2"})
+	if strings.Contains(ssml(again), "Stop —") {
+		t.Errorf("retraction spoken twice: %q", ssml(again))
+	}
+}
+
+func TestTurns_SpeakAnnouncementsOldestFirstOnEveryTurn(t *testing.T) {
+	first := retractionWB()
+	ex := ver("exercise", 2, "Heel slides fifteen times.", "Sarah Okafor, physio", time.Minute)
+	exHeard := ver("exercise", 1, "Ankle pumps hourly.", "Sarah Okafor, physio", 24*time.Hour)
+	second := models.Announcement{ID: 8, Patient: "ray", Heard: &exHeard, Current: ex}
+	turns := []reqOpts{
+		{Type: TypeIntent, Intent: IntentHelp},
+		{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("contact", "ER_SUCCESS_MATCH")},
+		{Type: TypeIntent, Intent: IntentStop},
+		{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true},
+	}
+	for _, o := range turns {
+		r := newRig(t, nil)
+		r.care.setPending("ray", first, second)
+		out, _ := r.turn(o)
+		s := ssml(out)
+		i1, i2 := strings.Index(s, "your walking instruction has changed"), strings.Index(s, "your exercise instruction has changed")
+		if i1 < 0 || i2 < i1 {
+			t.Errorf("%s %s: announcements missing or out of order: %q", o.Type, o.Intent, s)
+		}
+		if !strings.HasPrefix(s, "<speak>Stop — ") {
+			t.Errorf("%s %s: something was said before the announcements: %q", o.Type, o.Intent, s)
+		}
+	}
+}
+
+func TestAnnouncement_UnchangedWordsAreHeardSilently(t *testing.T) {
+	r := newRig(t, nil)
+	a := retractionWB()
+	a.Current.Value = a.Heard.Value
+	r.care.setPending("ray", a)
+	out, raw := r.turn(reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true})
+	if string(raw) != `{"version":"1.0","response":{}}` {
+		t.Fatalf("tick with nothing to say: %s", raw)
+	}
+	_ = out
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
+		t.Errorf("unchanged announcement not marked heard: %v", r.care.heardCalls())
+	}
+}
+
+func TestTick_EmptyWhenNothingNewElseSpeaksAndDraws(t *testing.T) {
+	r := newRig(t, nil)
+	_, raw := r.turn(reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true})
+	if string(raw) != `{"version":"1.0","response":{}}` {
+		t.Fatalf("quiet tick: %s", raw)
+	}
+	if len(r.care.heardCalls()) != 0 {
+		t.Errorf("quiet tick marked something heard: %v", r.care.heardCalls())
+	}
+	r.care.setPending("ray", retractionWB())
+	out, raw := r.turn(reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true})
+	if !strings.HasPrefix(ssml(out), "<speak>Stop — your walking instruction has changed.") {
+		t.Errorf("tick did not speak the retraction: %q", ssml(out))
+	}
+	if endState(raw) != "omitted" {
+		t.Errorf("tick answer: shouldEndSession %s, want omitted (screen session)", endState(raw))
+	}
+	if d := out.Response.Directives; len(d) != 1 || d[0].Token != apl.TokenRetraction {
+		t.Errorf("tick did not draw the retraction card: %+v", d)
+	}
+}
+
+func TestUserEvent_WhatsChangedButtonActsLikeTheIntent(t *testing.T) {
+	for _, o := range []reqOpts{
+		{Type: TypeAPLUserEvent, Arguments: []any{"whats_changed"}, APL: true},
+		{Type: TypeIntent, Intent: IntentWhatsChanged, APL: true},
+	} {
+		r := newRig(t, nil)
+		out, raw := r.turn(o)
+		if !strings.Contains(plain(out), textNothingNew) || endState(raw) != "omitted" {
+			t.Errorf("%s: nothing new: %q end %s", o.Type, ssml(out), endState(raw))
+		}
+		r.care.setPending("ray", retractionWB())
+		out, _ = r.turn(o)
+		if !strings.HasPrefix(ssml(out), "<speak>Stop — ") || strings.Contains(plain(out), textNothingNew) {
+			t.Errorf("%s: with a change: %q", o.Type, ssml(out))
+		}
+	}
+}
+
+func TestCarePlan_ResolvesSlotOnlyOnSuccessMatch(t *testing.T) {
+	r := newRig(t, nil)
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("exercise", "ER_SUCCESS_MATCH")})
+	if !strings.Contains(ssml(out), "Your exercise instruction from Sarah Okafor, physio, yesterday: “Ankle pumps hourly") {
+		t.Errorf("match: %q", ssml(out))
+	}
+	if endState(raw) != "true" {
+		t.Errorf("voice-only answer: shouldEndSession %s, want true", endState(raw))
+	}
+	for _, slots := range []map[string]Slot{topicSlot("weight_bearing", "ER_SUCCESS_NO_MATCH"), nil, {SlotTopic: {Name: SlotTopic, Value: "dinner"}}} {
+		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: slots})
+		if !strings.Contains(ssml(out), textTopics) || endState(raw) != "false" || out.Response.Reprompt == nil {
+			t.Errorf("no match %v: %q end %s", slots, ssml(out), endState(raw))
+		}
+		if strings.Contains(ssml(out), "Partial weight-bearing") {
+			t.Errorf("no match spoke a fact: %q", ssml(out))
+		}
+	}
+}
+
+func TestCarePlan_WithScreenOmitsShouldEndSession(t *testing.T) {
+	r := newRig(t, nil)
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), APL: true})
+	if endState(raw) != "omitted" || len(out.Response.Directives) != 1 {
+		t.Errorf("screen answer: end %s, directives %d", endState(raw), len(out.Response.Directives))
+	}
+}
+
+func TestCarePlan_StaleFactSpokenWithItsAgeFirst(t *testing.T) {
+	r := newRig(t, nil)
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("anticoagulant", "ER_SUCCESS_MATCH")})
+	if !strings.HasPrefix(ssml(out), "<speak>Nine days ago, and now past its review date: your blood thinner instruction") {
+		t.Errorf("stale answer: %q", ssml(out))
+	}
+}
+
+func TestCarePlan_StripsServedStaleHeader(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.facts["ray"][2].Value = "[STALE — last changed yesterday by Sarah Okafor, physio; say this age aloud] Ankle pumps hourly."
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("exercise", "ER_SUCCESS_MATCH")})
+	s := ssml(out)
+	if strings.Contains(s, "[STALE") || !strings.Contains(s, "past its review date") || !strings.Contains(s, "“Ankle pumps hourly.”") {
+		t.Errorf("served stale header: %q", s)
+	}
+}
+
+func TestCarePlan_UnknownDomainSaysSoAndAsks(t *testing.T) {
+	r := newRig(t, nil)
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("diet", "ER_SUCCESS_MATCH")})
+	if !strings.Contains(ssml(out), "There is no diet instruction in your care notes.") || endState(raw) != "false" {
+		t.Errorf("unknown domain: %q %s", ssml(out), endState(raw))
+	}
+}
+
+func TestHelpAndFallback_AskWithHelpCard(t *testing.T) {
+	for _, intent := range []string{IntentHelp, IntentFallback, "SomethingElseIntent"} {
+		r := newRig(t, nil)
+		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, APL: true})
+		if !strings.Contains(plain(out), "what changed") || endState(raw) != "false" || out.Response.Reprompt == nil {
+			t.Errorf("%s: %q end %s", intent, ssml(out), endState(raw))
+		}
+		if d := out.Response.Directives; len(d) != 1 || d[0].Token != apl.TokenHelp {
+			t.Errorf("%s: directives %+v", intent, d)
+		}
+		if len(r.care.heardCalls()) != 0 {
+			t.Errorf("%s marked facts heard", intent)
+		}
+	}
+}
+
+func TestStopCancelNavigateHome_SayGoodbyeAndEnd(t *testing.T) {
+	for _, intent := range []string{IntentStop, IntentCancel, IntentNavigateHome} {
+		r := newRig(t, nil)
+		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, APL: true})
+		if ssml(out) != "<speak>Goodbye.</speak>" || endState(raw) != "true" || len(out.Response.Directives) != 0 || out.Response.Reprompt != nil {
+			t.Errorf("%s: %s", intent, raw)
+		}
+	}
+}
+
+func TestSessionEndedAndException_AnswerEmptyAndMarkNothing(t *testing.T) {
+	for _, typ := range []string{TypeSessionEnded, TypeExceptionEncounter, "CanFulfillIntentRequest"} {
+		r := newRig(t, nil)
+		r.care.setPending("ray", retractionWB())
+		_, raw := r.turn(reqOpts{Type: typ})
+		if string(raw) != `{"version":"1.0","response":{}}` {
+			t.Errorf("%s: %s", typ, raw)
+		}
+		if len(r.care.heardCalls()) != 0 || r.care.calls.Load() != 0 {
+			t.Errorf("%s touched the care source", typ)
+		}
+	}
+}
+
+func TestRepeat_RepeatsTheLastAnswerInTheSession(t *testing.T) {
+	r := newRig(t, nil)
+	first, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("contact", "ER_SUCCESS_MATCH"), Session: "sA"})
+	again, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentRepeat, Session: "sA"})
+	if ssml(first) != ssml(again) {
+		t.Errorf("repeat: %q, want %q", ssml(again), ssml(first))
+	}
+	other, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentRepeat, Session: "sB"})
+	if !strings.Contains(plain(other), textNoRepeat) || endState(raw) != "false" {
+		t.Errorf("repeat in a new session: %q", ssml(other))
+	}
+}
+
+func TestRepeat_DoesNotRepeatAnInstructionWithdrawnSince(t *testing.T) {
+	r := newRig(t, nil)
+	r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "sA"})
+	r.care.setPending("ray", retractionWB())
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentRepeat, Session: "sA"})
+	s := ssml(out)
+	if !strings.HasPrefix(s, "<speak>Stop — ") || strings.Count(s, "Partial weight-bearing") != 1 {
+		t.Errorf("repeat after a revision must speak the retraction and not the old answer again: %q", s)
+	}
+}
+
+// TestLongAnswer_CutAtSentenceAndRestHeardOnlyWithMore proves a 9,500-char
+// answer is cut to ≤ 8,000 characters at a sentence boundary, is not marked
+// heard until its rest is spoken with "more".
+func TestLongAnswer_CutAtSentenceAndRestHeardOnlyWithMore(t *testing.T) {
+	r := newRig(t, nil)
+	var b strings.Builder
+	for i := 0; b.Len() < 9500; i++ {
+		b.WriteString("Walk to the door and back with the frame, slowly & carefully. ")
+	}
+	long := strings.TrimSpace(b.String())
+	if len(long) < 9500 {
+		t.Fatal("fixture too short")
+	}
+	r.care.facts["ray"][0].Value = long // weight_bearing
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "sL"})
+	s := ssml(out)
+	if n := runes(s); n > MaxSSMLChars {
+		t.Fatalf("speech of %d chars, over %d", n, MaxSSMLChars)
+	}
+	if !strings.HasSuffix(s, "carefully. "+MoreCue+"</speak>") {
+		t.Errorf("not cut at a sentence boundary with the cue: …%q", s[len(s)-80:])
+	}
+	if endState(raw) != "false" || out.Response.Reprompt == nil {
+		t.Errorf("cut answer must ask: %s", endState(raw))
+	}
+	if _, ok := heardSet(r.care.heardCalls())["care://ray/weight_bearing"]; ok {
+		t.Fatal("a cut fact was marked heard before its end was spoken")
+	}
+	rest, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "sL"})
+	spoken := strings.TrimSuffix(strings.TrimPrefix(s, "<speak>"), " "+MoreCue+"</speak>") + " " +
+		strings.TrimSuffix(strings.TrimPrefix(ssml(rest), "<speak>"), "</speak>")
+	if !strings.Contains(spoken, strings.ReplaceAll(long, "&", "&amp;")) {
+		t.Errorf("first part + more do not make the whole answer")
+	}
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 2 {
+		t.Errorf("after more, the fact is heard: %v", r.care.heardCalls())
+	}
+	none, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "sL"})
+	if !strings.Contains(plain(none), textNothingMore) || endState(raw) != "false" {
+		t.Errorf("more with nothing left: %q", ssml(none))
+	}
+}
+
+func TestSSML_DataFullOfXMLSpecialsIsWellFormed(t *testing.T) {
+	r := newRig(t, nil)
+	evil := `Take <b>2</b> & "don't" stop; x > y < z ]]> <!-- --> <break time="10s"/> &amp; 'quoted'`
+	r.care.facts["ray"][0].Value = evil
+	r.care.facts["ray"][0].AuthorLabel = `Dr <O'Brien> & "Partners"`
+	r.care.setPending("ray", models.Announcement{ID: 1, Patient: "ray", Current: ver("exercise", 2, evil, `A & B <c>`, time.Minute)})
+	for _, o := range []reqOpts{{}, {Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "x"}} {
+		out, _ := r.turn(o)
+		s := ssml(out)
+		dec := xml.NewDecoder(strings.NewReader(s))
+		var text strings.Builder
+		elems := 0
+		for {
+			tok, err := dec.Token()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("SSML not well-formed: %v\n%s", err, s)
+			}
+			switch v := tok.(type) {
+			case xml.StartElement:
+				elems++
+				if v.Name.Local != "speak" && v.Name.Local != "break" {
+					t.Errorf("data became an element <%s>", v.Name.Local)
+				}
+			case xml.CharData:
+				text.Write(v)
+			}
+		}
+		if !strings.Contains(text.String(), evil) {
+			t.Errorf("the value does not read back as written: %q", text.String())
+		}
+		r.care.setPending("ray")
+	}
+}
+
+func TestResponse_StaysUnder120KBByDroppingTheCard(t *testing.T) {
+	r := newRig(t, nil)
+	var facts []models.Version
+	for i := 0; i < 400; i++ {
+		facts = append(facts, ver("note_"+strings.Repeat("x", 3)+string(rune('a'+i%26))+strings.Repeat("y", i%7)+"_"+string(rune('a'+i/26)), 1, strings.Repeat("<&> ", 200), "Dr X", time.Hour))
+	}
+	r.care.facts["ray"] = facts
+	out, raw := r.turn(reqOpts{APL: true})
+	if len(raw) > MaxResponseBytes {
+		t.Fatalf("response of %d bytes", len(raw))
+	}
+	if len(out.Response.Directives) != 0 {
+		t.Errorf("an oversized card was kept")
+	}
+	if out.Response.OutputSpeech == nil {
+		t.Errorf("speech lost with the card")
+	}
+}
+
+func TestUnlinkedDevice_HearsOnlyHowToLink(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.DefaultPatient = "" })
+	r.care.setPending("ray", retractionWB())
+	for _, o := range []reqOpts{{}, {Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH")}, {Type: TypeIntent, Intent: IntentHelp}} {
+		out, raw := r.turn(o)
+		if ssml(out) != "<speak>"+EscapeSSML(textUnlinked)+"</speak>" || endState(raw) != "false" {
+			t.Errorf("unlinked %s %s: %s", o.Type, o.Intent, raw)
+		}
+	}
+	_, raw := r.turn(reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true})
+	if string(raw) != `{"version":"1.0","response":{}}` {
+		t.Errorf("unlinked tick: %s", raw)
+	}
+	if r.care.calls.Load() != 0 || len(r.care.heardCalls()) != 0 {
+		t.Error("an unlinked device reached the care source")
+	}
+}
+
+func TestLinkDevice_RedeemsSixDigitCodeThenServesThePatient(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.DefaultPatient = "" })
+	r.links.codes = map[string]string{"482913": "ray"}
+	code := func(v string) map[string]Slot { return map[string]Slot{SlotCode: {Name: SlotCode, Value: v}} }
+	// Wrong shapes never reach Links.
+	for _, v := range []string{"", "?", "12345", "1234567", "012345", "12a456"} {
+		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: code(v)})
+		if endState(raw) != "false" || strings.Contains(ssml(out), "linked to your care plan") {
+			t.Errorf("code %q: %s", v, raw)
+		}
+	}
+	if len(r.links.redeems) != 0 {
+		t.Fatalf("malformed codes reached Links: %v", r.links.redeems)
+	}
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: code("111111")})
+	if !strings.Contains(plain(out), "didn't work") || endState(raw) != "false" {
+		t.Errorf("wrong code: %s", raw)
+	}
+	out, _ = r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: code("482913")})
+	s := ssml(out)
+	if !strings.HasPrefix(s, "<speak>"+textLinked) || !strings.Contains(s, "Your walking instruction from") {
+		t.Errorf("linked: %q", s)
+	}
+	if got := r.links.redeems[len(r.links.redeems)-1]; got != testUserID+"|https://api.eu.amazonalexa.com|482913" {
+		t.Errorf("redeem call %q", got)
+	}
+	out, _ = r.turn(reqOpts{})
+	if !strings.Contains(ssml(out), "Your walking instruction from") {
+		t.Errorf("after linking, launch: %q", ssml(out))
+	}
+}
+
+func TestLinkDevice_BlockedUserIsToldToWait(t *testing.T) {
+	r := newRig(t, nil)
+	r.links.blocked = true
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: map[string]Slot{SlotCode: {Name: SlotCode, Value: "482913"}}})
+	if !strings.Contains(ssml(out), "fifteen minutes") || endState(raw) != "true" {
+		t.Errorf("blocked: %s", raw)
+	}
+}
+
+func TestCareSourceFailure_SaysSorryAndMarksNothing(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.failFact = errBoom
+	out, raw := r.turn(reqOpts{})
+	if !strings.Contains(plain(out), "can't reach your care notes") || endState(raw) != "true" {
+		t.Errorf("facts failure: %s", raw)
+	}
+	if len(r.care.heardCalls()) != 0 {
+		t.Errorf("marked heard on failure")
+	}
+}
+
+func TestAssistantFactFromCareSource_IsNeverSpoken(t *testing.T) {
+	r := newRig(t, nil)
+	risk := ver("risk", 1, "High fall risk; over-reports exercise.", "Sarah Okafor, physio", time.Hour)
+	risk.Audience = models.AudienceAssistant
+	r.care.facts["ray"] = append(r.care.facts["ray"], risk)
+	r.care.setPending("ray", models.Announcement{ID: 9, Patient: "ray", Current: risk})
+	for _, o := range []reqOpts{{APL: true}, {Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("risk", "ER_SUCCESS_MATCH"), APL: true}} {
+		_, raw := r.turn(o)
+		if strings.Contains(string(raw), "fall risk") {
+			t.Errorf("assistant-only content reached the response: %s", raw)
+		}
+	}
+	for _, c := range r.care.heardCalls() {
+		if strings.Contains(c.URI, "risk") {
+			t.Errorf("assistant fact marked heard: %v", c)
+		}
+	}
+}
