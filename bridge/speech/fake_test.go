@@ -35,11 +35,11 @@ type fakeCare struct {
 	clientToken string // what the principal under test sends
 	srv         *httptest.Server
 
-	authorAsString atomic.Bool // serve unsay/author as a plain label string
+	authorAsObject atomic.Bool // serve unsay/author as {authorId, authorLabel}
 	unauthorized   atomic.Int64
 
 	mu         sync.Mutex
-	token      string // what the server accepts
+	token      string                   // what the server accepts
 	facts      map[string][]fakeVersion // unversioned URI → versions (index n-1)
 	audience   map[string]models.Audience
 	extra      []string // listed non-care resources (ui://unsay/echo)
@@ -188,28 +188,34 @@ func (f *fakeCare) read(asked string) (*mcp.ReadResourceResult, error) {
 		n = u.Version
 	}
 	v := vs[n-1]
+	// The shapes of bridge/resources.go (readResource) as committed.
 	text := v.value
-	if v.stale {
-		text = models.StaleHeader(models.Version{WrittenAt: v.writtenAt, AuthorLabel: v.authorLabel}, fakeEpoch.Add(72*time.Hour)) + " " + text
-	}
+	stale := false
 	if n < len(vs) {
-		text = fmt.Sprintf("[SUPERSEDED — version %d of %d]\n%s", n, len(vs), text)
+		text = fmt.Sprintf("[SUPERSEDED — this is version %d; version %d is current at %s; do not speak this as current]\n%s",
+			n, len(vs), fact, v.value)
+	} else if v.stale {
+		stale = true
+		text = models.StaleHeader(models.Version{WrittenAt: v.writtenAt, AuthorLabel: v.authorLabel}, fakeEpoch.Add(72*time.Hour)) + "\n" + v.value
 	}
 	prev := ""
 	if n > 1 {
 		prev = fmt.Sprintf("%064x", n-1)
 	}
 	meta := mcp.Meta{
-		"unsay/version":      n,
-		"unsay/versionHash":  fmt.Sprintf("%064x", n),
-		"unsay/prevHash":     prev,
-		"unsay/audience":     string(f.audience[fact]),
-		"unsay/lastModified": v.writtenAt.UTC().Format(models.TimeLayout),
-		"unsay/stale":        v.stale,
-		"unsay/author":       map[string]any{"authorId": v.authorID, "authorLabel": v.authorLabel},
+		"unsay/version":       n,
+		"unsay/latestVersion": len(vs),
+		"unsay/versionHash":   fmt.Sprintf("%064x", n),
+		"unsay/prevHash":      prev,
+		"unsay/audience":      string(f.audience[fact]),
+		"unsay/lastModified":  v.writtenAt.UTC().Format(models.TimeLayout),
+		"unsay/stale":         stale,
+		"unsay/author":        v.authorLabel,
+		"unsay/authorId":      v.authorID,
 	}
-	if f.authorAsString.Load() {
-		meta["unsay/author"] = v.authorLabel
+	if f.authorAsObject.Load() {
+		meta["unsay/author"] = map[string]any{"authorId": v.authorID, "authorLabel": v.authorLabel}
+		delete(meta, "unsay/authorId")
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: asked, MIMEType: "text/plain", Text: text, Meta: meta}}}, nil
 }

@@ -27,6 +27,7 @@ const (
 	metaAuthorID     = "unsay/authorId"
 	metaAuthorLabel  = "unsay/authorLabel"
 	metaPriority     = "unsay/priority"
+	metaLatest       = "unsay/latestVersion"
 )
 
 // ErrBadResource: a read result the speech principal refuses to hold — no
@@ -48,9 +49,11 @@ type readVersion struct {
 }
 
 // parseRead turns a resources/read result for asked (a care:// URI,
-// versioned or not) into a Version. It strips a leading "[STALE …]" or
-// "[SUPERSEDED …]" header from the text, so Version.Value is the value as
-// the clinician wrote it, and keeps staleness in Stale and StaleAfter.
+// versioned or not) into a Version. It strips the "[SUPERSEDED …]" header
+// of an older version (unsay/version < unsay/latestVersion; without
+// latestVersion, any versioned read) and the "[STALE …]" header of a stale
+// one (unsay/stale), so Version.Value is the value as the clinician wrote
+// it, and keeps staleness in Stale and StaleAfter.
 // now is the time of the read: when the server says the version is stale
 // but not since when, StaleAfter is set to now (it was stale at now).
 // Errors wrap ErrBadResource.
@@ -120,30 +123,31 @@ func parseRead(asked models.URI, res *mcp.ReadResourceResult, now time.Time) (re
 		v.StaleAfter = now.UTC()
 	}
 
+	// The server marks a superseded version (read by /v{n}) with a
+	// "[SUPERSEDED …]" line and a stale current one with "[STALE …]".
+	superseded := asked.Version != 0
+	if latest, ok := metaInt(m, metaLatest); ok {
+		superseded = n < latest
+	}
 	text := c.Text
-	if v.Stale || asked.Version != 0 {
+	if superseded && strings.HasPrefix(text, supersededHeaderPrefix) {
+		text = stripHeader(text)
+	}
+	if v.Stale && strings.HasPrefix(text, staleHeaderPrefix) {
 		text = stripHeader(text)
 	}
 	v.Value = text
 	return v, nil
 }
 
-// stripHeader removes one leading "[STALE …]" or "[SUPERSEDED …]" header
-// and the white space after it.
+// stripHeader removes one leading bracketed header ("[STALE …]",
+// "[SUPERSEDED …]") and the white space after it.
 func stripHeader(text string) string {
-	if !strings.HasPrefix(text, staleHeaderPrefix) && !strings.HasPrefix(text, supersededHeaderPrefix) {
-		return text
-	}
 	i := strings.IndexByte(text, ']')
-	if i < 0 {
+	if !strings.HasPrefix(text, "[") || i < 0 {
 		return text
 	}
-	rest := strings.TrimLeft(text[i+1:], " \t\r\n")
-	// A superseded version of a stale fact may carry both headers.
-	if strings.HasPrefix(rest, staleHeaderPrefix) || strings.HasPrefix(rest, supersededHeaderPrefix) {
-		return stripHeader(rest)
-	}
-	return rest
+	return strings.TrimLeft(text[i+1:], " \t\r\n")
 }
 
 // parseAuthor reads the author from unsay/author — an object

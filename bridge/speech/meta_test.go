@@ -172,3 +172,39 @@ func TestBackoff_DelayGrowsWithJitterWithinBounds(t *testing.T) {
 		}
 	}
 }
+
+// The shapes bridge/resources.go serves: author label as a string, the id
+// flat, latestVersion, headers on their own line.
+func TestParseRead_TheBridgeShapes(t *testing.T) {
+	now := time.Date(2026, 3, 9, 0, 0, 0, 0, time.UTC)
+	bridge := func(n, latest int, stale bool) mcp.Meta {
+		m := with(with(goodMeta(n), "unsay/author", "Sarah Okafor, physio"), "unsay/authorId", "okafor")
+		m = with(m, "unsay/latestVersion", float64(latest))
+		return with(m, "unsay/stale", stale)
+	}
+	tests := []struct {
+		name, asked, text string
+		meta              mcp.Meta
+		value             string
+		stale             bool
+	}{
+		{"superseded", wb + "/v1", "[SUPERSEDED — this is version 1; version 2 is current at care://ray/weight_bearing; do not speak this as current]\nPartial.", bridge(1, 2, false), "Partial.", false},
+		{"stale current", wb, "[STALE — last changed six days ago by Sarah Okafor, physio; say this age aloud]\nFull.", bridge(2, 2, true), "Full.", true},
+		{"stale latest read by version", wb + "/v2", "[STALE — last changed six days ago by Sarah Okafor, physio; say this age aloud]\nFull.", bridge(2, 2, true), "Full.", true},
+		{"latest read by version keeps a bracketed value", wb + "/v2", "[Ward 4] call first.", bridge(2, 2, false), "[Ward 4] call first.", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := parseRead(mustURI(t, tt.asked), readResult(tt.asked, tt.text, tt.meta), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Value != tt.value || v.Stale != tt.stale || v.IsStale(now) != tt.stale {
+				t.Errorf("got value %q stale %v/%v, want %q %v", v.Value, v.Stale, v.IsStale(now), tt.value, tt.stale)
+			}
+			if v.AuthorID != "okafor" || v.AuthorLabel != "Sarah Okafor, physio" {
+				t.Errorf("author %q/%q", v.AuthorID, v.AuthorLabel)
+			}
+		})
+	}
+}

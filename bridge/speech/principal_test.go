@@ -522,3 +522,49 @@ func TestRun_RefusesASecondConcurrentRun(t *testing.T) {
 }
 
 var httpClientWithTimeout = http.Client{Timeout: time.Second}
+
+func TestFacts_ServesAStaleFactWithoutItsHeaderButStale(t *testing.T) {
+	for _, object := range []bool{false, true} {
+		f := newFakeCare(t)
+		f.authorAsObject.Store(object) // both unsay/author shapes
+		seedRay(f)
+		f.publishAs("care://ray/diet", "Eat normally.", models.AudienceUser, false, true)
+		p := startPrincipal(t, f, tempDBPath(t), "ray")
+		waitConnected(t, p)
+		facts, err := p.Facts(context.Background(), "ray")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(facts, func(v models.Version) bool { return v.Domain == "diet" })
+		if i < 0 {
+			t.Fatalf("no diet fact in %+v", facts)
+		}
+		d := facts[i]
+		if d.Value != "Eat normally." || !d.IsStale(time.Now()) || d.AuthorID != "okafor" || d.AuthorLabel != "Sarah Okafor, physio" {
+			t.Errorf("author object %v: stale fact = %+v", object, d)
+		}
+		// Twin: a fresh fact is not stale.
+		j := slices.IndexFunc(facts, func(v models.Version) bool { return v.Domain == "weight_bearing" })
+		if facts[j].IsStale(time.Now()) {
+			t.Errorf("fresh fact reads as stale: %+v", facts[j])
+		}
+		p.stop()
+	}
+}
+
+func TestFacts_ReadsOverMCPForAPatientNotFollowed(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	facts, err := p.Facts(context.Background(), "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(facts) != 1 || facts[0].FactURI().String() != "care://bob/weight_bearing" || facts[0].Value != "Non-weight-bearing." {
+		t.Fatalf("Facts(bob) = %+v", facts)
+	}
+	if _, err := p.Facts(context.Background(), "Bob"); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Facts(bad id) = %v", err)
+	}
+}
