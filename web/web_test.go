@@ -167,7 +167,7 @@ func externalRefs(page string) []string {
 	attr := regexp.MustCompile(`(?i)\b(?:src|href|action|srcset|poster|data)\s*=\s*["']?([^"'\s>]*)`)
 	for _, m := range attr.FindAllStringSubmatch(page, -1) {
 		v := m[1]
-		if !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "#") || strings.HasPrefix(v, "//") {
+		if !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "#") && !strings.HasPrefix(v, "data:") || strings.HasPrefix(v, "//") {
 			out = append(out, m[0])
 		}
 	}
@@ -175,9 +175,6 @@ func externalRefs(page string) []string {
 		if !strings.HasPrefix(m[1], "/") || strings.HasPrefix(m[1], "//") {
 			out = append(out, m[0])
 		}
-	}
-	if strings.Contains(strings.ToLower(page), "<link") {
-		out = append(out, "<link")
 	}
 	return out
 }
@@ -189,7 +186,7 @@ func TestExternalRefs_FlagsEveryKindOfOutsideReference(t *testing.T) {
 		`<a href="http://example.org">x</a>`,
 		`<style>@import "fonts.css";</style>`,
 		`<style>body{background:url(https://example.org/a.png)}</style>`,
-		`<link rel="stylesheet" href="/x.css">`,
+		`<link rel="stylesheet" href="fonts.example/x.css">`,
 		`<form action=evil.example/post>`,
 		`<script>fetch("https://example.org/steal")</script>`,
 		`<object data="evil.example/x.swf"></object>`,
@@ -198,7 +195,7 @@ func TestExternalRefs_FlagsEveryKindOfOutsideReference(t *testing.T) {
 			t.Errorf("externalRefs missed %s", bad)
 		}
 	}
-	for _, good := range []string{`<a href="/clinician">x</a>`, `<a href="#top">x</a>`, `<script>fetch("/verify?uri=" + u); var data = [];</script>`} {
+	for _, good := range []string{`<a href="/clinician">x</a>`, `<a href="#top">x</a>`, `<link rel="icon" href="data:,">`, `<script>fetch("/verify?uri=" + u); var data = [];</script>`} {
 		if got := externalRefs(good); len(got) != 0 {
 			t.Errorf("externalRefs flagged same-origin %s: %q", good, got)
 		}
