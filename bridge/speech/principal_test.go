@@ -3,9 +3,9 @@ package speech
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
-	"net/http"
 	"testing"
 	"time"
 
@@ -568,3 +568,13 @@ func TestFacts_ReadsOverMCPForAPatientNotFollowed(t *testing.T) {
 		t.Errorf("Facts(bad id) = %v", err)
 	}
 }
+
+// careSource is skill.CareSource, restated here because this package may
+// not import skill: the principal must satisfy it exactly.
+type careSource interface {
+	Facts(ctx context.Context, patient string) ([]models.Version, error)
+	Pending(ctx context.Context, patient string) ([]models.Announcement, error)
+	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
+}
+
+var _ careSource = (*Principal)(nil)
