@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestLinkCode_SixDigitsSingleUse(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	code, exp, err := s.CreateLinkCode(ctx, "ray", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(code) != 6 || code[0] == '0' || !exp.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("code %q expires %v", code, exp)
+	}
+	patient, err := s.RedeemLinkCode(ctx, "amzn1.ask.account.A", "https://api.eu.amazonalexa.com", code, now.Add(time.Minute))
+	if err != nil || patient != "ray" {
+		t.Fatalf("Redeem = %q, %v", patient, err)
+	}
+	p, ep, ok, err := s.LinkedPatient(ctx, "amzn1.ask.account.A")
+	if err != nil || !ok || p != "ray" || ep != "https://api.eu.amazonalexa.com" {
+		t.Fatalf("LinkedPatient = %q %q %v %v", p, ep, ok, err)
+	}
+	users, err := s.LinkedUsers(ctx, "ray")
+	if err != nil || len(users) != 1 || users[0].UserID != "amzn1.ask.account.A" {
+		t.Fatalf("LinkedUsers = %+v, %v", users, err)
+	}
+	if _, err := s.RedeemLinkCode(ctx, "amzn1.ask.account.B", "", code, now.Add(2*time.Minute)); !errors.Is(err, ErrLinkCodeInvalid) {
+		t.Fatalf("second use of a code: %v, want ErrLinkCodeInvalid", err)
+	}
+	if _, _, ok, _ := s.LinkedPatient(ctx, "amzn1.ask.account.B"); ok {
+		t.Fatal("second use linked a user")
+	}
+}
+
+func TestLinkCode_ExpiresAfterTenMinutes(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	code, _, err := s.CreateLinkCode(ctx, "ray", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RedeemLinkCode(ctx, "u", "", code, now.Add(10*time.Minute)); !errors.Is(err, ErrLinkCodeInvalid) {
+		t.Fatalf("expired code: %v", err)
+	}
+	code2, _, _ := s.CreateLinkCode(ctx, "ray", now)
+	if _, err := s.RedeemLinkCode(ctx, "u", "", code2, now.Add(10*time.Minute-time.Millisecond)); err != nil {
+		t.Fatalf("code within its ten minutes: %v", err)
+	}
+}
+
+func TestLinkCode_FiveWrongCodesBlockTheUserForFifteenMinutes(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	code, _, err := s.CreateLinkCode(ctx, "ray", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := "000000"
+	for i := range 5 {
+		if _, err := s.RedeemLinkCode(ctx, "attacker", "", wrong, now.Add(time.Duration(i)*time.Second)); !errors.Is(err, ErrLinkCodeInvalid) {
+			t.Fatalf("wrong code %d: %v", i+1, err)
+		}
+	}
+	if _, err := s.RedeemLinkCode(ctx, "attacker", "", code, now.Add(time.Minute)); !errors.Is(err, ErrLinkBlocked) {
+		t.Fatalf("right code while blocked: %v, want ErrLinkBlocked", err)
+	}
+	// Another user is not blocked, and the code survived the blocked attempt.
+	if _, err := s.RedeemLinkCode(ctx, "ray-echo", "", code, now.Add(time.Minute)); err != nil {
+		t.Fatalf("other user: %v", err)
+	}
+	code2, _, _ := s.CreateLinkCode(ctx, "ray", now.Add(16*time.Minute))
+	if p, err := s.RedeemLinkCode(ctx, "attacker", "", code2, now.Add(16*time.Minute)); err != nil || p != "ray" {
+		t.Fatalf("after the block: %q, %v", p, err)
+	}
+}
+
+func TestLinkCode_FourWrongCodesDoNotBlock(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	code, _, _ := s.CreateLinkCode(ctx, "ray", now)
+	for range 4 {
+		s.RedeemLinkCode(ctx, "u", "", "12345", now)
+	}
+	if _, err := s.RedeemLinkCode(ctx, "u", "", code, now); err != nil {
+		t.Fatalf("after four wrong codes: %v", err)
+	}
+}
+
+func TestLinkCode_WrongCodesOlderThanTenMinutesDoNotCount(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	for i := range 4 {
+		s.RedeemLinkCode(ctx, "u", "", "000000", now.Add(time.Duration(i)*time.Second))
+	}
+	later := now.Add(11 * time.Minute)
+	s.RedeemLinkCode(ctx, "u", "", "000000", later)
+	code, _, _ := s.CreateLinkCode(ctx, "ray", later)
+	if _, err := s.RedeemLinkCode(ctx, "u", "", code, later); err != nil {
+		t.Fatalf("stale failures counted: %v", err)
+	}
+}
