@@ -31,7 +31,7 @@ import (
 // hooks, updated for v ≥ 2 and list_changed for v1. It checks the bearer
 // token and records every read and subscribe it is asked for.
 type fakeCare struct {
-	t           *testing.T
+	t           testing.TB
 	clientToken string // what the principal under test sends
 	srv         *httptest.Server
 
@@ -59,7 +59,7 @@ type fakeVersion struct {
 
 var fakeEpoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func newFakeCare(t *testing.T) *fakeCare {
+func newFakeCare(t testing.TB) *fakeCare {
 	t.Helper()
 	f := &fakeCare{
 		t:        t,

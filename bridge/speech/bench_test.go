@@ -1,0 +1,55 @@
+package speech
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+)
+
+// BenchmarkRevisionToPending measures one revision from the server's
+// `updated` notification to the speech principal holding the durable
+// announcement (main job steps 2–3): notification → resources/read over
+// Streamable HTTP → word comparison → SQLite commit → WaitPending returns.
+// It reports p50/p95/max in ms alongside ns/op.
+func BenchmarkRevisionToPending(b *testing.B) {
+	f := newFakeCare(b)
+	f.seed(wb, "Partial weight-bearing with crutches.")
+	db := openDB(b, tempDBPath(b))
+	b.Cleanup(func() { db.Close() })
+	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, KeepAlive: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for !p.State().Connected {
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.MarkHeard(ctx, "ray", mustURI(b, wb), 1); err != nil {
+		b.Fatal(err)
+	}
+	u := mustURI(b, wb)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		n := f.publish(wb, fmt.Sprintf("Revision %d.", i))
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := p.WaitPending(wctx, "ray", u, n)
+		wcancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.ReportMetric(ms(lat[len(lat)*50/100]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
