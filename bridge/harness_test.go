@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -70,7 +71,11 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		Subscribers: func(u models.URI) int { return srv.Subscribers(u) },
 		OnPublish:   func(d time.Duration) { srv.ObservePublish(d) },
 	})
-	cfg := Config{PublicURL: base, AllowedOrigins: []string{"https://carer.example"}, Logger: slog.New(slog.DiscardHandler)}
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("BRIDGE_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg := Config{PublicURL: base, AllowedOrigins: []string{"https://carer.example"}, Logger: logger}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -164,7 +169,7 @@ func (h *harness) connect(tok string) *client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: h.base + "/mcp", HTTPClient: &http.Client{Transport: c.bearer}, MaxRetries: -1,
+		Endpoint: h.base + "/mcp", HTTPClient: &http.Client{Transport: c.bearer},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	if err != nil {
 		h.t.Fatalf("Connect: %v", err)
@@ -191,6 +196,28 @@ func (c *client) waitFor(t testing.TB, match func(string) bool) (skipped []strin
 			return skipped
 		}
 	}
+}
+
+// waitForAll waits until every event in want has arrived, in any order,
+// and returns every event seen.
+func (c *client) waitForAll(t testing.TB, want ...string) []string {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, w := range want {
+		missing[w] = true
+	}
+	var seen []string
+	deadline := time.After(5 * time.Second)
+	for len(missing) > 0 {
+		select {
+		case e := <-c.events:
+			seen = append(seen, e)
+			delete(missing, e)
+		case <-deadline:
+			t.Fatalf("timed out waiting for %v; saw %q", want, seen)
+		}
+	}
+	return seen
 }
 
 // drain returns the events that arrive within d.

@@ -54,6 +54,7 @@ func (s *Server) watch(ctx context.Context, after int64) {
 //     {uri, version}) to each session whose current principal may read it.
 func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 	uri := ch.URI.Unversioned()
+	s.logger.DebugContext(ctx, "change feed", "seq", ch.Seq, "uri", uri.String(), "version", ch.Version, "created", ch.Created)
 	visible := func(p models.Principal) bool {
 		return p.CanReadURI(uri) && p.CanRead(uri.Patient, ch.Audience)
 	}
@@ -99,10 +100,18 @@ func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if !s.allowSend(method, req) {
+			sid := ""
+			if ss := req.GetSession(); ss != nil {
+				sid = ss.ID()
+			}
+			s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sid)
 			s.metrics.notificationsWithheld.WithLabelValues(method).Inc()
 			return nil, nil
 		}
 		res, err := next(ctx, method, req)
+		if err != nil {
+			s.logger.DebugContext(ctx, "notification send failed", "method", method, "err", err)
+		}
 		if err == nil && len(method) > 14 && method[:14] == "notifications/" {
 			s.metrics.notificationsSent.WithLabelValues(method).Inc()
 		}

@@ -1,0 +1,274 @@
+package bridge
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/unsay/unsay/models"
+)
+
+func isEvent(prefix string) func(string) bool {
+	return func(e string) bool { return e == prefix }
+}
+
+func TestUpdated_DeliveredToSubscriberAndRereadCarriesRetraction(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(h.token("host", userScopes))
+	ctx := context.Background()
+	const uri = "care://ray/weight_bearing"
+	first, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	heardValue := strings.TrimSpace(first.Contents[0].Text)
+
+	res := h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
+	c.waitFor(t, isEvent("updated "+uri))
+
+	again, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := again.Contents[0]
+	if rc.Text != "Full weight-bearing as tolerated." || rc.Meta[MetaVersion] != float64(res.Version.N) {
+		t.Fatalf("re-read: %q v%v", rc.Text, rc.Meta[MetaVersion])
+	}
+	retraction, _ := rc.Meta[MetaRetraction].(string)
+	if !strings.HasPrefix(retraction, "Stop — your walking instruction has changed.") ||
+		!strings.Contains(retraction, models.Quote(heardValue)) ||
+		!strings.Contains(retraction, "Sarah Okafor, physio changed it") ||
+		!strings.Contains(retraction, "“Full weight-bearing as tolerated.”") {
+		t.Errorf("retraction %q does not withdraw %q in favour of v%d", retraction, heardValue, res.Version.N)
+	}
+	// Never twice: the next read of the same version carries none.
+	third, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := third.Contents[0].Meta[MetaRetraction]; ok {
+		t.Errorf("second read of v%d carries a retraction again: %v", res.Version.N, r)
+	}
+	// A session that never read the fact gets no retraction on its first read.
+	fresh := h.connect(h.token("other-host", userScopes))
+	fr, err := fresh.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := fr.Contents[0].Meta[MetaRetraction]; ok {
+		t.Errorf("first read by a new session carries a retraction: %v", r)
+	}
+}
+
+func TestRetraction_WithdrawsTheVersionThisSessionReadNotTheOneBefore(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(h.token("host", userScopes))
+	ctx := context.Background()
+	const uri = "care://ray/weight_bearing"
+	if _, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil { // reads v2
+		t.Fatal(err)
+	}
+	h.publish("weight_bearing", models.AudienceUser, "Partial weight-bearing, three quarters of your weight.") // v3, unread
+	h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")                      // v4
+	res, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := res.Contents[0].Meta[MetaRetraction].(string)
+	if !strings.Contains(r, "about half your body weight") || strings.Contains(r, "three quarters") {
+		t.Errorf("retraction %q should withdraw v2 (read), not v3 (never read)", r)
+	}
+}
+
+func TestRetraction_NoneWhenTheWordsAreUnchanged(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(h.token("host", userScopes))
+	ctx := context.Background()
+	const uri = "care://ray/contact"
+	first, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish("contact", models.AudienceUser, first.Contents[0].Text)
+	res, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Contents[0].Meta[MetaVersion] != float64(2) {
+		t.Fatalf("version %v, want 2", res.Contents[0].Meta[MetaVersion])
+	}
+	if r, ok := res.Contents[0].Meta[MetaRetraction]; ok {
+		t.Errorf("unchanged words carry a retraction: %v", r)
+	}
+}
+
+// TestNotifications_UserSessionNeverSeesAnInternalURI drives every live
+// channel — updated, list_changed and the revision log — with a user-scoped
+// and a dual-scope session side by side; the dual session is the control
+// that shows the internal notifications were really sent.
+func TestNotifications_UserSessionNeverSeesAnInternalURI(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	user := h.connect(h.token("host", userScopes))
+	dual := h.connect(h.token("reasoner", dualScopes))
+	for _, c := range []*client{user, dual} {
+		c.listAll(t) // arms list_changed
+		if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "care://ray/weight_bearing"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dual.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "care-internal://ray/risk"}); err != nil {
+		t.Fatal(err)
+	}
+
+	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; a second fall on the ward.") // internal v2
+	dual.waitFor(t, isEvent("updated care-internal://ray/risk"))
+	h.publish("mood", models.AudienceAssistant, "Low mood on the evening round.") // internal v1
+	dual.waitForAll(t, "list_changed", "log care-internal://ray/mood")
+	h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.") // user v3: the sync point
+	seen := user.waitFor(t, isEvent("log care://ray/weight_bearing"))
+	seen = append(seen, user.drain(100*time.Millisecond)...)
+
+	wantUser := []string{"updated care://ray/weight_bearing"}
+	for _, e := range seen {
+		if strings.Contains(e, "care-internal") || e == "list_changed" {
+			t.Errorf("user session received %q", e)
+		}
+	}
+	for _, w := range wantUser {
+		if !contains(seen, w) {
+			t.Errorf("user session did not receive %q; got %q", w, seen)
+		}
+	}
+	user.mu.Lock()
+	defer user.mu.Unlock()
+	for _, l := range user.logs {
+		if u, _ := l["uri"].(string); strings.HasPrefix(u, "care-internal://") {
+			t.Errorf("user log %v", l)
+		}
+		if _, has := l["value"]; has || len(l) != 2 {
+			t.Errorf("revision log must carry only uri and version: %v", l)
+		}
+	}
+}
+
+func TestListChanged_SilentForTheSeedAndUntilAListIsServed(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	c := h.connect(h.token("host", userScopes))
+	if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	// The seed is already stored: nothing fires for it. A creation before any
+	// list was served is silent too (P-8).
+	h.publish("diet", models.AudienceUser, "Normal diet; plenty of fluids.")
+	got := c.waitFor(t, isEvent("log care://ray/diet"))
+	got = append(got, c.drain(100*time.Millisecond)...)
+	if contains(got, "list_changed") {
+		t.Fatalf("list_changed before any list was served: %q", got)
+	}
+	// Twin: once a list is served, the next creation fires list_changed.
+	c.listAll(t)
+	h.publish("sleep", models.AudienceUser, "Sleep on your back with a pillow between your knees.")
+	c.waitFor(t, isEvent("list_changed"))
+	// A revision (v2) of a fact fires updated for subscribers, not list_changed.
+	if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "care://ray/sleep"}); err != nil {
+		t.Fatal(err)
+	}
+	h.publish("sleep", models.AudienceUser, "Sleep on either side with a pillow between your knees.")
+	got = c.waitFor(t, isEvent("updated care://ray/sleep"))
+	got = append(got, c.drain(100*time.Millisecond)...)
+	if contains(got, "list_changed") {
+		t.Errorf("a revision fired list_changed: %q", got)
+	}
+}
+
+func TestRevisionLog_OnlyForSessionsThatSetALevel(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	quiet := h.connect(h.token("quiet", userScopes))
+	loud := h.connect(h.token("loud", userScopes))
+	for _, c := range []*client{quiet, loud} {
+		if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "care://ray/exercise"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := loud.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "notice"}); err != nil {
+		t.Fatal(err)
+	}
+	h.publish("exercise", models.AudienceUser, "Ankle pumps every hour while awake.")
+	loud.waitFor(t, isEvent("log care://ray/exercise"))
+	got := quiet.waitFor(t, isEvent("updated care://ray/exercise"))
+	got = append(got, quiet.drain(100*time.Millisecond)...)
+	for _, e := range got {
+		if strings.HasPrefix(e, "log ") {
+			t.Errorf("session without a log level received %q", e)
+		}
+	}
+	loud.mu.Lock()
+	defer loud.mu.Unlock()
+	if len(loud.logs) != 1 || loud.logs[0]["version"] != float64(2) {
+		t.Errorf("logs %v, want one {uri, version: 2}", loud.logs)
+	}
+}
+
+func TestUpdated_StopsOnceTheSessionPrincipalNarrows(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	c := h.connect(h.token("reasoner", dualScopes))
+	for _, u := range []string{"care-internal://ray/risk", "care://ray/weight_bearing"} {
+		if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Control: the wide principal receives the internal update.
+	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; a second fall on the ward.")
+	c.waitFor(t, isEvent("updated care-internal://ray/risk"))
+
+	// Same subject, narrowed token; any request records it for the session.
+	c.bearer.tok.Store(h.token("reasoner", userScopes))
+	if err := c.cs.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.srv.Subscribers(models.NewURI(models.AudienceAssistant, "ray", "risk")); n != 0 {
+		t.Errorf("Subscribers(risk) = %d after narrowing, want 0", n)
+	}
+	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; walking aid at all times.")
+	h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
+	got := c.waitFor(t, isEvent("updated care://ray/weight_bearing"))
+	got = append(got, c.drain(100*time.Millisecond)...)
+	for _, e := range got {
+		if strings.Contains(e, "care-internal") {
+			t.Errorf("narrowed session received %q", e)
+		}
+	}
+}
+
+func TestRecordPrincipal_IgnoresATokenOfAnotherSubject(t *testing.T) {
+	h := newHarness(t)
+	sid := h.rawInit(h.token("alice", dualScopes))
+	if !h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: userScopes, Patients: []string{"ray"}}) {
+		t.Fatal("a token of the session's own subject was not recorded")
+	}
+	if h.srv.sessions.record(sid, models.Principal{Subject: "mallory", Scopes: dualScopes, Patients: []string{"ray"}}) {
+		t.Fatal("a token of another subject replaced the session's principal")
+	}
+	if p := h.srv.sessions.get(sid).currentPrincipal(); p.Subject != "alice" || p.Can(models.ScopeReadAssistant) {
+		t.Errorf("principal %+v", p)
+	}
+	// Over HTTP, the SDK refuses the other subject outright.
+	r := h.do("POST", "/mcp", h.token("mallory", dualScopes), map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion},
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	if r.status != 403 {
+		t.Errorf("another subject on the session: %d, want 403", r.status)
+	}
+}
