@@ -211,3 +211,22 @@ func (s *Store) LinkedUsers(ctx context.Context, patient string) ([]LinkedUser, 
 	}
 	return out, rows.Err()
 }
+
+// LinkedPatients returns every patient with at least one linked Alexa user,
+// sorted: the patients the speech principal follows at startup.
+func (s *Store) LinkedPatients(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT patient FROM linked_users ORDER BY patient`)
+	if err != nil {
+		return nil, fmt.Errorf("store: linked patients: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("store: linked patients: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
