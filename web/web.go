@@ -6,6 +6,33 @@
 // fonts, scripts or URLs, no build step. They talk only to this server
 // (/mcp, /write, /verify) and carry bearer tokens only in the Authorization
 // header, never in a query string.
+//
+// echo.html: with #token=… (a reader token, taken from the fragment and
+// removed from the address bar) it speaks MCP Streamable HTTP to /mcp
+// (protocol 2025-11-25): initialize, every page of resources/list, a read
+// and a subscription per care:// fact, and the GET event stream to re-read
+// on notifications/resources/updated; a read's _meta "unsay/retraction"
+// becomes the retraction card on top. Inside an MCP Apps host (an iframe, no
+// token) it sends ui/initialize and renders the whats_changed structuredContent
+// of ui/notifications/tool-result. Without either it shows only how to open
+// it. One filter (speakableURI) admits unversioned care:// URIs only: nothing
+// from the assistant-only scheme is ever rendered (P-1, P-16).
+//
+// Elements carry data-testid attributes for the browser tests:
+//
+//	echo.html       fact-row (one per fact; data-uri), stale, retraction
+//	                (retraction-old, retraction-new, retraction-who), no-token,
+//	                status, error, waiting
+//	index.html      verify-form, verify-uri, verify-submit, verify-all-form,
+//	                verify-token, verify-all-submit, verify-message,
+//	                verify-result, chain (data-uri), verdict, version-row
+//	clinician.html  token, signin-submit, error-token, signed-in, sub, signout,
+//	                write-form, patient, domain, audience, audience-note, value,
+//	                authorLabel, staleAfter, write-submit, write-result
+//	                (data-subscribers), current, current-version,
+//	                current-value, history, history-row, and error-<field>
+//	                for patient, domain, audience, value, authorId,
+//	                authorLabel, staleAfter, priority and form
 package web
 
 import (
