@@ -74,3 +74,44 @@ func TestWatch_SlowWatcherNeverBlocksPublishAndMissesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestWatch_ResumesAfterAGivenSeqAndClosesWithTheStore(t *testing.T) {
+	s, _ := openTest(t, newClock())
+	for _, d := range []string{"a", "b", "c"} {
+		mustPublish(t, s, writer, in(d, models.AudienceUser, "x"))
+	}
+	ch := s.Watch(context.Background(), 2)
+	select {
+	case c := <-ch:
+		if c.Seq != 3 || c.URI.Domain != "c" {
+			t.Fatalf("first change after seq 2 = %+v, want seq 3 (c)", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change after seq 2")
+	}
+	s.Close()
+	select {
+	case _, open := <-ch:
+		if open {
+			t.Fatal("a change arrived after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch channel not closed by Close")
+	}
+}
+
+func TestSince_ReturnsOnlyVersionsStrictlyAfterT(t *testing.T) {
+	clock := newClock()
+	s, _ := openTest(t, clock)
+	first := mustPublish(t, s, writer, in("a", models.AudienceUser, "x"))
+	clock.Advance(time.Second)
+	second := mustPublish(t, s, writer, in("b", models.AudienceUser, "y"))
+	got, err := s.Since(context.Background(), userRay, first.Version.WrittenAt)
+	if err != nil || len(got) != 1 || got[0].Hash != second.Version.Hash {
+		t.Fatalf("Since(first.WrittenAt) = %+v, %v; want only the second", got, err)
+	}
+	all, _ := s.Since(context.Background(), userRay, first.Version.WrittenAt.Add(-time.Millisecond))
+	if len(all) != 2 || all[0].Domain != "a" {
+		t.Fatalf("Since(before first) = %+v, want both, oldest first", all)
+	}
+}

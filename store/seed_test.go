@@ -25,26 +25,10 @@ func demoNow(t testing.TB) time.Time {
 func seededHashes(t *testing.T, now time.Time) []string {
 	t.Helper()
 	s, _ := openTest(t, nil)
-	ctx := context.Background()
-	ok, err := Seed(ctx, s, now)
-	if err != nil || !ok {
+	if ok, err := Seed(context.Background(), s, now); err != nil || !ok {
 		t.Fatalf("Seed = %v, %v; want seeded", ok, err)
 	}
-	facts, err := s.List(ctx, system)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, f := range facts {
-		hist, err := s.History(ctx, system, f.Current.FactURI().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range hist {
-			out = append(out, v.URI().String()+" "+v.Hash)
-		}
-	}
-	return out
+	return seededHashesOf(t, s)
 }
 
 // goldenDemoHashes are the version hashes of the demo seed at DemoNow (P-15).
