@@ -353,3 +353,38 @@ func TestStore_ChainHashesIdenticalWithAndWithoutEncryption(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStore_Publish and BenchmarkStore_Read measure what the envelope
+// adds to a durable publish and to a read through the real SQLite store.
+func BenchmarkStore_Publish(b *testing.B) {
+	for _, bc := range storeBenchSealers(b) {
+		b.Run(bc.name, func(b *testing.B) {
+			st, _ := seededStore(b, bc.s)
+			in := store.StagedRevision()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := st.Publish(context.Background(), system, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkStore_Read(b *testing.B) {
+	for _, bc := range storeBenchSealers(b) {
+		b.Run(bc.name, func(b *testing.B) {
+			st, _ := seededStore(b, bc.s)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := st.Read(context.Background(), userRay, "care://ray/weight_bearing"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func storeBenchSealers(b *testing.B) []benchSealer {
+	return append([]benchSealer{{"none", nil}}, benchSealers(b)...)
+}
