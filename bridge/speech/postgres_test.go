@@ -1,0 +1,90 @@
+package speech
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// postgresEnv names a Postgres URL (postgres://user@host:port/db) for the
+// ledger's Postgres tests; without it they are skipped. Each test works in
+// its own schema, dropped afterwards.
+const postgresEnv = "UNSAY_TEST_POSTGRES_URL"
+
+// openPostgres returns a database whose search_path is a fresh schema.
+func openPostgres(t *testing.T) (*sql.DB, func() *sql.DB) {
+	t.Helper()
+	base := os.Getenv(postgresEnv)
+	if base == "" {
+		t.Skipf("%s not set", postgresEnv)
+	}
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	schema := "speech_test_" + fmt.Sprintf("%x", rand.Text()[:8])
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	open := func() *sql.DB {
+		db, err := sql.Open("pgx", u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	return open(), open
+}
+
+func TestLedger_PostgresAnnouncementSemantics(t *testing.T) {
+	db, reopen := openPostgres(t)
+	ctx := context.Background()
+	l, err := newLedger(ctx, db, DialectPostgres)
+	if err != nil {
+		t.Fatalf("newLedger: %v", err)
+	}
+	markHeard(t, l, 1)
+	observe(t, l, 2, false)
+	observe(t, l, 3, false) // stacked
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", 0, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingSpans(t, l, "ray"); len(got) != 2 || got[0] != (span{1, 3}) || got[1] != (span{0, 1}) {
+		t.Fatalf("pending = %v, want [{1 3} {0 1}]", got)
+	}
+	observe(t, l, 4, true) // the words went back to what he heard
+	if got := pendingSpans(t, l, "ray"); len(got) != 1 || got[0] != (span{0, 1}) {
+		t.Fatalf("after unchanged words pending = %v", got)
+	}
+
+	// Durable, and migrations are idempotent, across a new connection pool.
+	l2, err := newLedger(ctx, reopen(), DialectPostgres)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if h, err := l2.Heard(ctx, "ray", wb); err != nil || h != 4 {
+		t.Fatalf("heard after reopen = %d, %v; want 4", h, err)
+	}
+	if err := l2.MarkHeard(ctx, "ray", "care://ray/exercise", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l2.Backlog(ctx); err != nil || n != 0 {
+		t.Fatalf("backlog = %d, %v; want 0", n, err)
+	}
+}
