@@ -37,7 +37,7 @@
 //
 // The GCM additional data is the header (bytes 0 … 10+k+m) followed by the
 // record AAD, so a flipped bit anywhere — header, nonce, ciphertext, tag —
-// fails to open. A local seal of a 200-byte value is 294 bytes.
+// fails to open. A local seal of a 200-byte value is 286 bytes (58-byte header).
 package envelope
 
 import (

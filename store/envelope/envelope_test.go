@@ -643,3 +643,13 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func TestSeal_LocalOverheadIs86Bytes(t *testing.T) {
+	s := newLocal(t, randomKey(t))
+	for _, n := range []int{0, 1, 200} {
+		b, err := s.Seal(context.Background(), []byte("a"), make([]byte, n))
+		if err != nil || len(b) != n+86 {
+			t.Fatalf("sealed %d bytes into %d, %v; want %d (58 header + 12 nonce + 16 tag)", n, len(b), err, n+86)
+		}
+	}
+}
