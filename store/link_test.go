@@ -30,6 +30,12 @@ func TestLinkCode_SixDigitsSingleUse(t *testing.T) {
 	if err != nil || len(users) != 1 || users[0].UserID != "amzn1.ask.account.A" {
 		t.Fatalf("LinkedUsers = %+v, %v", users, err)
 	}
+	if ps, err := s.LinkedPatients(ctx); err != nil || len(ps) != 1 || ps[0] != "ray" {
+		t.Fatalf("LinkedPatients = %v, %v", ps, err)
+	}
+	if us, _ := s.LinkedUsers(ctx, "sue"); len(us) != 0 {
+		t.Fatalf("LinkedUsers(sue) = %+v", us)
+	}
 	if _, err := s.RedeemLinkCode(ctx, "amzn1.ask.account.B", "", code, now.Add(2*time.Minute)); !errors.Is(err, ErrLinkCodeInvalid) {
 		t.Fatalf("second use of a code: %v, want ErrLinkCodeInvalid", err)
 	}
