@@ -145,6 +145,7 @@ type fakeCare struct {
 	heard    []heardCall
 	calls    atomic.Int64 // Facts + Pending calls
 	failFact error
+	discard  bool // MarkHeard records nothing (benchmarks)
 }
 
 type heardCall struct {
@@ -173,6 +174,9 @@ func (f *fakeCare) Pending(_ context.Context, patient string) ([]models.Announce
 }
 
 func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int) error {
+	if f.discard {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heard = append(f.heard, heardCall{patient, uri.String(), version})

@@ -1,0 +1,77 @@
+package skill
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSessionStore_ExpiresAfterTTLAndIsBoundToPatient(t *testing.T) {
+	s := newSessionStore(time.Minute, 10)
+	s.put("s1", sessionState{patient: "ray", last: say("hello")}, t0)
+	if got := s.get("s1", "ray", t0.Add(59*time.Second)); len(got.last) != 1 {
+		t.Fatalf("state lost before its TTL: %+v", got)
+	}
+	if got := s.get("s1", "ray", t0.Add(time.Minute)); len(got.last) != 0 {
+		t.Errorf("state outlived its TTL: %+v", got)
+	}
+	if got := s.get("s1", "other", t0); len(got.last) != 0 {
+		t.Errorf("state served to another patient: %+v", got)
+	}
+	if got := s.get("", "ray", t0); len(got.last) != 0 {
+		t.Errorf("state for an empty session id: %+v", got)
+	}
+}
+
+func TestSessionStore_StaysBoundedDroppingTheSoonestToExpire(t *testing.T) {
+	s := newSessionStore(time.Minute, 3)
+	for i := 0; i < 3; i++ {
+		s.put(fmt.Sprint("s", i), sessionState{patient: "ray", last: say("x")}, t0.Add(time.Duration(i)*time.Second))
+	}
+	s.put("s3", sessionState{patient: "ray", last: say("x")}, t0.Add(3*time.Second))
+	if n := s.len(); n != 3 {
+		t.Fatalf("%d entries, want 3", n)
+	}
+	if got := s.get("s0", "ray", t0.Add(4*time.Second)); len(got.last) != 0 {
+		t.Error("the oldest entry was kept over the bound")
+	}
+	if got := s.get("s3", "ray", t0.Add(4*time.Second)); len(got.last) != 1 {
+		t.Error("the newest entry was dropped")
+	}
+	// Updating an existing entry never evicts another.
+	s.put("s1", sessionState{patient: "ray", last: say("y")}, t0.Add(5*time.Second))
+	if s.len() != 3 || len(s.get("s2", "ray", t0.Add(5*time.Second)).last) != 1 {
+		t.Error("updating an entry evicted another")
+	}
+}
+
+// TestImportRule_SkillAndAPLNeverDependOnStoreOrBridge runs go list -deps
+// (P-18): the skill reaches facts only through CareSource.
+func TestImportRule_SkillAndAPLNeverDependOnStoreOrBridge(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not on PATH")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "github.com/unsay/unsay/skill", "github.com/unsay/unsay/apl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list returned too little: %q", deps)
+	}
+	sawModels := false
+	for _, d := range deps {
+		if d == "github.com/unsay/unsay/models" {
+			sawModels = true
+		}
+		if strings.HasPrefix(d, "github.com/unsay/unsay/store") || strings.HasPrefix(d, "github.com/unsay/unsay/bridge") {
+			t.Errorf("skill or apl depends on %s", d)
+		}
+	}
+	if !sawModels {
+		t.Error("dependency list lacks models: the check is not looking at the right packages")
+	}
+}
