@@ -273,8 +273,8 @@ func TestOpen_DurableSQLitePragmas(t *testing.T) {
 	}
 }
 
-func TestOpen_RefusesInMemoryAndPostgresUntilSupported(t *testing.T) {
-	for _, dsn := range []string{":memory:", "", "postgres://localhost/unsay", "/tmp/x?mode=ro"} {
+func TestOpen_RefusesInMemoryEmptyAndQueryDSNs(t *testing.T) {
+	for _, dsn := range []string{":memory:", "file::memory:", "", "/tmp/x?mode=ro"} {
 		if s, err := Open(context.Background(), Options{DSN: dsn}); err == nil {
 			s.Close()
 			t.Errorf("Open(%q) succeeded", dsn)
