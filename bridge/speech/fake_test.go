@@ -344,13 +344,18 @@ type testPrincipal struct {
 
 func startPrincipal(t *testing.T, f *fakeCare, path string, patients ...string) *testPrincipal {
 	t.Helper()
-	db := openDB(t, path)
+	return startPrincipalOn(t, f, openDB(t, path), DialectSQLite, patients...)
+}
+
+// startPrincipalOn runs a principal over db (closed when it stops).
+func startPrincipalOn(t *testing.T, f *fakeCare, db *sql.DB, dialect string, patients ...string) *testPrincipal {
+	t.Helper()
 	p, err := New(Config{
 		MCPURL:         f.url(),
 		Token:          f.clientToken,
 		Patients:       patients,
 		DB:             db,
-		Dialect:        DialectSQLite,
+		Dialect:        dialect,
 		Backoff:        Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		RequestTimeout: 5 * time.Second,
 		KeepAlive:      -1,

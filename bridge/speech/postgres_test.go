@@ -88,3 +88,32 @@ func TestLedger_PostgresAnnouncementSemantics(t *testing.T) {
 		t.Fatalf("backlog = %d, %v; want 0", n, err)
 	}
 }
+
+func TestRun_OnPostgresNothingLostAndNothingRepeated(t *testing.T) {
+	_, reopen := openPostgres(t)
+	f := newFakeCare(t)
+	seedRay(f)
+	p1 := startPrincipalOn(t, f, reopen(), DialectPostgres, "ray")
+	waitConnected(t, p1)
+	hearAll(t, p1, "ray")
+	n := f.publish(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p1, wb, n)
+	p1.stop()
+
+	p2 := startPrincipalOn(t, f, reopen(), DialectPostgres, "ray")
+	waitConnected(t, p2)
+	as := pendingOf(t, p2, "ray")
+	if len(as) != 1 || as[0].Heard == nil || as[0].Heard.N != 1 || as[0].Current.N != n {
+		t.Fatalf("after restart pending = %+v, want v1 → v%d", as, n)
+	}
+	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), n); err != nil {
+		t.Fatal(err)
+	}
+	p2.stop()
+
+	p3 := startPrincipalOn(t, f, reopen(), DialectPostgres, "ray")
+	waitConnected(t, p3)
+	if got := pendingOf(t, p3, "ray"); len(got) != 0 {
+		t.Fatalf("after hearing and restarting, pending = %+v", got)
+	}
+}
