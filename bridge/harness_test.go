@@ -432,3 +432,9 @@ func nextEvents(t testing.TB, ch <-chan sseEvent, n int) []sseEvent {
 	}
 	return out
 }
+
+// writeOnlyToken mints a valid token with care.write only (no read scope).
+func (h *harness) writeOnlyToken() string {
+	h.t.Helper()
+	return h.token("okafor", []models.Scope{models.ScopeWrite})
+}

@@ -1,0 +1,194 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const pingBody = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+func TestHTTP_UnknownSessionIs404(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("host", userScopes)
+	sid := h.rawInit(tok)
+	hdr := func(id string) map[string]string {
+		return map[string]string{"Mcp-Session-Id": id, "MCP-Protocol-Version": ProtocolVersion}
+	}
+	if r := h.do("POST", "/mcp", tok, hdr("NO-SUCH-SESSION"), pingBody); r.status != http.StatusNotFound {
+		t.Errorf("unknown session: %d %s, want 404", r.status, r.body)
+	}
+	if r := h.do("POST", "/mcp", tok, hdr(sid), pingBody); r.status != http.StatusOK {
+		t.Errorf("known session: %d %s, want 200", r.status, r.body)
+	}
+	// DELETE ends the session; it is unknown afterwards.
+	if r := h.do("DELETE", "/mcp", tok, hdr(sid), ""); r.status != http.StatusNoContent {
+		t.Errorf("DELETE: %d", r.status)
+	}
+	if r := h.do("POST", "/mcp", tok, hdr(sid), pingBody); r.status != http.StatusNotFound {
+		t.Errorf("deleted session: %d, want 404", r.status)
+	}
+}
+
+func TestHTTP_UnsupportedProtocolVersionIs400(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("host", userScopes)
+	sid := h.rawInit(tok)
+	for _, v := range []string{"2024-01-01", "garbage", "2026-07-28", "9999-99-99"} {
+		r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": v}, pingBody)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("MCP-Protocol-Version %q: %d, want 400", v, r.status)
+		}
+	}
+	r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion}, pingBody)
+	if r.status != http.StatusOK {
+		t.Errorf("MCP-Protocol-Version %s: %d, want 200", ProtocolVersion, r.status)
+	}
+}
+
+func TestHTTP_NotificationPostIs202WithNoBody(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("host", userScopes)
+	sid := h.rawInit(tok)
+	r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion},
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if r.status != http.StatusAccepted || len(r.body) != 0 {
+		t.Errorf("notification POST: %d with %d body bytes, want 202 and none", r.status, len(r.body))
+	}
+	// Twin: a request on the same session gets a response body.
+	if r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion}, pingBody); r.status != 200 || len(r.body) == 0 {
+		t.Errorf("request POST: %d with %d bytes", r.status, len(r.body))
+	}
+}
+
+func TestHTTP_ForeignOriginAndHostAre403BeforeAnythingRuns(t *testing.T) {
+	h := newHarness(t)
+	tok := h.token("host", userScopes)
+	for _, tc := range []struct {
+		name   string
+		hdr    map[string]string
+		host   string
+		status int
+	}{
+		{"foreign origin", map[string]string{"Origin": "https://evil.example"}, "", 403},
+		{"null origin", map[string]string{"Origin": "null"}, "", 403},
+		{"foreign host (DNS rebinding)", nil, "evil.example", 403},
+		{"own origin", map[string]string{"Origin": h.base}, "", 200},
+		{"allowed origin", map[string]string{"Origin": "https://carer.example"}, "", 200},
+		{"no origin", nil, "", 200},
+		{"localhost host on a loopback public URL", nil, "localhost:1234", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/mcp", "/healthz"} {
+				req, _ := http.NewRequest("POST", h.base+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+				if path == "/healthz" {
+					req.Method = "GET"
+					req.Body = http.NoBody
+				}
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				for k, v := range tc.hdr {
+					req.Header.Set(k, v)
+				}
+				if tc.host != "" {
+					req.Host = tc.host
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.status {
+					t.Errorf("%s %s: %d, want %d", req.Method, path, resp.StatusCode, tc.status)
+				}
+			}
+		})
+	}
+}
+
+func TestHostAllowed_NonLoopbackPublicURLAcceptsOnlyItsHost(t *testing.T) {
+	pub, err := parsePublicURL("https://care.example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{pub: pub}
+	for host, want := range map[string]bool{
+		"care.example.org": true, "CARE.example.org:443": true,
+		"127.0.0.1:8080": false, "localhost": false, "evil.example": false, "care.example.org.evil": false, "": false,
+	} {
+		if got := s.hostAllowed(host); got != want {
+			t.Errorf("hostAllowed(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestHTTP_BearerChallengesOnMCP(t *testing.T) {
+	h := newHarness(t)
+	meta := `resource_metadata="` + h.base + `/.well-known/oauth-protected-resource/mcp"`
+	for _, tc := range []struct {
+		name, tok, wantAuth string
+		status              int
+	}{
+		{"no token", "", "Bearer " + meta, 401},
+		{"invalid token", "not-a-jwt", "Bearer " + meta + `, error="invalid_token"`, 401},
+		{"no read scope", h.writeOnlyToken(), "Bearer " + meta + `, error="insufficient_scope", scope="care.read.user"`, 403},
+	} {
+		r := h.do("POST", "/mcp", tc.tok, nil, pingBody)
+		if r.status != tc.status || r.header.Get("WWW-Authenticate") != tc.wantAuth {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, r.status, r.header.Get("WWW-Authenticate"), tc.status, tc.wantAuth)
+		}
+	}
+	// Twin: a read token initializes.
+	if sid := h.rawInit(h.token("host", userScopes)); sid == "" {
+		t.Error("no session for a valid token")
+	}
+}
+
+func TestHTTP_HealthReadyMetrics(t *testing.T) {
+	h := newHarness(t)
+	if r := h.do("GET", "/healthz", "", nil, ""); r.status != 200 {
+		t.Errorf("/healthz %d", r.status)
+	}
+	r := h.do("GET", "/readyz", "", nil, "")
+	var body map[string]any
+	if err := json.Unmarshal(r.body, &body); err != nil || r.status != 200 || body["ok"] != true {
+		t.Fatalf("/readyz %d %s", r.status, r.body)
+	}
+	if st, _ := body["store"].(map[string]any); st["ok"] != true || st["backend"] != "sqlite" {
+		t.Errorf("/readyz store %v", body["store"])
+	}
+	c := h.connect(h.token("host", userScopes))
+	c.listAll(t)
+	m := h.do("GET", "/metrics", "", nil, "")
+	for _, want := range []string{
+		`unsay_http_requests_total{code="200",route="/mcp"}`,
+		`unsay_mcp_sessions 1`,
+		`unsay_mcp_subscriptions 0`,
+		`unsay_publish_latency_seconds_count`,
+	} {
+		if !strings.Contains(string(m.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(m.body), "Bearer") {
+		t.Error("/metrics mentions a token")
+	}
+}
+
+func TestHTTP_ReadyzIs503WhenAReadyHookReportsNotOK(t *testing.T) {
+	h := newHarness(t)
+	h.srv.extra.Ready = nil
+	if r := h.do("GET", "/readyz", "", nil, ""); r.status != 200 {
+		t.Fatalf("/readyz without hook: %d", r.status)
+	}
+	h.srv.extra.Ready = func(context.Context) map[string]any {
+		return map[string]any{"speech": map[string]any{"ok": false, "state": "reconnecting"}}
+	}
+	r := h.do("GET", "/readyz", "", nil, "")
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "reconnecting") {
+		t.Errorf("/readyz with a failing hook: %d %s", r.status, r.body)
+	}
+}
