@@ -145,7 +145,8 @@ type fakeCare struct {
 	heard    []heardCall
 	calls    atomic.Int64 // Facts + Pending calls
 	failFact error
-	discard  bool // MarkHeard records nothing (benchmarks)
+	discard  bool          // MarkHeard records nothing (benchmarks)
+	delay    time.Duration // MarkHeard waits this long first (widens races)
 }
 
 type heardCall struct {
@@ -177,6 +178,7 @@ func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, 
 	if f.discard {
 		return nil
 	}
+	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heard = append(f.heard, heardCall{patient, uri.String(), version})

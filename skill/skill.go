@@ -197,17 +197,27 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request verification failed", http.StatusBadRequest)
 		return
 	}
-	out, marks, patient := s.handle(r.Context(), env)
-	b, err := encodeResponse(out)
+	b, err := s.respond(r.Context(), env)
 	if err != nil {
 		s.log.Error("alexa response", "err", err)
 		http.Error(w, "cannot build response", http.StatusInternalServerError)
 		return
 	}
-	// The response is built: what it speaks counts as heard (P-19).
-	s.markHeard(r.Context(), patient, marks)
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	_, _ = w.Write(b)
+}
+
+// respond handles a verified request and encodes the response; once it is
+// built, what it speaks is marked heard (P-19), under the patient's turn lock.
+func (s *Skill) respond(ctx context.Context, env *RequestEnvelope) ([]byte, error) {
+	h := s.handle(ctx, env)
+	defer h.release()
+	b, err := encodeResponse(h.out)
+	if err != nil {
+		return nil, err
+	}
+	s.markHeard(ctx, h.patient, h.marks)
+	return b, nil
 }
 
 // encodeResponse marshals out; over MaxResponseBytes it drops the APL

@@ -90,9 +90,27 @@ type turn struct {
 
 func emptyResponse() ResponseEnvelope { return ResponseEnvelope{Version: "1.0"} }
 
-// handle routes a verified request and returns the response, the marks of
-// what it speaks, and the patient they belong to.
-func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) (ResponseEnvelope, []mark, string) {
+// handled is a built response: the envelope, the marks of what it speaks,
+// the patient they belong to, and the release of the patient's turn lock,
+// which the caller holds until the marks are recorded.
+type handled struct {
+	out     ResponseEnvelope
+	marks   []mark
+	patient string
+	release func()
+}
+
+func noop() {}
+
+func result(out ResponseEnvelope, marks []mark, patient string) handled {
+	return handled{out: out, marks: marks, patient: patient, release: noop}
+}
+
+// handle routes a verified request. For a linked patient it returns with
+// the patient's turn lock held (release it after marking heard), so that a
+// tick and an intent racing on this instance cannot both speak one
+// announcement.
+func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 	req := &env.Request
 	switch req.Type {
 	case TypeSessionEnded:
@@ -102,7 +120,7 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) (ResponseEnvel
 		}
 		s.log.Info("alexa session ended", attrs...)
 		s.sessions.delete(env.SessionID())
-		return emptyResponse(), nil, ""
+		return result(emptyResponse(), nil, "")
 	case TypeExceptionEncounter:
 		attrs := []any{"session", env.SessionID()}
 		if req.Error != nil {
@@ -112,11 +130,11 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) (ResponseEnvel
 			attrs = append(attrs, "cause", req.Cause.RequestID)
 		}
 		s.log.Warn("alexa exception encountered", attrs...)
-		return emptyResponse(), nil, ""
+		return result(emptyResponse(), nil, "")
 	case TypeLaunch, TypeIntent, TypeAPLUserEvent:
 	default:
 		s.log.Info("alexa request type not handled", "type", req.Type)
-		return emptyResponse(), nil, ""
+		return result(emptyResponse(), nil, "")
 	}
 	now := s.now()
 	if req.Type == TypeIntent && req.Intent.Name == IntentLinkDevice {
@@ -125,15 +143,16 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) (ResponseEnvel
 	patient, err := s.patientFor(ctx, env)
 	if err != nil {
 		s.log.Error("alexa linked patient", "err", err)
-		return s.build(&turn{s: s, ctx: ctx, env: env, now: now}, reply{segs: say(textSorry), end: endLeave})
+		return result(s.build(&turn{s: s, ctx: ctx, env: env, now: now}, reply{segs: say(textSorry), end: endLeave}))
 	}
 	if patient == "" {
-		return s.build(&turn{s: s, ctx: ctx, env: env, now: now, apl: env.SupportsAPL()}, unlinkedReply(env))
+		return result(s.build(&turn{s: s, ctx: ctx, env: env, now: now, apl: env.SupportsAPL()}, unlinkedReply(env)))
 	}
-	unlock := s.lockPatient(patient)
-	defer unlock()
+	release := s.lockPatient(patient)
 	t := s.newTurn(ctx, env, now, patient)
-	return s.build(t, t.route())
+	h := result(s.build(t, t.route()))
+	h.release = release
+	return h
 }
 
 func (s *Skill) newTurn(ctx context.Context, env *RequestEnvelope, now time.Time, patient string) *turn {
@@ -375,41 +394,44 @@ func (t *turn) repeat() reply {
 
 // linkDevice redeems a six-digit code (100000–999999) and, once linked,
 // answers like a launch for the new patient.
-func (s *Skill) linkDevice(ctx context.Context, env *RequestEnvelope, now time.Time) (ResponseEnvelope, []mark, string) {
+func (s *Skill) linkDevice(ctx context.Context, env *RequestEnvelope, now time.Time) handled {
 	t := &turn{s: s, ctx: ctx, env: env, now: now, apl: env.SupportsAPL()}
 	if s.links == nil {
-		return s.build(t, reply{segs: say(textLinkOff), end: endLeave})
+		return result(s.build(t, reply{segs: say(textLinkOff), end: endLeave}))
 	}
 	code := strings.ReplaceAll(strings.TrimSpace(env.Request.Intent.Slots[SlotCode].Value), " ", "")
 	switch {
 	case code == "" || code == "?":
-		return s.build(t, reply{question: textCodeAsk, reprompt: textLinkPrompt, card: cardLink})
+		return result(s.build(t, reply{question: textCodeAsk, reprompt: textLinkPrompt, card: cardLink}))
 	case !validLinkCode(code):
-		return s.build(t, reply{question: textCodeShape, reprompt: textLinkPrompt, card: cardLink})
+		return result(s.build(t, reply{question: textCodeShape, reprompt: textLinkPrompt, card: cardLink}))
 	}
 	patient, err := s.links.RedeemLinkCode(ctx, env.UserID(), env.Context.System.APIEndpoint, code, now)
 	switch {
 	case errors.Is(err, ErrLinkBlocked):
-		return s.build(t, reply{segs: say(textCodeBlocked), end: endLeave})
+		return result(s.build(t, reply{segs: say(textCodeBlocked), end: endLeave}))
 	case errors.Is(err, ErrLinkCodeInvalid):
-		return s.build(t, reply{question: textCodeWrong, reprompt: textLinkPrompt, card: cardLink})
+		return result(s.build(t, reply{question: textCodeWrong, reprompt: textLinkPrompt, card: cardLink}))
 	case err != nil:
 		s.log.Error("alexa link code", "err", err)
-		return s.build(t, reply{segs: say(textSorry), end: endLeave})
+		return result(s.build(t, reply{segs: say(textSorry), end: endLeave}))
 	case !models.ValidID(patient):
 		s.log.Error("alexa link code: invalid patient id from Links", "patient", patient)
-		return s.build(t, reply{segs: say(textSorry), end: endLeave})
+		return result(s.build(t, reply{segs: say(textSorry), end: endLeave}))
 	}
 	s.log.Info("alexa device linked", "patient", patient)
-	unlock := s.lockPatient(patient)
-	defer unlock()
+	release := s.lockPatient(patient)
 	lt := s.newTurn(ctx, env, now, patient)
 	lt.prefix = say(textLinked)
 	if err := lt.announce(); err != nil {
 		s.log.Error("alexa pending announcements", "patient", patient, "err", err)
-		return s.build(lt, reply{question: textQuestion, reprompt: textTopicsPrompt})
+		h := result(s.build(lt, reply{question: textQuestion, reprompt: textTopicsPrompt}))
+		h.release = release
+		return h
 	}
-	return s.build(lt, lt.launch())
+	h := result(s.build(lt, lt.launch()))
+	h.release = release
+	return h
 }
 
 func validLinkCode(code string) bool {

@@ -524,3 +524,36 @@ func TestAssistantFactFromCareSource_IsNeverSpoken(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentTurns_SpeakOneAnnouncementOnce races ticks and a launch for
+// one patient: the pending retraction is spoken by exactly one response.
+func TestConcurrentTurns_SpeakOneAnnouncementOnce(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.delay = 20 * time.Millisecond
+	r.care.setPending("ray", retractionWB())
+	const n = 12
+	got := make(chan string, n)
+	for i := 0; i < n; i++ {
+		o := reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true}
+		if i == 0 {
+			o = reqOpts{}
+		}
+		go func() {
+			code, b := r.post(envelope(o), testCertURL, "")
+			if code != 200 {
+				got <- "status error"
+				return
+			}
+			got <- string(b)
+		}()
+	}
+	spoken := 0
+	for i := 0; i < n; i++ {
+		if strings.Contains(<-got, "Stop — your walking instruction has changed") {
+			spoken++
+		}
+	}
+	if spoken != 1 {
+		t.Fatalf("the retraction was spoken %d times, want once", spoken)
+	}
+}
