@@ -438,3 +438,12 @@ func (h *harness) writeOnlyToken() string {
 	h.t.Helper()
 	return h.token("okafor", []models.Scope{models.ScopeWrite})
 }
+
+func defaultTransport() http.RoundTripper { return http.DefaultTransport }
+
+func httpClient(rt http.RoundTripper) *http.Client { return &http.Client{Transport: rt} }
+
+func storeInput(domain string, a models.Audience, value string) store.PublishInput {
+	return store.PublishInput{Patient: "ray", Domain: domain, Audience: a, Value: value,
+		AuthorID: "okafor", AuthorLabel: "Sarah Okafor, physio", Priority: 0.5}
+}
