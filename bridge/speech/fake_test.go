@@ -35,7 +35,8 @@ type fakeCare struct {
 	clientToken string // what the principal under test sends
 	srv         *httptest.Server
 
-	authorAsObject atomic.Bool // serve unsay/author as {authorId, authorLabel}
+	authorAsObject atomic.Bool   // serve unsay/author as {authorId, authorLabel}
+	keepAlive      time.Duration // the principal's Config.KeepAlive; -1 (off) unless a test sets it
 	unauthorized   atomic.Int64
 
 	mu         sync.Mutex
@@ -62,11 +63,12 @@ var fakeEpoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 func newFakeCare(t testing.TB) *fakeCare {
 	t.Helper()
 	f := &fakeCare{
-		t:        t,
-		token:    "speech-token-" + t.Name(),
-		facts:    map[string][]fakeVersion{},
-		audience: map[string]models.Audience{},
-		extra:    []string{"ui://unsay/echo"},
+		t:         t,
+		token:     "speech-token-" + t.Name(),
+		facts:     map[string][]fakeVersion{},
+		audience:  map[string]models.Audience{},
+		extra:     []string{"ui://unsay/echo"},
+		keepAlive: -1,
 	}
 	f.clientToken = f.token
 	f.mu.Lock()
@@ -282,6 +284,15 @@ func (f *fakeCare) restart() {
 	}
 }
 
+// forgetSessions swaps in a new server without closing the old sessions'
+// streams: the client's event stream stays open on a ghost, and only its
+// next request (a ping) learns that the session is gone.
+func (f *fakeCare) forgetSessions() {
+	f.mu.Lock()
+	f.server, f.handler = f.newServerLocked()
+	f.mu.Unlock()
+}
+
 // deleteSessions terminates every session with an HTTP DELETE, as a host
 // or an operator may.
 func (f *fakeCare) deleteSessions() {
@@ -358,7 +369,7 @@ func startPrincipalOn(t *testing.T, f *fakeCare, db *sql.DB, dialect string, pat
 		Dialect:        dialect,
 		Backoff:        Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		RequestTimeout: 5 * time.Second,
-		KeepAlive:      -1,
+		KeepAlive:      f.keepAlive,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

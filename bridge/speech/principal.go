@@ -381,8 +381,15 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 	}
 	// The listed set is now the truth for these patients.
 	keep := map[string]bool{}
+	seen := map[string]int{}
 	for _, u := range all {
 		keep[u.String()] = true
+		seen[u.Patient]++
+	}
+	for _, id := range patients {
+		if seen[id] == 0 {
+			p.log.Warn("speech: no speakable facts visible for patient (is the token bound to it?)", "patient", id)
+		}
 	}
 	p.mu.Lock()
 	for s, v := range p.current {

@@ -578,3 +578,19 @@ type careSource interface {
 }
 
 var _ careSource = (*Principal)(nil)
+
+func TestRun_KeepAliveNoticesASessionTheServerForgot(t *testing.T) {
+	f := newFakeCare(t)
+	f.keepAlive = 50 * time.Millisecond
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+
+	f.forgetSessions() // no stream breaks; only a request can tell
+	n := f.publishSilently(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p, wb, n)
+	if ids := f.sessionIDs(); len(ids) != 1 {
+		t.Fatalf("new server sessions = %v, want the principal's new one", ids)
+	}
+}
