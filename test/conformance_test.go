@@ -13,10 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/unsay/unsay/test/harness"
 )
 
 // mustPassConformance are the scenarios issue 6 names; they may never be
@@ -24,6 +27,9 @@ import (
 var mustPassConformance = []string{
 	"server-initialize", "ping", "logging-set-level", "resources-list", "prompts-list", "dns-rebinding-protection",
 }
+
+// resultStamp is the timestamp the suite appends to each result directory.
+var resultStamp = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[\d-]+Z$`)
 
 // loadExpectedFailures reads test/conformance-expected-failures.txt: one
 // scenario per line, "scenario — why"; blank lines and # comments ignored.
@@ -50,26 +56,45 @@ func loadExpectedFailures(t *testing.T) map[string]string {
 	return out
 }
 
-// bearerProxy is a loopback reverse proxy that adds a bearer token to every
-// request and otherwise forwards it untouched — Host and Origin included, so
-// the server's DNS-rebinding checks see what the suite sent.
-func bearerProxy(t *testing.T, target, tok string) *httptest.Server {
+// bearerProxy is a loopback reverse proxy in front of the server that adds a
+// bearer token to every request and otherwise forwards it untouched — Host
+// and Origin included, so the server's DNS-rebinding checks judge what the
+// suite sent. It is created unstarted so that the server can be given the
+// proxy's URL as its --public-url (a deployment behind a reverse proxy).
+type bearerProxy struct {
+	*httptest.Server
+	target *url.URL
+	token  string
+}
+
+func newBearerProxy(t *testing.T) *bearerProxy {
+	t.Helper()
+	p := &bearerProxy{}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = p.target.Scheme, p.target.Host
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set("Authorization", "Bearer "+p.token)
+		},
+		FlushInterval: -1, // stream SSE frames as they come
+	}
+	p.Server = httptest.NewUnstartedServer(rp)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// URLBeforeStart is the proxy's http://127.0.0.1:PORT (its listener exists already).
+func (p *bearerProxy) URLBeforeStart() string { return "http://" + p.Listener.Addr().String() }
+
+// Begin points the proxy at target with token and starts serving.
+func (p *bearerProxy) Begin(t *testing.T, target, token string) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host = u.Scheme, u.Host
-			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set("Authorization", "Bearer "+tok)
-		},
-		FlushInterval: -1, // stream SSE frames as they come
-	}
-	s := httptest.NewServer(p)
-	t.Cleanup(s.Close)
-	return s
+	p.target, p.token = u, token
+	p.Start()
 }
 
 type conformanceCheck struct {
@@ -97,9 +122,9 @@ func TestConformance_ServerScenarios(t *testing.T) {
 			t.Errorf("%s must pass but is listed as an expected failure (%s)", s, why)
 		}
 	}
-	s := startServer(t, part)
-	tok := token(t, s, part, "care.read.user", "care.read.assistant")
-	proxy := bearerProxy(t, s.URL, tok)
+	proxy := newBearerProxy(t)
+	s := startWith(t, part, harness.Options{PublicURL: proxy.URLBeforeStart()})
+	proxy.Begin(t, s.URL, token(t, s, part, "care.read.user", "care.read.assistant"))
 
 	out := filepath.Join(t.TempDir(), "results")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -127,10 +152,7 @@ func TestConformance_ServerScenarios(t *testing.T) {
 		}
 		// server-<scenario>-<ISO timestamp with - for : and .>
 		dir := filepath.Base(filepath.Dir(f))
-		name := strings.TrimPrefix(dir, "server-")
-		if i := strings.LastIndex(name, "-20"); i > 0 {
-			name = name[:i]
-		}
+		name := resultStamp.ReplaceAllString(strings.TrimPrefix(dir, "server-"), "")
 		byScenario[name] = append(byScenario[name], checks...)
 	}
 	var names []string

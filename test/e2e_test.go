@@ -167,9 +167,19 @@ func startServer(t *testing.T, part string, args ...string) *harness.Server {
 
 func startServerIn(t *testing.T, part, dir string, args ...string) *harness.Server {
 	t.Helper()
+	return startWith(t, part, harness.Options{Dir: dir, Args: args})
+}
+
+// startWith starts a server with o (Bin filled in) and stops it at the end.
+func startWith(t *testing.T, part string, o harness.Options) *harness.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := harness.Start(ctx, harness.Options{Bin: bin, Dir: dir, Args: args})
+	o.Bin = bin
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	s, err := harness.Start(ctx, o)
 	pending(t, part, err)
 	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {

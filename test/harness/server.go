@@ -110,24 +110,29 @@ type Options struct {
 	Dir  string   // working directory; the database is Dir/unsay.db
 	Args []string // extra `serve` flags, e.g. --alexa-verify=false
 	Env  []string // extra environment, KEY=value
+	// PublicURL is the server's --public-url (and tokens' audience base);
+	// "" means its own http://127.0.0.1:PORT. A reverse proxy in front of
+	// the server sets its own URL here.
+	PublicURL string
 	// Log, when set, receives the server's stdout and stderr as they come.
 	Log io.Writer
 }
 
 // Server is one running `unsay serve`.
 type Server struct {
-	URL  string // http://127.0.0.1:PORT (also its --public-url)
-	Addr string // 127.0.0.1:PORT
-	DB   string
-	opts Options
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error // set before done closes
+	URL       string // http://127.0.0.1:PORT
+	Addr      string // 127.0.0.1:PORT
+	PublicURL string // --public-url: URL unless Options.PublicURL is set
+	DB        string
+	opts      Options
+	cmd       *exec.Cmd
+	out       *syncBuffer
+	done      chan struct{}
+	err       error // set before done closes
 }
 
 // Start runs `unsay serve --addr 127.0.0.1:PORT --db DIR/unsay.db
-// --public-url http://127.0.0.1:PORT ARGS…` and waits (up to 30 s) until
+// --public-url URL ARGS…` (URL: Options.PublicURL, else http://127.0.0.1:PORT) and waits (up to 30 s) until
 // GET /healthz answers 200. It returns ErrNotImplemented (wrapped) when the
 // binary says serve is not implemented, and an error carrying the server's
 // output when it exits or never becomes healthy.
@@ -160,7 +165,11 @@ func start(ctx context.Context, o Options) (*Server, error) {
 		out:  &syncBuffer{},
 		done: make(chan struct{}),
 	}
-	args := append([]string{"serve", "--addr", addr, "--db", s.DB, "--public-url", s.URL}, o.Args...)
+	s.PublicURL = s.URL
+	if o.PublicURL != "" {
+		s.PublicURL = o.PublicURL
+	}
+	args := append([]string{"serve", "--addr", addr, "--db", s.DB, "--public-url", s.PublicURL}, o.Args...)
 	s.cmd = exec.Command(o.Bin, args...)
 	s.cmd.Dir = o.Dir
 	s.cmd.Env = Env(o.Env...)
@@ -274,7 +283,7 @@ func Run(ctx context.Context, bin string, args ...string) (string, error) {
 // Token mints a bearer token for this server: `unsay token --patient P
 // --scope S… --public-url URL [extra…]`.
 func (s *Server) Token(ctx context.Context, patient string, scopes []string, extra ...string) (string, error) {
-	args := []string{"token", "--patient", patient, "--public-url", s.URL}
+	args := []string{"token", "--patient", patient, "--public-url", s.PublicURL}
 	for _, sc := range scopes {
 		args = append(args, "--scope", sc)
 	}

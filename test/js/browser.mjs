@@ -16,6 +16,7 @@ const secret = env('WRITE_SECRET');
 const artifacts = env('ARTIFACTS');
 mkdirSync(artifacts, { recursive: true });
 const CURRENT = 'Full weight-bearing as tolerated.';
+const CLINICIAN = 'Full weight-bearing as tolerated; walk outdoors twice a day (e2e clinician).';
 const LIVE = 'Full weight-bearing as tolerated; stairs with one crutch (e2e live).';
 
 const browser = await chromium.launch({
@@ -26,25 +27,25 @@ const browser = await chromium.launch({
 });
 
 /** Elements whose box leaves the viewport, and the document's own overflow. */
-async function overflow(page) {
-  return page.evaluate(() => {
+async function overflow(page, vertical = true) {
+  return page.evaluate((vertical) => {
     const w = window.innerWidth, h = window.innerHeight;
     const out = [];
     const de = document.documentElement;
     if (de.scrollWidth > w + 1) out.push(`document scrollWidth ${de.scrollWidth} > ${w}`);
-    if (de.scrollHeight > h + 1) out.push(`document scrollHeight ${de.scrollHeight} > ${h}`);
+    if (vertical && de.scrollHeight > h + 1) out.push(`document scrollHeight ${de.scrollHeight} > ${h}`);
     for (const el of document.body.querySelectorAll('*')) {
       const s = getComputedStyle(el);
       if (s.display === 'none' || s.visibility === 'hidden' || s.position === 'fixed' && el.getClientRects().length === 0) continue;
       const r = el.getBoundingClientRect();
       if (r.width === 0 || r.height === 0) continue;
-      if (r.right > w + 1 || r.bottom > h + 1 || r.left < -1 || r.top < -1) {
+      if (r.right > w + 1 || r.left < -1 || (vertical && (r.bottom > h + 1 || r.top < -1))) {
         out.push(`${el.tagName.toLowerCase()}${el.dataset.testid ? '[' + el.dataset.testid + ']' : ''} at ${Math.round(r.left)},${Math.round(r.top)}–${Math.round(r.right)},${Math.round(r.bottom)}`);
       }
       if (out.length > 5) break;
     }
     return out;
-  });
+  }, vertical);
 }
 
 async function page(width, height) {
@@ -55,17 +56,15 @@ async function page(width, height) {
   return { p, errors, ctx };
 }
 
+let current = CURRENT; // the walking instruction the server holds now
 for (const [w, h] of [[1280, 800], [960, 480]]) {
   const tag = `${w}x${h}`;
   const { p, errors, ctx } = await page(w, h);
   await step(`echo.html#token at ${tag}: shows the current walking instruction`, async () => {
     await p.goto(`${base}/echo.html#token=${reader}`);
-    await p.getByText(CURRENT, { exact: false }).first().waitFor({ state: 'visible', timeout: 15000 });
+    await p.getByText(current, { exact: false }).first().waitFor({ state: 'visible', timeout: 15000 });
     const rows = await p.locator('[data-testid="fact-row"]').count();
     if (rows < 1) return 'no [data-testid=fact-row]';
-  });
-  await step(`echo.html#token at ${tag}: the latest retraction is on the card`, async () => {
-    await p.locator('[data-testid="retraction"]').first().waitFor({ state: 'visible', timeout: 5000 });
   });
   await step(`echo.html#token at ${tag}: nothing overflows the viewport`, async () => {
     const o = await overflow(p);
@@ -83,9 +82,22 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
         authorId: 'okafor', authorLabel: 'Sarah Okafor, physio',
       });
       if (r.status !== 201) return `write: HTTP ${r.status} ${r.text}`;
+      current = LIVE;
       await p.getByText(LIVE, { exact: false }).first().waitFor({ state: 'visible', timeout: 10000 });
-      await p.screenshot({ path: join(artifacts, `echo-${tag}-live.png`) });
     });
+    await step('echo.html#token: the retraction card withdraws the sentence that was on screen', async () => {
+      const box = p.locator('[data-testid="retraction"]');
+      await box.waitFor({ state: 'visible', timeout: 5000 });
+      const old = (await p.locator('[data-testid="retraction-old"]').textContent()) || '';
+      if (!old.includes(CURRENT.replace(/[.]$/, ''))) return 'retraction-old is ' + JSON.stringify(old);
+      const who = (await p.locator('[data-testid="retraction-who"]').textContent()) || '';
+      if (!who.includes('Sarah Okafor')) return 'retraction-who is ' + JSON.stringify(who);
+    });
+    await step('echo.html#token: nothing overflows the viewport with the retraction on top', async () => {
+      const o = await overflow(p);
+      if (o.length) return o.join('; ');
+    });
+    await p.screenshot({ path: join(artifacts, `echo-${tag}-live.png`) });
   }
   check(`echo.html at ${tag}: no script errors`, errors.length === 0, errors.join('\n'));
   await ctx.close();
@@ -115,6 +127,36 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
   await step('clinician: no assistant-only text before signing in', async () => {
     const html = await p.content();
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await step('clinician: signs in with a care.write token', async () => {
+    await p.locator('[data-testid="token"]').fill(writer);
+    await p.locator('[data-testid="signin-submit"]').click();
+    await p.locator('[data-testid="signed-in"]').waitFor({ state: 'visible', timeout: 5000 });
+    const err = (await p.locator('[data-testid="error-token"]').textContent()) || '';
+    if (err.trim()) return 'sign-in error: ' + err;
+  });
+  await step('clinician: an empty instruction is refused next to the field, and nothing is sent', async () => {
+    await p.locator('[data-testid="patient"]').fill('ray');
+    await p.locator('[data-testid="domain"]').fill('weight_bearing');
+    await p.locator('[data-testid="value"]').fill('');
+    await p.locator('[data-testid="authorLabel"]').fill('Sarah Okafor, physio');
+    await p.locator('[data-testid="write-submit"]').click();
+    const e = p.locator('[data-testid="error-value"]');
+    await e.waitFor({ state: 'visible', timeout: 5000 });
+    if (!((await e.textContent()) || '').trim()) return 'error-value is empty';
+  });
+  await step('clinician: a revision is saved and reports how many listeners it reached', async () => {
+    await p.locator('[data-testid="value"]').fill(CLINICIAN);
+    await p.locator('[data-testid="write-submit"]').click();
+    const r = p.locator('[data-testid="write-result"]');
+    await r.waitFor({ state: 'visible', timeout: 10000 });
+    const t = (await r.textContent()) || '';
+    if (!/Delivered to \d+ listener/.test(t)) return 'write-result says: ' + t;
+    if ((await p.locator('[data-testid="error-value"]').textContent() || '').trim()) return 'stale field error left on the page';
+  });
+  await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
+    const o = await overflow(p, false);
+    if (o.length) return o.join('; ');
   });
   await p.screenshot({ path: join(artifacts, 'clinician-1280x800.png') });
   check('clinician: no script errors', errors.length === 0, errors.join('\n'));

@@ -60,11 +60,17 @@ export async function signedWrite(base, secret, fields) {
 }
 
 /** Words from the seed's assistant-only records; never for Ray or a user-scoped client. */
-export const ASSISTANT_ONLY = ['care-internal://', 'fall risk', 'adherence', 'disputes', 'over-reports', 'lives alone'];
+export const ASSISTANT_ONLY = ['fall risk', 'adherence', 'disputes', 'over-reports', 'lives alone'];
 
-/** The first assistant-only phrase found in s (case-insensitive), or ''. */
+/** A care-internal:// URI naming a patient (the scheme alone, in documentation text, is no leak). */
+const INTERNAL_URI = /care-internal:\/\/[a-z0-9_.-]+/i;
+
+/** The first assistant-only phrase or care-internal URI found in s (case-insensitive), or ''. */
 export function leaked(s) {
-  const l = String(s).toLowerCase();
+  const str = String(s);
+  const m = str.match(INTERNAL_URI);
+  if (m) return m[0];
+  const l = str.toLowerCase();
   return ASSISTANT_ONLY.find((p) => l.includes(p)) || '';
 }
 

@@ -252,10 +252,14 @@ await step('dual: ui://unsay/echo reads as an MCP App with no assistant content'
 await new Promise((r) => setTimeout(r, 300));
 check('user: received messages recorded', user.received.length > 5, `only ${user.received.length} messages`);
 {
-  const all = JSON.stringify(user.received);
-  const hit = leaked(all);
-  check('user: nothing received mentions care-internal:// or assistant-only text', !hit,
-    `found ${JSON.stringify(hit)} in what the user-scoped host received`);
+  // The refusal probes above asked for care-internal://ray/risk; their -32002
+  // errors echo the asked-for string (P-2: data.uri is what was asked), which
+  // is not a leak. Everything else must be clean.
+  const asked = new Set(['care-internal://ray/risk']);
+  const audited = user.received.filter((m) => !(m.error && m.error.data && asked.has(m.error.data.uri)));
+  const hits = audited.map((m) => JSON.stringify(m)).filter((s) => leaked(s));
+  check('user: nothing received mentions a care-internal:// URI or assistant-only text', hits.length === 0,
+    `found ${JSON.stringify(leaked(hits[0] || ''))} in: ${(hits[0] || '').slice(0, 600)}`);
   check('user: no updated for the assistant-only revision', !user.updated.some((u) => u.startsWith('care-internal://')),
     JSON.stringify(user.updated));
 }
