@@ -75,3 +75,15 @@ func TestImportRule_SkillAndAPLNeverDependOnStoreOrBridge(t *testing.T) {
 		t.Error("dependency list lacks models: the check is not looking at the right packages")
 	}
 }
+
+func TestParseCertOverrides(t *testing.T) {
+	got, err := ParseCertOverrides([]string{testCertURL + "=/tmp/chain.pem", "https://s3.amazonaws.com/echo.api/b.pem = certs/b.pem"})
+	if err != nil || got[testCertURL] != "/tmp/chain.pem" || got["https://s3.amazonaws.com/echo.api/b.pem"] != "certs/b.pem" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "=x", testCertURL + "=", testCertURL} {
+		if _, err := ParseCertOverrides([]string{bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

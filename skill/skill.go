@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,4 +266,20 @@ func (s *Skill) lockPatient(patient string) func() {
 	mu := &s.patientLocks[h.Sum32()%uint32(len(s.patientLocks))]
 	mu.Lock()
 	return mu.Unlock
+}
+
+// ParseCertOverrides turns repeated --alexa-cert values "URL=PEMFILE" into
+// Config.CertOverrides. It splits at the last "=" (a PEM path has none; a
+// valid certificate URL has no query) and fails on an entry without one or
+// with an empty side.
+func ParseCertOverrides(values []string) (map[string]string, error) {
+	out := make(map[string]string, len(values))
+	for _, v := range values {
+		i := strings.LastIndex(v, "=")
+		if i <= 0 || i == len(v)-1 {
+			return nil, fmt.Errorf("--alexa-cert %q: want URL=PEMFILE", v)
+		}
+		out[strings.TrimSpace(v[:i])] = strings.TrimSpace(v[i+1:])
+	}
+	return out, nil
 }
