@@ -51,10 +51,11 @@ bench: build
 	$(BIN) bench --n $(BENCH_N)
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./store/... ./bridge/... ./skill/... | grep -E '^(Benchmark|ok|FAIL|goos|cpu)'
 
-## skill-package: write skill-package/build/ with the endpoint at PUBLIC_URL for `ask deploy`
+## skill-package: write skill-package/build/ (ask-resources.json + skill-package/) with the
+## endpoint PUBLIC_URL/alexa; then `cd skill-package/build && ask deploy`
 skill-package:
 	@test -n "$(PUBLIC_URL)" || { echo "usage: make skill-package PUBLIC_URL=https://your.host"; exit 2; }
-	@echo "skill-package generator not in the tree yet"; exit 1
+	$(GO) run ./skill-package/gen -public-url $(PUBLIC_URL) -out skill-package/build
 
 ## clean: remove build output and test artifacts (keeps ./unsay.db)
 clean:

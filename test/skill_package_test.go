@@ -4,13 +4,15 @@ package e2e_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 )
 
 // TestSkillPackage_ValidAgainstSMAPIModel validates skill-package/skill.json
-// and every interaction model against ask-smapi-model's spec.json with ajv,
+// and every interaction model — in the source folder and in the build copy
+// the generator writes for `ask deploy` — against ask-smapi-model's spec.json with ajv,
 // each with a broken twin that must be refused. That every model intent is
 // handled is proved twice: by the skill's own Go test (go test ./skill/...,
 // counted under the Go packages) and against the running server by part 3.
@@ -23,6 +25,19 @@ func TestSkillPackage_ValidAgainstSMAPIModel(t *testing.T) {
 		resources = filepath.Join(repoRoot, "skill-package", "ask-resources.json")
 	}
 	runChecks(t, node, "skill-package.mjs", []string{
-		"PKG=" + filepath.Join(repoRoot, "skill-package"), "RESOURCES=" + resources,
+		"LABEL=source", "PKG=" + filepath.Join(repoRoot, "skill-package"), "RESOURCES=" + resources,
+	}, time.Minute)
+
+	// The build copy `make skill-package PUBLIC_URL=…` writes is what `ask deploy` uploads.
+	const public = "https://care.e2e.example"
+	out := filepath.Join(t.TempDir(), "build")
+	cmd := exec.Command("go", "run", "./skill-package/gen", "-public-url", public, "-out", out)
+	cmd.Dir = repoRoot
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("skill-package generator: %v\n%s", err, b)
+	}
+	runChecks(t, node, "skill-package.mjs", []string{
+		"LABEL=build copy", "PKG=" + filepath.Join(out, "skill-package"), "RESOURCES=" + filepath.Join(out, "ask-resources.json"),
+		"EXPECT_ENDPOINT=" + public + "/alexa",
 	}, time.Minute)
 }

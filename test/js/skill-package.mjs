@@ -11,7 +11,13 @@ import Ajv from 'ajv';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { check, step, done, env } from './lib.mjs';
+import { check as check0, step as step0, done, env } from './lib.mjs';
+
+// LABEL prefixes every check name (the source folder, or the build copy).
+const label = process.env.LABEL ? process.env.LABEL + ': ' : '';
+const check = (name, ok, detail) => check0(label + name, ok, detail);
+const step = (name, fn) => step0(label + name, fn);
+const expectEndpoint = process.env.EXPECT_ENDPOINT || '';
 
 const pkg = env('PKG');
 const resources = env('RESOURCES');
@@ -35,6 +41,10 @@ check('skill.json is a valid SkillManifestEnvelope', manifest(skill), errs(manif
 await step('skill.json: custom endpoint …/alexa, APL interface, notifications permission', () => {
   const c = skill.manifest.apis.custom;
   if (!/\/alexa$/.test(c.endpoint.uri)) return 'endpoint uri ' + c.endpoint.uri;
+  if (expectEndpoint && c.endpoint.uri !== expectEndpoint) return `endpoint uri ${c.endpoint.uri}, want ${expectEndpoint}`;
+  if (expectEndpoint && skill.manifest.events && skill.manifest.events.endpoint && skill.manifest.events.endpoint.uri !== expectEndpoint) {
+    return 'events endpoint ' + skill.manifest.events.endpoint.uri;
+  }
   if (!(c.interfaces || []).some((i) => i.type === 'ALEXA_PRESENTATION_APL')) return 'no ALEXA_PRESENTATION_APL interface';
   if (!(skill.manifest.permissions || []).some((p) => p.name === 'alexa::devices:all:notifications:write')) return 'no notifications permission';
 });

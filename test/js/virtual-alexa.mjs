@@ -60,9 +60,9 @@ await step('launch on an Echo Show speaks the current walking instruction and dr
 
 const phrasings = [
   "what's my walking instruction",
-  'tell me about my walking',
-  'can I put weight on my leg',
-  'what about my crutches',
+  'tell me about my crutches',
+  'remind me about my walking frame',
+  'how much weight',
 ];
 for (const p of phrasings) {
   await step(`"${p}" reaches CarePlanIntent and answers with the walking instruction`, async () => {
