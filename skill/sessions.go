@@ -24,16 +24,67 @@ type sessionState struct {
 	expires time.Time
 }
 
-// sessionStore is a bounded, expiring map of session id → state.
+// SessionOpenWindow is how recently a screen session must have had a turn
+// (a tick comes every 5 s) to count as open: 15 s, three ticks.
+const SessionOpenWindow = 15 * time.Second
+
+// liveSession is what SessionOpen needs about one session.
+type liveSession struct {
+	patient  string
+	lastSeen time.Time
+	screen   bool // the device renders APL, so the card's tick keeps asking
+	ended    bool // the last response ended the session
+}
+
+// sessionStore is a bounded, expiring map of session id → state, and of
+// session id → liveness.
 type sessionStore struct {
-	mu  sync.Mutex
-	m   map[string]*sessionState
-	ttl time.Duration
-	max int
+	mu   sync.Mutex
+	m    map[string]*sessionState
+	live map[string]liveSession
+	ttl  time.Duration
+	max  int
 }
 
 func newSessionStore(ttl time.Duration, max int) *sessionStore {
-	return &sessionStore{m: map[string]*sessionState{}, ttl: ttl, max: max}
+	return &sessionStore{m: map[string]*sessionState{}, live: map[string]liveSession{}, ttl: ttl, max: max}
+}
+
+// touch records a turn of session id for patient at now.
+func (s *sessionStore) touch(id string, l liveSession) {
+	if id == "" || l.patient == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live[id]; !ok && len(s.live) >= s.max {
+		var oldest string
+		var at time.Time
+		for k, v := range s.live {
+			if oldest == "" || v.lastSeen.Before(at) {
+				oldest, at = k, v.lastSeen
+			}
+		}
+		delete(s.live, oldest)
+	}
+	s.live[id] = l
+}
+
+// open reports whether patient has a screen session that had a turn within
+// SessionOpenWindow before now and was not ended.
+func (s *sessionStore) open(patient string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, l := range s.live {
+		if now.Sub(l.lastSeen) > s.ttl {
+			delete(s.live, k)
+			continue
+		}
+		if l.patient == patient && l.screen && !l.ended && now.Sub(l.lastSeen) <= SessionOpenWindow {
+			return true
+		}
+	}
+	return false
 }
 
 // get returns a copy of the session's state for patient, or a zero state.
@@ -67,6 +118,7 @@ func (s *sessionStore) put(id string, st sessionState, now time.Time) {
 func (s *sessionStore) delete(id string) {
 	s.mu.Lock()
 	delete(s.m, id)
+	delete(s.live, id)
 	s.mu.Unlock()
 }
 

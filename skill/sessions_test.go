@@ -87,3 +87,38 @@ func TestParseCertOverrides(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionOpen_TrueOnlyForALiveScreenSessionOfThePatient(t *testing.T) {
+	r := newRig(t, nil)
+	if r.skill.SessionOpen("ray") {
+		t.Fatal("open before any turn")
+	}
+	r.turn(reqOpts{Session: "voice"}) // voice-only launch: microphone open, no tick
+	if r.skill.SessionOpen("ray") {
+		t.Error("a voice-only session counted as open")
+	}
+	r.turn(reqOpts{APL: true, Session: "screen"})
+	if !r.skill.SessionOpen("ray") {
+		t.Fatal("a screen session just launched is not open")
+	}
+	if r.skill.SessionOpen("someone-else") {
+		t.Error("another patient's session counted")
+	}
+	r.setNow(t0.Add(SessionOpenWindow + time.Second))
+	if r.skill.SessionOpen("ray") {
+		t.Error("a session silent for longer than the window is still open")
+	}
+	r.turn(reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true, Session: "screen", Timestamp: t0.Add(SessionOpenWindow + time.Second)})
+	if !r.skill.SessionOpen("ray") {
+		t.Error("a tick did not keep the session open")
+	}
+	r.turn(reqOpts{Type: TypeIntent, Intent: IntentStop, APL: true, Session: "screen", Timestamp: t0.Add(SessionOpenWindow + time.Second)})
+	if r.skill.SessionOpen("ray") {
+		t.Error("a session ended with Stop is still open")
+	}
+	r.turn(reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true, Session: "s2", Timestamp: t0.Add(SessionOpenWindow + time.Second)})
+	r.turn(reqOpts{Type: TypeSessionEnded, APL: true, Session: "s2", Timestamp: t0.Add(SessionOpenWindow + time.Second)})
+	if r.skill.SessionOpen("ray") {
+		t.Error("a session ended by SessionEndedRequest is still open")
+	}
+}

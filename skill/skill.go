@@ -218,8 +218,21 @@ func (s *Skill) respond(ctx context.Context, env *RequestEnvelope) ([]byte, erro
 		return nil, err
 	}
 	s.markHeard(ctx, h.patient, h.marks)
+	if env.Request.Type != TypeSessionEnded {
+		end := h.out.Response.ShouldEndSession
+		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
+			screen: env.SupportsAPL(), ended: end != nil && *end})
+	}
 	return b, nil
 }
+
+// SessionOpen reports whether patient has a skill session open on a screen
+// device — one that had a turn (a tick counts) within SessionOpenWindow
+// (15 s) and whose last response did not end it. While it is open the care
+// card's 5 s tick speaks a new announcement, so the out-of-session notifier
+// (skill/proactive) sends nothing. Voice-only sessions never count: nothing
+// would ask for the announcement before the microphone closes.
+func (s *Skill) SessionOpen(patient string) bool { return s.sessions.open(patient, s.now()) }
 
 // encodeResponse marshals out; over MaxResponseBytes it drops the APL
 // directives and tries again.
