@@ -39,11 +39,13 @@ var (
 // harness is a real server on a real socket over a real SQLite store in
 // t.TempDir(), seeded with the demo seed.
 type harness struct {
-	t    testing.TB
-	st   *store.Store
-	srv  *Server
-	ts   *httptest.Server
-	base string
+	t  testing.TB
+	st *store.Store
+	// writeSecret signs POST /write.
+	writeSecret []byte
+	srv         *Server
+	ts          *httptest.Server
+	base        string
 }
 
 type harnessOpt func(*Config)
@@ -66,8 +68,9 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		t.Fatalf("auth.NewVerifier: %v", err)
 	}
 	var srv *Server
+	writeSecret := []byte("bridge-test-write-secret-0123456789")
 	api := httpapi.New(httpapi.Config{
-		Store: st, Verifier: v, WriteSecret: []byte("bridge-test-write-secret-0123456789"), PublicURL: base,
+		Store: st, Verifier: v, WriteSecret: writeSecret, PublicURL: base,
 		Subscribers: func(u models.URI) int { return srv.Subscribers(u) },
 		OnPublish:   func(d time.Duration) { srv.ObservePublish(d) },
 	})
@@ -90,7 +93,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		ts.CloseClientConnections()
 		ts.Close()
 	})
-	return &harness{t: t, st: st, srv: srv, ts: ts, base: base}
+	return &harness{t: t, st: st, srv: srv, ts: ts, base: base, writeSecret: writeSecret}
 }
 
 // token mints a token for subject sub bound to ray with the given scopes.

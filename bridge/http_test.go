@@ -30,6 +30,7 @@ func TestHTTP_UnknownSessionIs404(t *testing.T) {
 	if r := h.do("POST", "/mcp", tok, hdr(sid), pingBody); r.status != http.StatusNotFound {
 		t.Errorf("deleted session: %d, want 404", r.status)
 	}
+	waitUntil(t, func() bool { return h.srv.sessions.get(sid) == nil })
 }
 
 func TestHTTP_UnsupportedProtocolVersionIs400(t *testing.T) {

@@ -2,12 +2,16 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
 )
 
@@ -270,5 +274,45 @@ func TestRecordPrincipal_IgnoresATokenOfAnotherSubject(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	if r.status != 403 {
 		t.Errorf("another subject on the session: %d, want 403", r.status)
+	}
+}
+
+func TestSignedWrite_CountsAuthorizedSubscribersAndDeliversUpdated(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	user := h.connect(h.token("host", userScopes))
+	if _, err := user.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "care://ray/weight_bearing"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := user.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "care://ray/weight_bearing"}); err != nil {
+		t.Fatal(err)
+	}
+	dual := h.connect(h.token("reasoner", dualScopes))
+	if err := dual.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "care://ray/weight_bearing"}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"patient":"ray","domain":"weight_bearing","audience":"user","value":"Full weight-bearing as tolerated.","authorId":"okafor","authorLabel":"Sarah Okafor, physio"}`)
+	ts := time.Now().Unix()
+	r := h.do("POST", "/write", "", map[string]string{
+		httpapi.HeaderTimestamp: strconv.FormatInt(ts, 10),
+		httpapi.HeaderSignature: httpapi.SignWrite(h.writeSecret, ts, body),
+	}, string(body))
+	if r.status != http.StatusCreated {
+		t.Fatalf("/write: %d %s", r.status, r.body)
+	}
+	var wr httpapi.WriteResponse
+	if err := json.Unmarshal(r.body, &wr); err != nil {
+		t.Fatal(err)
+	}
+	if wr.Subscribers != 2 || wr.URI != "care://ray/weight_bearing/v3" {
+		t.Errorf("write answer %+v, want 2 subscribers for v3", wr)
+	}
+	user.waitFor(t, isEvent("updated care://ray/weight_bearing"))
+	res, err := user.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "care://ray/weight_bearing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := res.Contents[0].Meta[MetaRetraction].(string); !strings.HasPrefix(r, "Stop — ") {
+		t.Errorf("re-read after the signed write carries no retraction: %v", res.Contents[0].Meta)
 	}
 }
