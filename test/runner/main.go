@@ -158,7 +158,7 @@ func static(ctx context.Context) result {
 		if err != nil {
 			return nil
 		}
-		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == "artifacts") {
+		if d.IsDir() && p != "." && (d.Name() == "node_modules" || d.Name() == "artifacts" || strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && strings.HasSuffix(p, ".go") {
