@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -165,7 +166,7 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e AuditEntry) error
 // AuditRows returns the audit rows with Seq > after, oldest first, at most limit (≤ 0: all).
 func (s *Store) AuditRows(ctx context.Context, after int64, limit int) ([]AuditEntry, error) {
 	if limit <= 0 {
-		limit = -1
+		limit = math.MaxInt32 // all (Postgres refuses a negative LIMIT)
 	}
 	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT seq, at, actor, uri, outcome, reason, via, author, mac
 		FROM audit WHERE seq > ? ORDER BY seq LIMIT ?`), after, limit)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,16 +52,13 @@ func TestVerify_P5_IntactChainAfterSeedAndRevision(t *testing.T) {
 	}
 }
 
-// tamper opens the database file through a second connection, as an
-// attacker with file access would, and runs query.
+// tamper opens the database through a second connection, as an attacker
+// with file (or database) access would, and runs query.
 func tamper(t *testing.T, path, query string, args ...any) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, adapt := tamperDB(t, path)
 	defer db.Close()
-	res, err := db.Exec(query, args...)
+	res, err := db.Exec(adapt(query), args...)
 	if err != nil {
 		t.Fatalf("tamper: %v", err)
 	}
@@ -258,6 +254,9 @@ func TestStaleness_P7_StaleOnlyPastStaleAfterWithAgeFromWrittenAt(t *testing.T) 
 }
 
 func TestOpen_DurableSQLitePragmas(t *testing.T) {
+	if onPostgres() {
+		t.Skip("SQLite pragmas; the Postgres pass checks TestOpen_PostgresCommitsDurably")
+	}
 	s, _ := openTest(t, nil)
 	db, dialect := s.DB()
 	if dialect != "sqlite" {

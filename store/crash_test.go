@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +25,7 @@ func TestMain(m *testing.M) {
 		crashChild(path)
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(runBackends(m)) // SQLite, then Postgres when UNSAY_TEST_POSTGRES is set
 }
 
 func crashChild(path string) {
@@ -56,7 +55,7 @@ func TestPublish_P20_AcknowledgedWritesSurviveKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child process")
 	}
-	path := filepath.Join(t.TempDir(), "crash.db")
+	path := testDSN(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
 	out, err := cmd.StdoutPipe()

@@ -188,7 +188,7 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("store: rekey: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE versions SET value = ?, sealed = ? WHERE seq = ?`), stored, sealed, r.seq); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE versions SET value = ?, sealed = ? WHERE seq = ?`), stored, sqlBool(sealed), r.seq); err != nil {
 			return 0, fmt.Errorf("store: rekey: %w", err)
 		}
 	}

@@ -80,14 +80,12 @@ type Store struct {
 }
 
 // Open opens (creating and migrating if needed) the store at opts.DSN.
-// A DSN beginning postgres:// or postgresql:// is refused until the
-// Postgres backend exists. Errors: a bad DSN, an unreadable or corrupt
-// database file, a failed migration.
+// A DSN beginning postgres:// or postgresql:// opens the Postgres backend
+// (dialect_postgres.go). Errors: a bad DSN, an unreadable or corrupt
+// database file, an unreachable server, a failed migration.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	if strings.HasPrefix(opts.DSN, "postgres://") || strings.HasPrefix(opts.DSN, "postgresql://") {
-		// The Postgres backend plugs in here: open pgx's database/sql
-		// driver and pass a postgres dialect to newStore.
-		return nil, errors.New("store: the Postgres backend is not available in this build")
+	if IsPostgresDSN(opts.DSN) {
+		return openPostgres(ctx, opts)
 	}
 	db, err := openSQLite(opts.DSN)
 	if err != nil {
@@ -357,7 +355,7 @@ func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO versions
 		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sealed, v.AuthorID, v.AuthorLabel,
+		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
 		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func newClock() *testClock {
 
 func openTest(t testing.TB, clock *testClock) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "unsay.db")
+	path := testDSN(t) // SQLite in t.TempDir(), or a fresh Postgres schema (postgres_test.go)
 	opts := Options{DSN: path, AuditKey: []byte("test-audit-key")}
 	if clock != nil {
 		opts.Clock = clock.Now

@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/unsay/unsay/models"
+)
+
+//go:embed migrations/postgres/*.sql
+var postgresMigrations embed.FS
+
+// ChangesChannel is the Postgres NOTIFY channel every commit of a version is
+// announced on (for a store in the schema "public"; a store in another
+// schema uses ChangesChannel + "_" + schema, so stores sharing a database
+// do not wake each other), with a JSON payload {"seq":…, "uri":…, "version":…} and
+// never the value (P-9). The payload is a wakeup only: NOTIFY is not
+// durable, so every instance's watchers catch up from their last Seq by
+// query (Store.Watch), and a notification lost while an instance was
+// disconnected costs latency, never a revision.
+const ChangesChannel = "unsay_changes"
+
+// ChangeNotice is the payload of one NOTIFY on ChangesChannel.
+type ChangeNotice struct {
+	Seq     int64  `json:"seq"`
+	URI     string `json:"uri"` // unversioned care URI
+	Version int    `json:"version"`
+}
+
+const (
+	// pgMaxOpenConns caps one instance's pool (the LISTEN connection is extra).
+	pgMaxOpenConns = 16
+	// pgMaxIdleConns connections stay open between bursts.
+	pgMaxIdleConns = 4
+	// pgListenBackoffMin and pgListenBackoffMax bound the delay between
+	// attempts to re-open the LISTEN connection: 100 ms doubling to 5 s.
+	pgListenBackoffMin = 100 * time.Millisecond
+	pgListenBackoffMax = 5 * time.Second
+)
+
+// postgresDialect is the backend for several instances on one database:
+// pgx through database/sql, a store-wide advisory transaction lock that
+// serializes writers across instances (so versions are contiguous and the
+// feed's seq is gap-free and in commit order), and NOTIFY inside the write
+// transaction (delivered on commit).
+//
+// Both advisory lock keys are derived from the database and schema name, so
+// stores in different schemas of one database (as the tests use) do not
+// serialize each other, and every instance on the same schema agrees.
+type postgresDialect struct {
+	writeKey   int64  // pg_advisory_xact_lock key held by every write transaction
+	migrateKey int64  // pg_advisory_lock key held while migrating at start
+	channel    string // NOTIFY channel: ChangesChannel, suffixed by a non-public schema
+}
+
+func (postgresDialect) name() string { return "postgres" }
+
+func (postgresDialect) migrations() ([]migration, error) {
+	return readMigrations(postgresMigrations, "migrations/postgres")
+}
+
+func (postgresDialect) rebind(q string) string { return rebindDollar(q) }
+
+func (d postgresDialect) lockWrites(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, d.writeKey)
+	return err
+}
+
+// notify announces the version tx has just appended — the one with the
+// highest seq, since tx holds the write lock — on ChangesChannel.
+func (d postgresDialect) notify(ctx context.Context, tx *sql.Tx) error {
+	var (
+		n                         ChangeNotice
+		patient, domain, audience string
+	)
+	err := tx.QueryRowContext(ctx, `SELECT seq, patient, domain, n, audience FROM versions
+		ORDER BY seq DESC LIMIT 1`).Scan(&n.Seq, &patient, &domain, &n.Version, &audience)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	u, err := noticeURI(patient, domain, audience)
+	if err != nil {
+		return err
+	}
+	n.URI = u
+	b, err := json.Marshal(n)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, d.channel, string(b))
+	return err
+}
+
+// rebindDollar rewrites "?" placeholders into "$1", "$2", … outside
+// single-quoted literals, double-quoted identifiers and comments.
+func rebindDollar(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var (
+		b     strings.Builder
+		n     int
+		quote byte // the quote we are inside, or 0
+	)
+	b.Grow(len(q) + 8)
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			j := strings.IndexByte(q[i:], '\n')
+			if j < 0 {
+				j = len(q) - i
+			}
+			b.WriteString(q[i : i+j])
+			i += j - 1
+			continue
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// IsPostgresDSN reports whether dsn selects the Postgres backend: it begins
+// postgres:// or postgresql://.
+func IsPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// openPostgres opens the store on the Postgres database dsn names (a
+// postgres:// URL; its query may set search_path to use a schema other than
+// public). It applies the embedded migrations holding a session advisory
+// lock, so instances starting at once migrate one after the other, and
+// opens the LISTEN connection that wakes this instance's watchers (kept
+// open, and re-opened when lost, until Close).
+// Errors: a DSN pgx cannot parse, an unreachable server, a search_path that
+// names no existing schema, a failed migration, a failed LISTEN.
+func openPostgres(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := pgx.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres DSN: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(pgMaxOpenConns)
+	db.SetMaxIdleConns(pgMaxIdleConns)
+	d, err := postgresKeys(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s, err := migrateLockedAndOpen(ctx, db, d, opts)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	conn, err := listen(ctx, cfg, d.channel)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open postgres: LISTEN: %w", err)
+	}
+	go s.listenChanges(cfg.Copy(), d.channel, conn)
+	return s, nil
+}
+
+// postgresKeys derives the dialect's advisory lock keys from the database
+// and the schema the connection's search_path resolves to.
+func postgresKeys(ctx context.Context, db *sql.DB) (postgresDialect, error) {
+	var dbName string
+	var schema sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT current_database(), current_schema()`).Scan(&dbName, &schema); err != nil {
+		return postgresDialect{}, fmt.Errorf("store: open postgres: %w", err)
+	}
+	if !schema.Valid {
+		return postgresDialect{}, errors.New("store: open postgres: search_path names no existing schema")
+	}
+	key := func(purpose string) int64 {
+		h := fnv.New64a()
+		h.Write([]byte("unsay/" + purpose + "\x00" + dbName + "\x00" + schema.String))
+		return int64(h.Sum64())
+	}
+	ch := ChangesChannel
+	if schema.String != "public" {
+		ch += "_" + schema.String
+	}
+	return postgresDialect{writeKey: key("write"), migrateKey: key("migrate"), channel: ch}, nil
+}
+
+// migrateLockedAndOpen runs newStore (which migrates) while one pooled
+// connection holds the session-level migration lock.
+func migrateLockedAndOpen(ctx context.Context, db *sql.DB, d postgresDialect, opts Options) (*Store, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: open postgres: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, d.migrateKey); err != nil {
+		return nil, fmt.Errorf("store: migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, d.migrateKey)
+	return newStore(ctx, db, d, opts)
+}
+
+// listen opens a connection LISTENing on channel.
+func listen(ctx context.Context, cfg *pgx.ConnConfig, channel string) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
+// listenChanges waits on conn (LISTENing on channel) until the store
+// closes, waking every watcher on each notification. A lost connection is
+// re-opened with backoff (100 ms doubling to 5 s), and every watcher is
+// woken after each reconnect to catch up, by query, whatever was committed
+// while nobody listened.
+func (s *Store) listenChanges(cfg *pgx.ConnConfig, channel string, conn *pgx.Conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.closed
+		cancel()
+	}()
+	backoff := pgListenBackoffMin
+	for {
+		if conn != nil {
+			err := waitNotifications(ctx, conn, s.wakeWatchers)
+			conn.Close(context.Background())
+			conn = nil
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("store: LISTEN connection lost; reconnecting", "channel", channel, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		c, err := listen(ctx, cfg, channel)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("store: LISTEN reconnect failed", "channel", channel, "err", err, "backoff", backoff)
+			backoff = min(2*backoff, pgListenBackoffMax)
+			continue
+		}
+		conn, backoff = c, pgListenBackoffMin
+		s.wakeWatchers() // catch up what was committed while nobody listened
+	}
+}
+
+// waitNotifications calls wake for every notification on conn until conn
+// fails or ctx ends.
+func waitNotifications(ctx context.Context, conn *pgx.Conn, wake func()) error {
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		wake()
+	}
+}
+
+// noticeURI is the unversioned care URI a notice names.
+func noticeURI(patient, domain, audience string) (string, error) {
+	a := models.Audience(audience)
+	if !a.Valid() {
+		return "", fmt.Errorf("version of %s/%s has unknown audience %q", patient, domain, audience)
+	}
+	return models.NewURI(a, patient, domain).String(), nil
+}
+
+// sqlBool is b as the 0/1 an INTEGER flag column holds (versions.sealed):
+// SQLite's driver converts a Go bool itself, pgx does not.
+func sqlBool(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
