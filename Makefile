@@ -20,15 +20,14 @@ build:
 ## run: build, then serve on $(ADDR) with SQLite at $(DB) (demo seed on first start);
 ## prints a reader token and a write example first
 run: build
-	@echo "Unsay on $(URL)  (SQLite $(DB); development secrets unless UNSAY_TOKEN_SECRET / UNSAY_WRITE_SECRET / UNSAY_AUDIT_KEY are set)"
-	@echo "  Echo Show card:  $(URL)/echo.html#token=<reader token>"
-	@echo "  clinician page:  $(URL)/clinician"
-	@echo "  MCP endpoint:    $(URL)/mcp   (Authorization: Bearer <token>)"
-	@echo "reader token (care.read.user, patient ray):"
-	@$(BIN) token --patient ray --scope care.read.user --public-url $(URL) || echo "  (unsay token failed; see above)"
-	@echo "write example (signed with UNSAY_WRITE_SECRET):"
-	@echo "  $(BIN) write --url $(URL) --patient ray --domain weight_bearing --value \"Full weight-bearing as tolerated.\" --author okafor --author-label \"Sarah Okafor, physio\""
-	@echo
+	@tok=$$($(BIN) token --patient ray --scope care.read.user --ttl 24h --public-url $(URL) 2>/dev/null) || tok="(unsay token failed)"; \
+	echo "Unsay on $(URL) — SQLite $(DB); development secrets unless UNSAY_TOKEN_SECRET, UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY are set"; \
+	echo "  Echo Show card:  $(URL)/echo.html#token=$$tok"; \
+	echo "  clinician page:  $(URL)/clinician   (sign in with: $(BIN) token --patient ray --scope care.write --sub okafor --public-url $(URL))"; \
+	echo "  MCP endpoint:    $(URL)/mcp   (Authorization: Bearer <token>)"; \
+	echo "  reader token (care.read.user, patient ray, 24 h): $$tok"; \
+	echo "  write example:   $(BIN) write --url $(URL) --patient ray --domain weight_bearing --value \"Full weight-bearing as tolerated.\" --author okafor --author-label \"Sarah Okafor, physio\""; \
+	echo
 	exec $(BIN) serve --addr $(ADDR) --db $(DB) --public-url $(URL)
 
 ## test: go vet, gofmt, go test -race ./..., then the whole-program suites in test/
