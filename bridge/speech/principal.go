@@ -56,6 +56,7 @@ type Principal struct {
 
 	running atomic.Bool
 	kick    chan struct{} // wakes the session worker; capacity 1
+	hook    queuedHook    // OnQueued
 
 	mu          sync.Mutex
 	patients    map[string]bool
@@ -370,13 +371,46 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 	if full {
 		toRead = all
 	}
+	// A patient followed for the first time starts from what his facts say
+	// now: nothing is announced for them (P-19); only later revisions and
+	// facts created later are news.
+	followed, err := p.ledger.Followed(ctx, patients)
+	if err != nil {
+		return err
+	}
+	baseline := map[string]map[string]int{}
 	for _, u := range toRead {
+		if !followed[u.Patient] {
+			v, err := p.read(ctx, cs, u)
+			if err != nil {
+				if isResourceError(err) {
+					p.log.Warn("speech: cannot read fact", "uri", u.String(), "err", err)
+					continue
+				}
+				return err
+			}
+			p.mu.Lock()
+			p.current[u.String()] = v
+			p.mu.Unlock()
+			if baseline[u.Patient] == nil {
+				baseline[u.Patient] = map[string]int{}
+			}
+			baseline[u.Patient][u.String()] = v.N
+			continue
+		}
 		if err := p.refresh(ctx, cs, u); err != nil {
 			if isResourceError(err) {
 				p.log.Warn("speech: cannot read fact", "uri", u.String(), "err", err)
 				continue
 			}
 			return err
+		}
+	}
+	for _, id := range patients {
+		if !followed[id] {
+			if err := p.ledger.Follow(ctx, id, baseline[id]); err != nil {
+				return err
+			}
 		}
 	}
 	// The listed set is now the truth for these patients.
@@ -479,6 +513,15 @@ func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v mode
 		if v.N <= h {
 			return nil
 		}
+		if h == 0 {
+			b, err := p.ledger.Baseline(ctx, v.Patient, u.String())
+			if err != nil {
+				return err
+			}
+			if v.N <= b {
+				return nil // his starting point, not news
+			}
+		}
 		same := false
 		if h > 0 {
 			hv, err := p.versionAt(ctx, cs, u, h)
@@ -502,6 +545,9 @@ func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v mode
 		if changed {
 			p.log.Info("speech: announcement", "uri", u.String(), "from", h, "to", v.N, "dropped", same)
 			p.ledgerChanged(ctx)
+			if !same {
+				p.notifyQueued(v.Patient)
+			}
 		}
 		return nil
 	}

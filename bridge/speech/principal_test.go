@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,15 @@ func pendingOf(t *testing.T, p *testPrincipal, patient string) []models.Announce
 // speaking them.
 func hearAll(t *testing.T, p *testPrincipal, patient string) {
 	t.Helper()
+	facts, err := p.Facts(context.Background(), patient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range facts {
+		if err := p.MarkHeard(context.Background(), patient, v.FactURI(), v.N); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, a := range pendingOf(t, p, patient) {
 		if err := p.MarkHeard(context.Background(), patient, a.URI(), a.Current.N); err != nil {
 			t.Fatal(err)
@@ -420,8 +430,13 @@ func TestState_AndMetricsReportConnectionAndBacklog(t *testing.T) {
 	if g["unsay_speech_connected"] != 1 {
 		t.Errorf("unsay_speech_connected = %v", g["unsay_speech_connected"])
 	}
-	if g["unsay_speech_backlog"] != 4 || p.State().Backlog != 4 {
-		t.Errorf("backlog = %v / %d, want 4 first hearings", g["unsay_speech_backlog"], p.State().Backlog)
+	if g["unsay_speech_backlog"] != 0 || p.State().Backlog != 0 {
+		t.Errorf("backlog = %v / %d after the first sync, want 0 (his starting point is not news)", g["unsay_speech_backlog"], p.State().Backlog)
+	}
+	n := f.publish(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p, wb, n)
+	if g := gauges(); g["unsay_speech_backlog"] != 1 || p.State().Backlog != 1 {
+		t.Errorf("backlog = %v / %d after a revision, want 1", g["unsay_speech_backlog"], p.State().Backlog)
 	}
 	if ts := g["unsay_speech_last_event_timestamp_seconds"]; ts < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Errorf("last event timestamp = %v", ts)
@@ -592,5 +607,55 @@ func TestRun_KeepAliveNoticesASessionTheServerForgot(t *testing.T) {
 	waitPending(t, p, wb, n)
 	if ids := f.sessionIDs(); len(ids) != 1 {
 		t.Fatalf("new server sessions = %v, want the principal's new one", ids)
+	}
+}
+
+func TestFirstSync_AnnouncesNothingButLaterRevisionsAndNewFactsAreNews(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	path := tempDBPath(t)
+	p := startPrincipal(t, f, path, "ray")
+	waitConnected(t, p)
+	if got := pendingOf(t, p, "ray"); len(got) != 0 {
+		t.Fatalf("first sync queued %d announcements, want 0: the facts he was discharged with are not news", len(got))
+	}
+	// Twin: a revision of a fact he never heard through Unsay is news, told
+	// as a first hearing (no "I told you").
+	n := f.publish(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p, wb, n)
+	as := pendingOf(t, p, "ray")
+	if len(as) != 1 || as[0].Heard != nil || as[0].Current.N != n {
+		t.Fatalf("pending = %+v, want one first hearing of v%d", as, n)
+	}
+}
+
+func TestOnQueued_IsToldOfEachNewAnnouncementAndNotOfTheFirstSync(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	var mu sync.Mutex
+	var told []string
+	db := openDB(t, tempDBPath(t))
+	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db,
+		Backoff: Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, RequestTimeout: 5 * time.Second, KeepAlive: f.keepAlive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.OnQueued(func(patient string) { mu.Lock(); told = append(told, patient); mu.Unlock() })
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &testPrincipal{Principal: pr, db: db, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- pr.Run(ctx) }()
+	t.Cleanup(p.stop)
+	waitConnected(t, p)
+	mu.Lock()
+	if len(told) != 0 {
+		t.Fatalf("told %v during the first sync, want nothing", told)
+	}
+	mu.Unlock()
+	n := f.publish(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p, wb, n)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(told, []string{"ray"}) {
+		t.Fatalf("told %v after a revision, want [ray]", told)
 	}
 }
