@@ -1,0 +1,502 @@
+// Package app assembles the whole Unsay server from its parts: the store,
+// the MCP server and HTTP surface (bridge), the speech principal
+// (bridge/speech) reading over MCP as care.read.user, the Alexa skill
+// (skill) that speaks only what the speech principal holds, and the
+// out-of-session notifier (skill/proactive). `unsay serve`, `unsay bench`,
+// the demo and the in-process end-to-end tests all start it through New.
+//
+// It is the one place that knows both sides of the P-18 boundary: it mints
+// the speech principal's token (care.read.user only) and hands the skill an
+// interface, never the store.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/unsay/unsay/bridge"
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/bridge/speech"
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/skill"
+	"github.com/unsay/unsay/skill/proactive"
+	"github.com/unsay/unsay/store"
+	"github.com/unsay/unsay/store/envelope"
+)
+
+// SpeechTokenTTL is the lifetime of the speech principal's minted token;
+// it is re-minted before each connection.
+const SpeechTokenTTL = 12 * time.Hour
+
+// Config is everything `unsay serve` reads from flags and the environment.
+// Zero values are the documented defaults.
+type Config struct {
+	// Addr is the listen address (default 127.0.0.1:8080; port 0 picks one).
+	Addr string
+	// DB is the SQLite file (default ./unsay.db) or a postgres:// URL.
+	DB string
+	// PublicURL is the server's public base URL; "" means http://{Addr}.
+	PublicURL string
+	// Seed is "demo" (default: Ray's demo records on an empty database),
+	// "bench" (the bench fixture patient) or "none".
+	Seed string
+	// SeedClock is the clock the seed is built on: zero means now (the demo
+	// then always reads as day five after surgery).
+	SeedClock time.Time
+
+	AllowedOrigins       []string
+	AuthorizationServers []string
+	TokenPublicKeyPEM    []byte
+
+	// Envelope is none|local|kms (default none: PLAINTEXT at rest).
+	Envelope    string
+	KMSEndpoint string
+	KMSRegion   string
+
+	// Secrets. Empty means the development default, announced at startup.
+	TokenSecret []byte // UNSAY_TOKEN_SECRET
+	WriteSecret []byte // UNSAY_WRITE_SECRET
+	AuditKey    []byte // UNSAY_AUDIT_KEY
+
+	// Alexa is the skill's configuration (skill id, verification, roots,
+	// certificate overrides, default patient). Clock and Logger are filled in.
+	Alexa skill.Config
+
+	// SpeechMCPURL points the speech principal at a remote Unsay's /mcp;
+	// "" means this server's own /mcp over loopback.
+	SpeechMCPURL string
+	// SpeechToken is a ready bearer token for SpeechMCPURL; "" means mint
+	// one (care.read.user only) with TokenSecret.
+	SpeechToken string
+	// SpeechPatients are followed from the start, besides the default
+	// patient and every patient with a linked device.
+	SpeechPatients []string
+
+	// Proactive notifications (off unless AlexaClientID is set).
+	AlexaClientID     string
+	AlexaClientSecret string // UNSAY_ALEXA_CLIENT_SECRET
+	ProactiveTokenURL string
+	ProactiveAPIBase  string
+	ProactiveLive     bool
+	AlertBudget       int    // per patient per sliding hour (default 3)
+	QuietHours        string // "21:00-08:00" in TimeZone (default)
+	TimeZone          string // the patient's IANA zone (default Europe/London)
+
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// Getenv reads the environment for the envelope; nil is os.Getenv.
+	Getenv func(string) string
+}
+
+// App is a running Unsay: call Serve, then Close.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	Store    *store.Store
+	Bridge   *bridge.Server
+	Skill    *skill.Skill
+	Speech   *speech.Principal
+	Notifier *proactive.Notifier
+
+	ln        net.Listener
+	publicURL string
+	notes     []string
+	verifier  *auth.Verifier
+	tokenCfg  auth.Config
+	sealer    store.Sealer
+	closeOnce sync.Once
+}
+
+// New opens the store (seeding an empty one), listens on cfg.Addr, and
+// builds every part, but serves nothing until Serve. Errors name the part
+// that failed; nothing is left open on error.
+func New(ctx context.Context, cfg Config) (a *App, err error) {
+	applyDefaults(&cfg)
+	a = &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+
+	if a.sealer, err = envelope.New(ctx, envelope.Config{Mode: cfg.Envelope, Getenv: cfg.Getenv, KMSEndpoint: cfg.KMSEndpoint, KMSRegion: cfg.KMSRegion}); err != nil {
+		return nil, fmt.Errorf("envelope: %w", err)
+	}
+	auditKey := cfg.AuditKey
+	if len(auditKey) == 0 {
+		auditKey = []byte(store.DevAuditKey)
+		a.notes = append(a.notes, "DEV DEFAULT UNSAY_AUDIT_KEY")
+	}
+	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := a.seed(ctx); err != nil {
+		return nil, err
+	}
+
+	if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	a.publicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if a.publicURL == "" {
+		a.publicURL = "http://" + a.ln.Addr().String()
+	}
+
+	tokenSecret := cfg.TokenSecret
+	if len(tokenSecret) == 0 {
+		tokenSecret = []byte(auth.DevTokenSecret)
+		a.notes = append(a.notes, "DEV DEFAULT UNSAY_TOKEN_SECRET")
+	}
+	writeSecret := cfg.WriteSecret
+	if len(writeSecret) == 0 {
+		writeSecret = []byte(httpapi.DevWriteSecret)
+		a.notes = append(a.notes, "DEV DEFAULT UNSAY_WRITE_SECRET")
+	}
+	a.tokenCfg = auth.Config{Secret: tokenSecret, PublicKeyPEM: cfg.TokenPublicKeyPEM, PublicURL: a.publicURL, Clock: cfg.Clock}
+	if a.verifier, err = auth.NewVerifier(a.tokenCfg); err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+
+	if err := a.buildSpeech(ctx); err != nil {
+		return nil, err
+	}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log}
+	skillCfg := cfg.Alexa
+	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
+	if a.Skill, err = skill.New(skillCfg, a.Speech, links); err != nil {
+		return nil, fmt.Errorf("alexa skill: %w", err)
+	}
+
+	var srv *bridge.Server
+	api := httpapi.New(httpapi.Config{
+		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
+		AuthorizationServers: cfg.AuthorizationServers, Clock: cfg.Clock, Logger: cfg.Logger,
+		Subscribers: func(u models.URI) int {
+			if srv == nil {
+				return 0
+			}
+			return srv.Subscribers(u)
+		},
+		OnPublish: func(d time.Duration) {
+			if srv != nil {
+				srv.ObservePublish(d)
+			}
+		},
+	})
+	srv, err = bridge.New(ctx, bridge.Config{
+		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: cfg.AuthorizationServers,
+		Clock: cfg.Clock, Logger: cfg.Logger,
+	}, a.Store, a.verifier, api, bridge.Extra{
+		Alexa: a.Skill,
+		Ready: func(context.Context) map[string]any { return map[string]any{"speech": a.Speech.State()} },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mcp server: %w", err)
+	}
+	a.Bridge = srv
+	for _, c := range a.Speech.Collectors() {
+		if err := srv.Metrics().Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if err := a.buildNotifier(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func applyDefaults(cfg *Config) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.DB == "" {
+		cfg.DB = "./unsay.db"
+	}
+	if cfg.Seed == "" {
+		cfg.Seed = "demo"
+	}
+	if cfg.Envelope == "" {
+		cfg.Envelope = "none"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.AlertBudget == 0 {
+		cfg.AlertBudget = 3
+	}
+	if cfg.QuietHours == "" {
+		cfg.QuietHours = "21:00-08:00"
+	}
+	if cfg.TimeZone == "" {
+		cfg.TimeZone = "Europe/London"
+	}
+}
+
+// seed fills an empty database with the configured fixture (P-15). Seeding
+// fires no notification: the MCP server follows the feed from the last
+// sequence number at its start (P-8).
+func (a *App) seed(ctx context.Context) error {
+	at := a.cfg.SeedClock
+	if at.IsZero() {
+		at = a.now()
+	}
+	var seeded bool
+	var err error
+	switch a.cfg.Seed {
+	case "none":
+		return nil
+	case "demo":
+		seeded, err = store.Seed(ctx, a.Store, at)
+	case "bench":
+		seeded, err = store.SeedBench(ctx, a.Store, at)
+	default:
+		return fmt.Errorf("seed %q: want demo, bench or none", a.cfg.Seed)
+	}
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	if seeded {
+		a.notes = append(a.notes, "seeded "+a.cfg.Seed+" data at "+at.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// buildSpeech creates the speech principal: an MCP client of this server
+// (or SpeechMCPURL) holding a token with care.read.user and nothing else,
+// bound to the followed patients (P-18).
+func (a *App) buildSpeech(ctx context.Context) error {
+	patients, err := a.speechPatients(ctx)
+	if err != nil {
+		return err
+	}
+	db, dialect := a.Store.DB()
+	mcpURL := a.cfg.SpeechMCPURL
+	hc := &http.Client{}
+	if mcpURL == "" {
+		// Over loopback to our own listener, presenting the public host so
+		// the Host check passes behind a proxy.
+		mcpURL = "http://" + a.ln.Addr().String() + "/mcp"
+		if pu, err := url.Parse(a.publicURL); err == nil {
+			hc.Transport = hostRewriter{host: pu.Host, next: http.DefaultTransport}
+		}
+	}
+	sc := speech.Config{
+		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect,
+		Clock: a.cfg.Clock, Logger: a.log.With("part", "speech"), HTTPClient: hc,
+	}
+	if a.cfg.SpeechToken != "" {
+		sc.Token = a.cfg.SpeechToken
+	} else {
+		sc.TokenSource = func(_ context.Context, patients []string) (string, error) {
+			if len(patients) == 0 {
+				patients = []string{"none"} // a token must be bound to something; "none" holds no facts
+			}
+			return auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+		}
+	}
+	if a.Speech, err = speech.New(sc); err != nil {
+		return fmt.Errorf("speech principal: %w", err)
+	}
+	return nil
+}
+
+// speechPatients is the configured patients, the default patient, and every
+// patient with a linked device, sorted and unique.
+func (a *App) speechPatients(ctx context.Context) ([]string, error) {
+	set := slices.Clone(a.cfg.SpeechPatients)
+	if p := a.cfg.Alexa.DefaultPatient; p != "" {
+		set = append(set, p)
+	}
+	linked, err := a.Store.LinkedPatients(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("linked patients: %w", err)
+	}
+	set = append(set, linked...)
+	slices.Sort(set)
+	return slices.Compact(set), nil
+}
+
+// buildNotifier wires proactive notifications when an Alexa client id is
+// configured (P-23).
+func (a *App) buildNotifier(ctx context.Context) error {
+	if a.cfg.AlexaClientID == "" {
+		a.notes = append(a.notes, "proactive notifications off (no --alexa-client-id)")
+		return nil
+	}
+	client, err := proactive.NewClient(proactive.ClientConfig{
+		ClientID: a.cfg.AlexaClientID, ClientSecret: a.cfg.AlexaClientSecret,
+		TokenURL: a.cfg.ProactiveTokenURL, APIBase: a.cfg.ProactiveAPIBase, Live: a.cfg.ProactiveLive, Clock: a.cfg.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(a.cfg.TimeZone)
+	if err != nil {
+		return fmt.Errorf("--time-zone: %w", err)
+	}
+	quiet, err := proactive.ParseQuietHours(a.cfg.QuietHours, loc)
+	if err != nil {
+		return fmt.Errorf("--quiet-hours: %w", err)
+	}
+	db, dialect := a.Store.DB()
+	budget, err := proactive.NewBudget(ctx, proactive.BudgetConfig{DB: db, Dialect: dialect, Max: a.cfg.AlertBudget, Quiet: quiet, Clock: a.cfg.Clock})
+	if err != nil {
+		return err
+	}
+	a.Notifier, err = proactive.NewNotifier(proactive.NotifierConfig{
+		Budget: budget, Sender: client, Clock: a.cfg.Clock, Logger: a.log.With("part", "proactive"),
+		Recipients: func(ctx context.Context, patient string) ([]proactive.Recipient, error) {
+			users, err := a.Store.LinkedUsers(ctx, patient)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]proactive.Recipient, len(users))
+			for i, u := range users {
+				out[i] = proactive.Recipient{UserID: u.UserID, APIEndpoint: u.APIEndpoint}
+			}
+			return out, nil
+		},
+		SessionOpen: a.Skill.SessionOpen,
+		HasPending: func(ctx context.Context, patient string) (bool, error) {
+			p, err := a.Speech.Pending(ctx, patient)
+			return len(p) > 0, err
+		},
+	})
+	if err != nil {
+		return err
+	}
+	a.Speech.OnQueued(a.Notifier.Revision)
+	a.notes = append(a.notes, fmt.Sprintf("proactive notifications on (budget %d/h, quiet %s %s)", a.cfg.AlertBudget, a.cfg.QuietHours, a.cfg.TimeZone))
+	return nil
+}
+
+// URL is the server's public base URL.
+func (a *App) URL() string { return a.publicURL }
+
+// ListenAddr is the address the server listens on.
+func (a *App) ListenAddr() string { return a.ln.Addr().String() }
+
+// TokenConfig is the token configuration (for minting development tokens in
+// tests, the demo and the bench).
+func (a *App) TokenConfig() auth.Config { return a.tokenCfg }
+
+// StartupLine is the one line printed at start: the URL, the store backend,
+// the encryption mode (PLAINTEXT when none), Alexa verification, any
+// development default secret, and other notes.
+func (a *App) StartupLine() string {
+	_, dialect := a.Store.DB()
+	parts := []string{
+		"unsay serving " + a.publicURL,
+		"store " + dialect,
+		"encryption " + envelope.Describe(a.sealer),
+	}
+	parts = append(parts, a.Skill.StartupNotes()...)
+	if len(a.cfg.AuthorizationServers) == 0 {
+		parts = append(parts, "no authorization server configured")
+	}
+	parts = append(parts, "speech principal follows "+strings.Join(a.Speech.State().Patients, ",")+" as care.read.user")
+	parts = append(parts, a.notes...)
+	return strings.Join(parts, " | ")
+}
+
+// Serve serves HTTP and runs the speech principal and the notifier until ctx
+// ends, then shuts down gracefully (up to 5 s for in-flight requests).
+func (a *App) Serve(ctx context.Context) error {
+	hs := &http.Server{Handler: a.Bridge.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(a.ln) }()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = a.Speech.Run(runCtx) }()
+	if a.Notifier != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Notifier.Run(runCtx) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	a.Bridge.Close() // ends MCP streams so Shutdown need not wait for them
+	_ = hs.Shutdown(sctx)
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Close releases the listener and the store. Safe to call more than once.
+func (a *App) Close() {
+	a.closeOnce.Do(func() {
+		if a.Bridge != nil {
+			a.Bridge.Close()
+		}
+		if a.ln != nil {
+			_ = a.ln.Close()
+		}
+		if a.Store != nil {
+			_ = a.Store.Close()
+		}
+	})
+}
+
+// hostRewriter sends loopback requests with the public Host header.
+type hostRewriter struct {
+	host string
+	next http.RoundTripper
+}
+
+func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return h.next.RoundTrip(r)
+}
+
+// linkAdapter gives the skill device linking (skill.Links) over the store,
+// mapping the store's errors to the skill's, and makes the speech principal
+// follow a newly linked patient.
+type linkAdapter struct {
+	st     *store.Store
+	speech *speech.Principal
+	log    *slog.Logger
+}
+
+func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
+	patient, err := l.st.RedeemLinkCode(ctx, alexaUserID, apiEndpoint, code, now)
+	switch {
+	case errors.Is(err, store.ErrLinkCodeInvalid):
+		return "", skill.ErrLinkCodeInvalid
+	case errors.Is(err, store.ErrLinkBlocked):
+		return "", skill.ErrLinkBlocked
+	case err != nil:
+		return "", err
+	}
+	if err := l.speech.AddPatient(ctx, patient); err != nil {
+		l.log.Warn("speech principal could not follow the newly linked patient", "patient", patient, "err", err)
+	}
+	return patient, nil
+}
+
+func (l *linkAdapter) LinkedPatient(ctx context.Context, alexaUserID string) (string, string, bool, error) {
+	return l.st.LinkedPatient(ctx, alexaUserID)
+}
