@@ -18,8 +18,14 @@ const (
 	// DefaultEventStoreMaxBytes bounds the resumable event store: 8 MiB of
 	// stored JSON-RPC frames across all sessions, oldest purged first.
 	DefaultEventStoreMaxBytes = 8 << 20
-	// DefaultSessionTimeout closes an MCP session idle for 30 minutes.
+	// DefaultSessionTimeout closes an MCP session that sent no POST for 30
+	// minutes (an open GET stream alone does not count as activity in the SDK).
 	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultKeepAlive pings every session every 5 minutes; a session whose
+	// client fails 3 pings in a row is closed. A client listening on its GET
+	// stream answers the pings (a POST), which keeps its session from the
+	// idle timeout: the speech principal stays connected overnight.
+	DefaultKeepAlive = 5 * time.Minute
 )
 
 // ProtocolVersion is the MCP protocol version this server speaks over
@@ -64,6 +70,9 @@ type Config struct {
 	// SessionTimeout closes an MCP session idle this long; 0 means
 	// DefaultSessionTimeout, negative means never.
 	SessionTimeout time.Duration
+	// KeepAlive is the server→client ping interval; 0 means
+	// DefaultKeepAlive, negative means no pings.
+	KeepAlive time.Duration
 	// Version is the implementation version reported in initialize; "" means "dev".
 	Version string
 }

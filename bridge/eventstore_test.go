@@ -177,3 +177,11 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func histogramCount(hg prometheus.Histogram) uint64 {
+	var m dto.Metric
+	if err := hg.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetHistogram().GetSampleCount()
+}

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 const pingBody = `{"jsonrpc":"2.0","id":7,"method":"ping"}`
@@ -191,5 +194,23 @@ func TestHTTP_ReadyzIs503WhenAReadyHookReportsNotOK(t *testing.T) {
 	r := h.do("GET", "/readyz", "", nil, "")
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "reconnecting") {
 		t.Errorf("/readyz with a failing hook: %d %s", r.status, r.body)
+	}
+}
+
+func TestKeepAlive_AListeningClientOutlivesTheIdleTimeout(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.SessionTimeout = 300 * time.Millisecond
+		c.KeepAlive = 60 * time.Millisecond
+	})
+	listening := h.connect(h.token("speech", userScopes)) // the SDK client keeps its GET stream open
+	raw := h.rawInit(h.token("raw", userScopes))          // never opens a stream, never POSTs again
+	time.Sleep(900 * time.Millisecond)
+	if _, err := listening.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "care://ray/contact"}); err != nil {
+		t.Errorf("the listening session did not survive the idle timeout: %v", err)
+	}
+	tok := h.token("raw", userScopes)
+	r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": raw, "MCP-Protocol-Version": ProtocolVersion}, pingBody)
+	if r.status != http.StatusNotFound {
+		t.Errorf("the idle raw session answered %d, want 404 (closed)", r.status)
 	}
 }

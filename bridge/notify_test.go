@@ -316,3 +316,26 @@ func TestSignedWrite_CountsAuthorizedSubscribersAndDeliversUpdated(t *testing.T)
 		t.Errorf("re-read after the signed write carries no retraction: %v", res.Contents[0].Meta)
 	}
 }
+
+// TestWatch_StartsAfterTheSeed: the seed's nine versions are already in the
+// store when New runs, so the change feed fans none of them out (P-8); the
+// first publish afterwards is fanned out exactly once (the positive twin).
+func TestWatch_StartsAfterTheSeed(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(h.token("host", userScopes))
+	c.listAll(t)
+	if err := c.cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.drain(200 * time.Millisecond); len(got) != 0 {
+		t.Errorf("notifications for the seed: %q", got)
+	}
+	if n := histogramCount(h.srv.metrics.fanOut); n != 0 {
+		t.Errorf("%d seed changes fanned out, want 0", n)
+	}
+	h.publish("diet", models.AudienceUser, "Normal diet.")
+	c.waitForAll(t, "list_changed", "log care://ray/diet")
+	if n := histogramCount(h.srv.metrics.fanOut); n != 1 {
+		t.Errorf("%d changes fanned out after one publish, want 1", n)
+	}
+}

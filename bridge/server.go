@@ -155,8 +155,16 @@ func (s *Server) newMCPServer() *mcp.Server {
 	if version == "" {
 		version = "dev"
 	}
+	keepAlive := s.cfg.KeepAlive
+	if keepAlive == 0 {
+		keepAlive = DefaultKeepAlive
+	} else if keepAlive < 0 {
+		keepAlive = 0
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "unsay", Title: "Unsay care plan", Version: version}, &mcp.ServerOptions{
 		Instructions:              Instructions,
+		KeepAlive:                 keepAlive,
+		KeepAliveFailureThreshold: 3,
 		Logger:                    s.logger,
 		SubscribeHandler:          s.subscribe,
 		UnsubscribeHandler:        s.unsubscribe,
