@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -31,13 +30,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/unsay/unsay/bridge"
+	"github.com/unsay/unsay/bridge/app"
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/skill"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/store/envelope"
-	"github.com/unsay/unsay/web"
 )
 
 func main() {
@@ -129,152 +128,109 @@ func (l *listFlag) Set(v string) error {
 
 // ---- serve (owned by the bridge-MCP work; wired with skill and speech) ----
 
-// cmdServe runs the server until ctx ends (SIGINT/SIGTERM):
-//
-//	unsay serve [--addr 127.0.0.1:8080] [--db ./unsay.db] [--public-url http://127.0.0.1:8080]
-//	            [--seed-clock now|RFC3339] [--allowed-origin O]... [--authorization-server URL]...
-//	            [--token-public-key PEM-or-path] [--envelope none|local|kms] [--kms-endpoint URL] [--kms-region R]
-//
-// Secrets come only from the environment: UNSAY_TOKEN_SECRET,
-// UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY (development defaults when unset,
-// announced on the startup line), and the envelope's UNSAY_MASTER_KEY… /
-// UNSAY_KMS_KEY_ID. It opens the store, seeds the demo on an empty database
-// (at --seed-clock, or now), builds the token verifier, the HTTP API and the
-// bridge, listens, and prints ONE startup line naming the store backend, the
-// encryption mode (PLAINTEXT when none), whether Alexa request verification
-// is on, and every development default secret in use. On ctx's end it closes
-// MCP sessions, drains HTTP for up to 10 s and closes the store.
+// cmdServe runs the server: `unsay serve [flags]`. It opens the store
+// (SQLite at --db by default; seeded with the demo on an empty database at
+// --seed-clock), serves MCP at /mcp, /write, /link, /verify, /alexa, the web
+// pages, /healthz, /readyz and /metrics, runs the speech principal (an MCP
+// client of this server holding care.read.user only, P-18) and, with
+// --alexa-client-id, the out-of-session notifier. It prints ONE startup line
+// naming the store backend, the encryption mode (PLAINTEXT when none),
+// whether Alexa verification is on, and every development default secret in
+// use. Secrets come only from the environment: UNSAY_TOKEN_SECRET,
+// UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY, UNSAY_MASTER_KEY(S_PREVIOUS),
+// UNSAY_ALEXA_CLIENT_SECRET. It stops gracefully when ctx ends.
 func cmdServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address host:port")
-	db := fs.String("db", "./unsay.db", "SQLite database file")
-	publicURL := fs.String("public-url", "http://127.0.0.1:8080", "public base URL; the MCP resource is {public-url}/mcp")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address host:port (port 0 picks a free one)")
+	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL")
+	publicURL := fs.String("public-url", "", "public base URL; the MCP resource is {public-url}/mcp (default http://{addr})")
 	seedClock := fs.String("seed-clock", "now", "clock the demo seed is built on when the database is empty: now or an RFC 3339 time")
-	var origins, authServers listFlag
+	seed := fs.String("seed", "demo", "what an empty database is seeded with: demo, bench or none")
+	var origins, authServers, alexaCerts, speechPatients listFlag
 	fs.Var(&origins, "allowed-origin", "browser Origin allowed besides the public URL's (repeatable)")
 	fs.Var(&authServers, "authorization-server", "OAuth authorization server named in the protected-resource metadata (repeatable)")
 	tokenPublicKey := fs.String("token-public-key", "", "RS256/ES256 public key for tokens: PEM text or a path to a PEM file")
 	env := fs.String("envelope", "none", "at-rest encryption of values: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
 	kmsRegion := fs.String("kms-region", "", "AWS region (kms envelope)")
+	skillID := fs.String("alexa-skill-id", "", "the only accepted Alexa applicationId (required when --alexa-verify)")
+	alexaVerify := fs.Bool("alexa-verify", true, "verify Alexa request signatures (false is for local development only)")
+	alexaRoots := fs.String("alexa-roots", "", "PEM file of extra trust roots for Alexa certificate chains")
+	fs.Var(&alexaCerts, "alexa-cert", "URL=PEMFILE: serve that certificate URL's chain from a file (repeatable; tests)")
+	defaultPatient := fs.String("default-patient", "", "patient of every unlinked Alexa device (demo only)")
+	speechURL := fs.String("speech-mcp-url", "", "MCP endpoint of a remote Unsay for the speech principal (default: this server)")
+	speechToken := fs.String("speech-token", "", "bearer token for --speech-mcp-url (care.read.user only; default: minted)")
+	fs.Var(&speechPatients, "speech-patient", "patient the speech principal follows from the start (repeatable)")
+	clientID := fs.String("alexa-client-id", "", "Login with Amazon client id for proactive notifications (off when empty)")
+	proactiveTokenURL := fs.String("proactive-token-url", "", "LWA token endpoint override")
+	proactiveAPI := fs.String("proactive-api-url", "", "Proactive Events API base URL override (default: the linked device's region)")
+	proactiveLive := fs.Bool("proactive-live", false, "send to the live stage instead of development")
+	budget := fs.Int("alert-budget", 3, "proactive notifications per patient per sliding hour")
+	quiet := fs.String("quiet-hours", "21:00-08:00", "no proactive notifications in this window, patient's time (off to disable)")
+	tz := fs.String("time-zone", "Europe/London", "the patient's IANA time zone, for quiet hours")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	seedAt := time.Now()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := app.Config{
+		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed,
+		AllowedOrigins: origins, AuthorizationServers: authServers,
+		Envelope: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion,
+		TokenSecret: []byte(os.Getenv("UNSAY_TOKEN_SECRET")), WriteSecret: []byte(os.Getenv("UNSAY_WRITE_SECRET")),
+		AuditKey:     []byte(os.Getenv("UNSAY_AUDIT_KEY")),
+		SpeechMCPURL: *speechURL, SpeechToken: *speechToken, SpeechPatients: speechPatients,
+		AlexaClientID: *clientID, AlexaClientSecret: os.Getenv("UNSAY_ALEXA_CLIENT_SECRET"),
+		ProactiveTokenURL: *proactiveTokenURL, ProactiveAPIBase: *proactiveAPI, ProactiveLive: *proactiveLive,
+		AlertBudget: *budget, QuietHours: *quiet, TimeZone: *tz,
+		Logger: logger,
+	}
 	if c := strings.TrimSpace(*seedClock); c != "" && c != "now" {
 		t, err := time.Parse(time.RFC3339, c)
 		if err != nil {
 			return fmt.Errorf("--seed-clock (UNSAY_SEED_CLOCK): want now or RFC 3339: %w", err)
 		}
-		seedAt = t
+		cfg.SeedClock = t
 	}
-	var devSecrets []string
-	secret := func(name, dev string) []byte {
-		if v := os.Getenv(name); v != "" {
-			return []byte(v)
-		}
-		devSecrets = append(devSecrets, name)
-		return []byte(dev)
-	}
-	tokenSecret := secret("UNSAY_TOKEN_SECRET", auth.DevTokenSecret)
-	writeSecret := secret("UNSAY_WRITE_SECRET", httpapi.DevWriteSecret)
-	auditKey := []byte(os.Getenv("UNSAY_AUDIT_KEY")) // empty: the store's development default
-	var pemBytes []byte
 	if k := strings.TrimSpace(*tokenPublicKey); k != "" {
-		pemBytes = []byte(k)
+		cfg.TokenPublicKeyPEM = []byte(k)
 		if !strings.HasPrefix(k, "-----BEGIN") {
 			b, err := os.ReadFile(k)
 			if err != nil {
 				return fmt.Errorf("--token-public-key: %w", err)
 			}
-			pemBytes = b
+			cfg.TokenPublicKeyPEM = b
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Alexa = skill.Config{SkillID: *skillID, Verify: *alexaVerify, DefaultPatient: *defaultPatient}
+	if *alexaRoots != "" {
+		roots, err := skill.ReadCertificatesFile(*alexaRoots)
+		if err != nil {
+			return fmt.Errorf("--alexa-roots: %w", err)
+		}
+		cfg.Alexa.ExtraRoots = roots
+	}
+	overrides, err := skill.ParseCertOverrides(alexaCerts)
+	if err != nil {
+		return fmt.Errorf("--alexa-cert: %w", err)
+	}
+	cfg.Alexa.CertOverrides = overrides
 
-	sealer, err := envelope.New(ctx, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
+	a, err := app.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, store.Options{DSN: *db, AuditKey: auditKey, Sealer: sealer, Logger: logger})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if st.UsesDevAuditKey() {
-		devSecrets = append(devSecrets, "UNSAY_AUDIT_KEY")
-	}
-	seeded, err := store.Seed(ctx, st, seedAt)
-	if err != nil {
-		return err
-	}
-	verifier, err := auth.NewVerifier(auth.Config{Secret: tokenSecret, PublicKeyPEM: pemBytes, PublicURL: *publicURL})
-	if err != nil {
-		return err
-	}
-	var srv *bridge.Server // set below, before the listener accepts anything
-	api := httpapi.New(httpapi.Config{
-		Store: st, Verifier: verifier, WriteSecret: writeSecret, PublicURL: *publicURL,
-		AuthorizationServers: authServers, Logger: logger,
-		Subscribers: func(u models.URI) int { return srv.Subscribers(u) },
-		OnPublish:   func(d time.Duration) { srv.ObservePublish(d) },
-	})
-	extra := bridge.Extra{
-		Web: web.Handler(),
-		// HOOKS for the lead: Alexa (skill.Handler, POST /alexa, with
-		// request verification) and Ready (the speech principal's state in
-		// /readyz) are wired here once the skill and bridge/speech land.
-		Alexa: nil,
-		Ready: nil,
-	}
-	alexa := "Alexa OFF (no /alexa endpoint wired)"
-	srv, err = bridge.New(ctx, bridge.Config{
-		PublicURL: *publicURL, AllowedOrigins: origins, AuthorizationServers: authServers, Logger: logger,
-	}, st, verifier, api, extra)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-
-	_, dialect := st.DB()
-	seed := "existing data"
-	if seeded {
-		seed = "demo seed at " + seedAt.UTC().Format(time.RFC3339)
-	}
-	auths := "authorization servers: none configured"
-	if len(authServers) > 0 {
-		auths = "authorization servers: " + strings.Join(authServers, ", ")
-	}
-	secrets := "secrets from the environment"
-	if len(devSecrets) > 0 {
-		secrets = "DEVELOPMENT DEFAULT SECRETS IN USE: " + strings.Join(devSecrets, ", ")
-	}
-	fmt.Printf("unsay serving %s/mcp on %s · store %s %s (%s) · encryption %s · %s · %s · %s\n",
-		strings.TrimRight(*publicURL, "/"), ln.Addr(), dialect, *db, seed, envelope.Describe(sealer), alexa, auths, secrets)
-
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	srv.Close() // ends MCP streams so Shutdown can drain
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	defer a.Close()
+	fmt.Println(a.StartupLine())
+	return a.Serve(ctx)
 }
 
 // ---- token, write, link (owned by the bridge-HTTP work) ----
