@@ -60,7 +60,7 @@ await step('launch on an Echo Show speaks the current walking instruction and dr
 
 const phrasings = [
   "what's my walking instruction",
-  'tell me about my crutches',
+  'what about my crutches', // not "tell me about …": virtual-alexa parses a leading "tell" as a launch phrase
   'remind me about my walking frame',
   'how much weight',
 ];
