@@ -2,12 +2,15 @@ package bridge
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -212,5 +215,46 @@ func TestKeepAlive_AListeningClientOutlivesTheIdleTimeout(t *testing.T) {
 	r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": raw, "MCP-Protocol-Version": ProtocolVersion}, pingBody)
 	if r.status != http.StatusNotFound {
 		t.Errorf("the idle raw session answered %d, want 404 (closed)", r.status)
+	}
+}
+
+func TestHTTP_BadTokensAre401OnMCP(t *testing.T) {
+	h := newHarness(t)
+	sign := func(secret []byte, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	claims := func(mut func(jwt.MapClaims)) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": "host", "aud": h.base + "/mcp", "scope": "care.read.user", "patients": []string{"ray"},
+			"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
+		if mut != nil {
+			mut(c)
+		}
+		return c
+	}
+	valid := sign(testSecret, claims(nil))
+	parts := strings.Split(valid, ".")
+	widened := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"host","aud":"` + h.base + `/mcp","scope":"care.read.user care.read.assistant","patients":["ray"],"exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`))
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
+	for name, tok := range map[string]string{
+		"wrong audience": sign(testSecret, claims(func(c jwt.MapClaims) { c["aud"] = "https://elsewhere.example/mcp" })),
+		"expired":        sign(testSecret, claims(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })),
+		"no expiry":      sign(testSecret, claims(func(c jwt.MapClaims) { delete(c, "exp") })),
+		"alg none":       none,
+		"wrong secret":   sign([]byte("another-secret-another-secret-0123456789"), claims(nil)),
+		"scope tampered": parts[0] + "." + widened + "." + parts[2],
+		"no patients":    sign(testSecret, claims(func(c jwt.MapClaims) { delete(c, "patients") })),
+	} {
+		r := h.do("POST", "/mcp", tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+		if r.status != http.StatusUnauthorized || !strings.Contains(r.header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("%s: %d %q, want 401 invalid_token", name, r.status, r.header.Get("WWW-Authenticate"))
+		}
+	}
+	// Positive twin: the untampered token initializes a session.
+	if sid := h.rawInit(valid); sid == "" {
+		t.Error("valid token refused")
 	}
 }
