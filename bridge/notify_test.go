@@ -47,7 +47,7 @@ func TestUpdated_DeliveredToSubscriberAndRereadCarriesRetraction(t *testing.T) {
 	retraction, _ := rc.Meta[MetaRetraction].(string)
 	if !strings.HasPrefix(retraction, "Stop — your walking instruction has changed.") ||
 		!strings.Contains(retraction, models.Quote(heardValue)) ||
-		!strings.Contains(retraction, "Sarah Okafor, physio changed it") ||
+		!strings.Contains(retraction, "Sarah Okafor, physio, changed it") ||
 		!strings.Contains(retraction, "“Full weight-bearing as tolerated.”") {
 		t.Errorf("retraction %q does not withdraw %q in favour of v%d", retraction, heardValue, res.Version.N)
 	}

@@ -23,7 +23,7 @@ func TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge(t *testing.T
 	}
 	want := "Stop — your walking instruction has changed. " +
 		"I told you: “No weight through the operated leg; transfers with the frame only.” " +
-		"Sarah Okafor, physio changed it 30 seconds ago: “Full weight-bearing as tolerated.” " +
+		"Sarah Okafor, physio, changed it 30 seconds ago: “Full weight-bearing as tolerated.” " +
 		"In plain terms, full weight-bearing as tolerated means as much weight as is comfortable."
 	if got != want {
 		t.Fatalf("RenderRetraction =\n%s\nwant\n%s", got, want)

@@ -116,7 +116,7 @@ func TestLaunch_PendingRetractionFirstThenNeverAgain(t *testing.T) {
 	if !strings.HasPrefix(s, "<speak>Stop — your walking instruction has changed. I told you: “Partial weight-bearing") {
 		t.Fatalf("retraction not first: %q", s)
 	}
-	if !strings.Contains(s, "Sarah Okafor, physio changed it just now: “Full weight-bearing as tolerated.”") {
+	if !strings.Contains(s, "Sarah Okafor, physio, changed it just now: “Full weight-bearing as tolerated.”") {
 		t.Errorf("new instruction, author or age missing: %q", s)
 	}
 	if strings.Count(s, "Partial weight-bearing") != 1 {
