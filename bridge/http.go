@@ -65,7 +65,9 @@ func (s *Server) countRequests(next http.Handler) http.Handler {
 // is loopback) and an Origin that is neither the public URL's origin nor
 // one of Config.AllowedOrigins. A request without Origin (not a browser's
 // cross-origin request) passes. This is the DNS-rebinding and cross-origin
-// protection of MCP 2025-11-25 §Security.
+// protection of MCP 2025-11-25 §Security. An allowed Origin gets CORS
+// headers, and its preflight (OPTIONS with Access-Control-Request-Method)
+// is answered 204 here, before authentication.
 func (s *Server) checkHostOrigin(next http.Handler) http.Handler {
 	allowed := make([]string, 0, len(s.cfg.AllowedOrigins)+1)
 	allowed = append(allowed, s.pub.origin)
@@ -77,8 +79,26 @@ func (s *Server) checkHostOrigin(next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(allowed, normalizeOrigin(origin)) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !slices.Contains(allowed, normalizeOrigin(origin)) {
 			http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+			return
+		}
+		// CORS for an allowed origin: credentials travel only in the
+		// Authorization header (no cookies), so no Allow-Credentials.
+		hdr := w.Header()
+		hdr.Add("Vary", "Origin")
+		hdr.Set("Access-Control-Allow-Origin", origin)
+		hdr.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hdr.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+			hdr.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, X-Unsay-Timestamp, X-Unsay-Signature")
+			hdr.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		next.ServeHTTP(w, r)

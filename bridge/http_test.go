@@ -258,3 +258,22 @@ func TestHTTP_BadTokensAre401OnMCP(t *testing.T) {
 		t.Error("valid token refused")
 	}
 }
+
+func TestHTTP_CORSPreflightOnlyForAllowedOrigins(t *testing.T) {
+	h := newHarness(t)
+	pre := map[string]string{"Origin": "https://carer.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, mcp-session-id"}
+	r := h.do("OPTIONS", "/mcp", "", pre, "")
+	if r.status != http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "https://carer.example" ||
+		!strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Mcp-Session-Id") ||
+		!strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+		t.Errorf("allowed preflight: %d %v", r.status, r.header)
+	}
+	pre["Origin"] = "https://evil.example"
+	if r := h.do("OPTIONS", "/mcp", "", pre, ""); r.status != http.StatusForbidden || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("foreign preflight: %d %v", r.status, r.header)
+	}
+	// An allowed origin's real request still needs a token.
+	if r := h.do("POST", "/mcp", "", map[string]string{"Origin": "https://carer.example"}, pingBody); r.status != http.StatusUnauthorized {
+		t.Errorf("allowed origin without token: %d", r.status)
+	}
+}
