@@ -58,7 +58,11 @@ type PublishResult struct {
 	Version  models.Version
 	Created  bool // Version.N == 1: a creation, not a change (P-8)
 	Replayed bool // IdempotencyKey seen before: nothing new was written
-	Seq      int64
+	// Unchanged: the write repeated the current version (value, audience,
+	// authorId, authorLabel, staleAfter and priority all equal); nothing
+	// was written and Version, Seq are the current version's.
+	Unchanged bool
+	Seq       int64
 }
 
 // ReadResult is one version as served, with the fact's latest version number

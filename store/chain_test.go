@@ -219,8 +219,10 @@ func TestPublish_IdempotencyKeyAppliesAtMostOnceWithinTheWindow(t *testing.T) {
 	if last, _ := s.LastSeq(ctx); last != 1 {
 		t.Fatalf("replay wrote: seq %d", last)
 	}
-	// Twin: a different key writes; the same key after the window writes.
+	// Twin: a different key writes (a different value: an identical one
+	// would be Unchanged); the same key after the window writes.
 	other := pi
+	other.Value = "Partial weight-bearing with the frame."
 	other.IdempotencyKey = "sig-def"
 	if r := mustPublish(t, s, writer, other); r.Replayed || r.Version.N != 2 {
 		t.Fatalf("different key = %+v", r)

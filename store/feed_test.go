@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func TestWatch_SlowWatcherNeverBlocksPublishAndMissesNothing(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for i := 0; i < 50; i++ {
-			if _, err := s.Publish(context.Background(), writer, in("exercise", models.AudienceUser, "x")); err != nil {
+			if _, err := s.Publish(context.Background(), writer, in("exercise", models.AudienceUser, fmt.Sprintf("x%d", i))); err != nil {
 				t.Error(err)
 			}
 		}

@@ -146,8 +146,12 @@ func (s *Store) seed(ctx context.Context, now time.Time, recs []seedRecord) (boo
 // Rekey re-seals every stored version's value with the current Sealer
 // (after opening it with the Sealer, which may hold previous keys, or as
 // plaintext), in one transaction. Hashes do not change: they are over
-// plaintext. It returns how many versions were re-sealed. Errors: no Sealer
-// configured, a value that fails to open (nothing is changed).
+// plaintext. It returns how many versions were re-sealed. Rekey is the one
+// path that reads plaintext rows in a sealed store (sealing a store for the
+// first time); it logs how many it sealed, since in an already-sealed store
+// such rows are forged — run verify before rekey. Errors: no Sealer
+// configured, a value that fails to open, ErrSealerUnavailable (nothing is
+// changed).
 func (s *Store) Rekey(ctx context.Context) (int, error) {
 	if s.sealer == nil {
 		return 0, fmt.Errorf("store: rekey: %w", errNoSealer)
@@ -177,9 +181,13 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("store: rekey: %w", err)
 	}
+	plaintext := 0
 	for _, r := range raws {
-		if r.v.Value, err = s.open(ctx, r); err != nil {
+		if r.v.Value, err = s.openForRekey(ctx, r); err != nil {
 			return 0, fmt.Errorf("store: rekey: %w", err)
+		}
+		if !r.sealed {
+			plaintext++
 		}
 		if VersionHash(r.v.PrevHash, r.v.Value, r.v.WrittenAt, r.v.AuthorID) != r.v.Hash {
 			return 0, fmt.Errorf("store: rekey: %s: stored hash disagrees with the value; run verify", r.v.URI())
@@ -194,6 +202,9 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("store: rekey: commit: %w", err)
+	}
+	if plaintext > 0 {
+		s.log.WarnContext(ctx, "store: rekey sealed versions that were stored as plaintext", "count", plaintext, "provider", s.sealer.Name())
 	}
 	return len(raws), nil
 }

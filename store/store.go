@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math"
 	"slices"
@@ -69,6 +70,9 @@ type Store struct {
 	// Rekey, link codes) in front of the database's own write lock, so
 	// in-process writers queue on a mutex instead of spinning on SQLITE_BUSY.
 	writeMu sync.Mutex
+	// factMu stripes serialize this process's Publishes per fact (see
+	// Publish), taken before writeMu and never while holding it.
+	factMu [factLocks]sync.Mutex
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced after every commit
@@ -235,18 +239,49 @@ func validate(in PublishInput) (PublishInput, error) {
 
 // ---- publish ----
 
+// publishAttempts bounds how many times Publish seals a value for a
+// version number that another writer then takes (a writer in another
+// process; in-process writers of one fact queue on its fact lock). The
+// last attempt seals under the write lock, so Publish always progresses.
+const publishAttempts = 5
+
+// factLocks is the number of stripes of Store.factMu.
+const factLocks = 64
+
+// errHeadMoved: the fact's current version changed between planning a
+// write (outside the write lock) and committing it; Publish plans again.
+var errHeadMoved = errors.New("store: the fact's current version moved")
+
 // Publish validates in, checks p may write it (care.write and bound to the
 // patient), refuses an audience change before any state changes (P-3),
 // stamps WrittenAt from the clock truncated to ms, chains and commits
 // version n+1 durably, appends nothing to the audit log (the caller does,
 // with the transport's actor and via), and wakes the change feed without
-// blocking. Errors: *ValidationError (ErrInvalid), ErrForbidden, ErrAudienceChange.
+// blocking. Errors: *ValidationError (ErrInvalid), ErrForbidden,
+// ErrAudienceChange, ErrSealerUnavailable (a key-service outage while
+// sealing; nothing written).
+//
+// Unchanged writes: when in's Value, Audience, AuthorID, AuthorLabel
+// (normalized as validate does), StaleAfter (to the ms) and Priority all
+// equal the fact's current version, nothing is written: the current version
+// is returned with Unchanged = true, Created = false and its own Seq, and
+// the change feed is not woken. An IdempotencyKey on such a write is still
+// remembered, so its replay answers Replayed with that version.
 //
 // Versions of one fact are contiguous under any concurrency: writers are
 // serialized by a process mutex and the database write lock (BEGIN
-// IMMEDIATE on SQLite). With an IdempotencyKey seen within the last 600 s,
-// the first write's result is returned with Replayed = true and nothing is
-// written (the key is checked in the same transaction as the write).
+// IMMEDIATE on SQLite). The value is sealed BEFORE the write lock is taken
+// (with KMS, Seal is a network round trip): Publish reads the current
+// version number n outside the lock, seals for n+1 (the AAD names the
+// version), and under the lock checks that n is still current, planning
+// again if another writer took n+1 (at most publishAttempts times; the
+// last attempt seals under the lock). WrittenAt and the hash chain are
+// computed under the lock. Writers of the same fact in this process queue
+// on a per-fact lock first, so they never race each other for n+1.
+//
+// With an IdempotencyKey seen within the last 600 s, the first write's
+// result is returned with Replayed = true and nothing is written (the key
+// is checked in the same transaction as the write).
 func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput) (PublishResult, error) {
 	if !p.Can(models.ScopeWrite) {
 		return PublishResult{}, ErrForbidden
@@ -257,6 +292,42 @@ func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput
 	}
 	if !p.CanAccessPatient(in.Patient) {
 		return PublishResult{}, ErrForbidden
+	}
+	mu := s.factLock(in.Patient, in.Domain)
+	mu.Lock()
+	defer mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		res, err := s.publishOnce(ctx, in, attempt == publishAttempts)
+		if errors.Is(err, errHeadMoved) && attempt < publishAttempts {
+			continue
+		}
+		return res, err
+	}
+}
+
+// factLock returns the stripe of factMu serializing this process's
+// Publishes of one fact (a stripe may be shared by several facts).
+func (s *Store) factLock(patient, domain string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(patient))
+	h.Write([]byte{0})
+	h.Write([]byte(domain))
+	return &s.factMu[h.Sum32()%factLocks]
+}
+
+// publishOnce is one attempt of Publish. Unless underLock, it plans (reads
+// the current version, compares, seals) before taking the write lock and
+// returns errHeadMoved if the fact moved meanwhile; underLock plans inside
+// the write transaction.
+func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool) (PublishResult, error) {
+	var (
+		pl  plan
+		err error
+	)
+	if !underLock {
+		if pl, err = s.planVersion(ctx, s.db, in, true); err != nil {
+			return PublishResult{}, err
+		}
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -277,7 +348,25 @@ func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput
 			return res, nil
 		}
 	}
-	v, seq, err := s.appendVersion(ctx, tx, in, now)
+	if underLock {
+		if pl, err = s.planVersion(ctx, tx, in, true); err != nil {
+			return PublishResult{}, err
+		}
+	} else if err := s.checkHead(ctx, tx, in, pl); err != nil {
+		return PublishResult{}, err
+	}
+	if pl.unchanged {
+		if in.IdempotencyKey != "" {
+			if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, pl.head.seq); err != nil {
+				return PublishResult{}, err
+			}
+			if err := tx.Commit(); err != nil {
+				return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
+			}
+		}
+		return PublishResult{Version: pl.head.v, Unchanged: true, Seq: pl.head.seq}, nil
+	}
+	v, seq, err := s.insertVersion(ctx, tx, in, now, pl)
 	if err != nil {
 		return PublishResult{}, err
 	}
@@ -309,26 +398,117 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	return tx, nil
 }
 
-// appendVersion chains and inserts version n+1 of in's fact, written at
-// writtenAt, inside tx (which holds the write lock). The audience check
-// comes first, before any statement that changes state (P-3). It is the one
-// write path for Publish and Seed.
-func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time) (models.Version, int64, error) {
+// plan is a write decided from the fact's current version (its head): the
+// head it was decided against, and either "unchanged" or the new value's
+// stored bytes, sealed for version head+1.
+type plan struct {
+	found     bool // the fact exists; head is its current version
+	head      row  // head.v.Value is set only when unchanged
+	unchanged bool
+	stored    []byte
+	sealed    bool
+}
+
+// queryRower is *sql.DB or *sql.Tx.
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// planVersion reads in's fact's current version through q, refuses an
+// audience change (P-3), detects an unchanged write when detectUnchanged,
+// and otherwise seals in.Value for the next version number. It writes
+// nothing. A head whose value cannot be opened (other than a sealer outage,
+// which is returned) is treated as changed, so a correction can always
+// supersede a damaged version.
+func (s *Store) planVersion(ctx context.Context, q queryRower, in PublishInput, detectUnchanged bool) (plan, error) {
+	var pl plan
+	r, err := scanRaw(q.QueryRowContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
+		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return plan{}, fmt.Errorf("store: publish: %w", err)
+	case r.v.Audience != in.Audience:
+		return plan{}, ErrAudienceChange
+	default:
+		pl.found, pl.head = true, r
+	}
+	if pl.found && detectUnchanged && sameFields(r.v, in) {
+		value, err := s.open(ctx, r)
+		switch {
+		case errors.Is(err, ErrSealerUnavailable):
+			return plan{}, fmt.Errorf("store: publish: %w", err)
+		case err != nil:
+			s.log.WarnContext(ctx, "store: publish: the current version cannot be opened to compare; writing a new version",
+				"uri", r.v.URI().String(), "err", err)
+		case value == in.Value:
+			pl.head.v.Value, pl.unchanged = value, true
+			return pl, nil
+		}
+	}
+	next := models.Version{Patient: in.Patient, Domain: in.Domain, N: pl.head.v.N + 1, Audience: in.Audience, Value: in.Value}
+	if pl.stored, pl.sealed, err = s.seal(ctx, next); err != nil {
+		return plan{}, err
+	}
+	return pl, nil
+}
+
+// sameFields reports whether a write of in would repeat v in every field
+// but the value (compared after opening it): audience, author id and label,
+// stale-after and priority. in is normalized by validate.
+func sameFields(v models.Version, in PublishInput) bool {
+	return v.Audience == in.Audience && v.AuthorID == in.AuthorID && v.AuthorLabel == in.AuthorLabel &&
+		v.StaleAfter.Equal(in.StaleAfter) && v.Priority == in.Priority
+}
+
+// checkHead confirms, inside tx (holding the write lock), that in's fact
+// still has the head pl was planned against; errHeadMoved if not. An
+// audience change committed meanwhile is ErrAudienceChange (P-3).
+func (s *Store) checkHead(ctx context.Context, tx *sql.Tx, in PublishInput, pl plan) error {
 	var (
-		audience string
-		latest   int
-		prevHash string
+		audience, hash string
+		latest         int
 	)
 	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT f.audience, f.latest, v.hash FROM facts f JOIN versions v
 		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
-		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain).Scan(&audience, &latest, &prevHash)
+		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain).Scan(&audience, &latest, &hash)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		latest, prevHash = 0, ""
+		if pl.found {
+			return errHeadMoved
+		}
+		return nil
 	case err != nil:
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+		return fmt.Errorf("store: publish: %w", err)
 	case models.Audience(audience) != in.Audience:
-		return models.Version{}, 0, ErrAudienceChange
+		return ErrAudienceChange
+	case !pl.found || latest != pl.head.v.N || hash != pl.head.v.Hash:
+		return errHeadMoved
+	}
+	return nil
+}
+
+// appendVersion chains and inserts version n+1 of in's fact, written at
+// writtenAt, inside tx (which holds the write lock), sealing under the
+// lock. The audience check comes first, before any statement that changes
+// state (P-3). Seed writes through it; Publish plans (and seals) first and
+// calls insertVersion.
+func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time) (models.Version, int64, error) {
+	pl, err := s.planVersion(ctx, tx, in, false)
+	if err != nil {
+		return models.Version{}, 0, err
+	}
+	return s.insertVersion(ctx, tx, in, writtenAt, pl)
+}
+
+// insertVersion inserts version head+1 of in's fact with pl's stored
+// bytes, chained to pl's head, written at writtenAt, inside tx (which holds
+// the write lock and in which pl's head is current).
+func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan) (models.Version, int64, error) {
+	latest, prevHash := 0, ""
+	if pl.found {
+		latest, prevHash = pl.head.v.N, pl.head.v.Hash
 	}
 	v := models.Version{
 		Patient:     in.Patient,
@@ -344,10 +524,7 @@ func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 		PrevHash:    prevHash,
 	}
 	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
-	stored, sealed, err := s.seal(ctx, v)
-	if err != nil {
-		return models.Version{}, 0, err
-	}
+	stored, sealed := pl.stored, pl.sealed
 	var seq int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
@@ -359,6 +536,7 @@ func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}
+	var err error
 	if latest == 0 {
 		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`),
 			v.Patient, v.Domain, string(v.Audience))
@@ -479,8 +657,12 @@ func parseReadable(p models.Principal, rawURI string) (models.URI, error) {
 // unversioned) if p may read it by BOTH the scheme's scope and the record's
 // own audience, and is bound to the patient (P-1, P-21). Every failure —
 // malformed, unknown scheme, forbidden, absent, missing version — is ErrNotFound (P-2).
-// Other errors (the database, a value that fails to open) are wrapped and
-// are not ErrNotFound.
+// So is a value stored as plaintext in a store with a Sealer: it is forged
+// or not yet rekeyed, and fails closed (logged, never served; P-6).
+// Other errors (the database, sealed bytes that fail to open, ErrSealed,
+// ErrSealerUnavailable for a key-service outage) are wrapped and are not
+// ErrNotFound: the MCP server answers them as an internal error rather than
+// claiming the fact is absent.
 func (s *Store) Read(ctx context.Context, p models.Principal, rawURI string) (ReadResult, error) {
 	u, err := parseReadable(p, rawURI)
 	if err != nil {
@@ -505,7 +687,7 @@ func (s *Store) Read(ctx context.Context, p models.Principal, rawURI string) (Re
 		return ReadResult{}, ErrNotFound
 	}
 	if r.v.Value, err = s.open(ctx, r); err != nil {
-		return ReadResult{}, fmt.Errorf("store: read: %w", err)
+		return ReadResult{}, s.failClosed(ctx, "read", r, err)
 	}
 	return ReadResult{Version: r.v, Latest: r.latest}, nil
 }
@@ -540,7 +722,9 @@ func placeholders(n int) string {
 // List returns the current version of every fact p may read, sorted by
 // unversioned URI string, filtered before anything else (P-1): rows p may
 // not read are excluded in the query, and each row's audience is checked
-// again against p's scopes before its value is opened.
+// again against p's scopes before its value is opened. A fact whose current
+// value is stored as plaintext in a sealed store is left out, as if absent
+// (logged; see Read). Errors as Read's.
 func (s *Store) List(ctx context.Context, p models.Principal) ([]models.Fact, error) {
 	cond, args, ok := readableFilter(p)
 	if !ok {
@@ -571,7 +755,10 @@ func (s *Store) List(ctx context.Context, p models.Principal) ([]models.Fact, er
 	out := make([]models.Fact, 0, len(raws))
 	for _, r := range raws {
 		if r.v.Value, err = s.open(ctx, r); err != nil {
-			return nil, fmt.Errorf("store: list: %w", err)
+			if err = s.failClosed(ctx, "list", r, err); errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return nil, err
 		}
 		out = append(out, models.Fact{Current: r.v, Versions: r.latest})
 	}
@@ -642,7 +829,9 @@ func (s *Store) historyRows(ctx context.Context, u models.URI) ([]row, error) {
 
 // History returns every version of the fact named by rawURI, oldest first,
 // or ErrNotFound (P-1, P-2, P-21). A versioned URI names its fact's
-// history only if that version exists.
+// history only if that version exists. Any version stored as plaintext in
+// a sealed store makes the whole history ErrNotFound (fails closed, logged).
+// Other errors as Read's.
 func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) ([]models.Version, error) {
 	u, err := parseReadable(p, rawURI)
 	if err != nil {
@@ -658,7 +847,7 @@ func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) 
 	out := make([]models.Version, len(rs))
 	for i, r := range rs {
 		if r.v.Value, err = s.open(ctx, r); err != nil {
-			return nil, fmt.Errorf("store: history: %w", err)
+			return nil, s.failClosed(ctx, "history", r, err)
 		}
 		out[i] = r.v
 	}
@@ -666,7 +855,9 @@ func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) 
 }
 
 // Since returns every version written strictly after t that p may read,
-// oldest first (by WrittenAt, then commit order), for whats_changed.
+// oldest first (by WrittenAt, then commit order), for whats_changed. A
+// version stored as plaintext in a sealed store is left out (logged; see
+// Read). Errors as Read's.
 func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time) ([]models.Version, error) {
 	cond, args, ok := readableFilter(p)
 	if !ok {
@@ -696,12 +887,15 @@ func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time) ([]m
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: since: %w", err)
 	}
-	out := make([]models.Version, len(raws))
-	for i, r := range raws {
+	out := make([]models.Version, 0, len(raws))
+	for _, r := range raws {
 		if r.v.Value, err = s.open(ctx, r); err != nil {
-			return nil, fmt.Errorf("store: since: %w", err)
+			if err = s.failClosed(ctx, "since", r, err); errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return nil, err
 		}
-		out[i] = r.v
+		out = append(out, r.v)
 	}
 	return out, nil
 }

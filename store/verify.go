@@ -13,9 +13,16 @@ import (
 //
 // BrokenAt is the first version n whose stored prevHash is not version
 // n-1's stored hash ("" for n = 1), whose number is out of sequence, whose
-// recomputed VersionHash over its plaintext differs from its stored hash, or
-// whose sealed value fails to open (one failure shape for both). Versions
-// holds a receipt for every version (never a value).
+// recomputed VersionHash over its plaintext differs from its stored hash,
+// whose sealed value fails to open (one failure shape for both), or — when
+// the store has a Sealer — whose value is stored as plaintext (P-6: forged
+// by someone with write access to the database, or not yet rekeyed).
+// Versions holds a receipt for every version (never a value).
+//
+// No verdict is given when a verdict cannot be had: a sealed value with no
+// Sealer configured returns an error wrapping ErrSealed, and a sealer outage
+// (a temporary error: KMS unreachable, throttled) returns an error wrapping
+// ErrSealerUnavailable and the sealer's error — an outage is not a broken chain.
 func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (VerifyResult, error) {
 	u, err := parseReadable(p, rawURI)
 	if err != nil {
@@ -46,7 +53,7 @@ func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (
 		if ok {
 			value, err := s.open(ctx, r)
 			switch {
-			case errors.Is(err, ErrSealed):
+			case errors.Is(err, ErrSealed), errors.Is(err, ErrSealerUnavailable):
 				return VerifyResult{}, fmt.Errorf("store: verify: %w", err)
 			case err != nil:
 				ok = false
