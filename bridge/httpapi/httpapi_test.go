@@ -380,10 +380,74 @@ func TestWrite_ReplayedSignedWriteIsAppliedOnceAndAnsweredWithTheSameBody(t *tes
 	if row.Reason != store.ReasonReplay || row.Outcome != "refused" || row.Actor != ActorHMAC {
 		t.Fatalf("audit row = %+v", row)
 	}
-	// The same body signed at another second is a new request, not a replay.
+	// The same body signed at another second is a new request, not a
+	// replay: it is applied, and found to repeat the current version.
+	seq = f.auditSeq()
 	third := f.signed(body, ts-1)
-	if third.status != http.StatusCreated || f.versions("care://ray/weight_bearing") != 4 {
+	if c := third.json(t); third.status != http.StatusOK || c["replayed"] != nil || c["unchanged"] != true {
 		t.Fatalf("a fresh signature was treated as a replay: %d %s", third.status, third.body)
+	}
+	if row := f.oneAuditRow(seq); row.Reason != store.ReasonOK || row.Outcome != "accepted" {
+		t.Fatalf("fresh signature audit row = %+v", row)
+	}
+}
+
+func TestWrite_IdenticalWriteIs200UnchangedWithAnAuditRowAndNoNewVersion(t *testing.T) {
+	sealer, err := envelope.NewLocal(bytes.Repeat([]byte{7}, envelope.MinMasterKeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		sealer store.Sealer
+	}{{"plaintext", nil}, {"sealed", sealer}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newSealedFixture(t, tc.sealer)
+			ts := f.now.Unix()
+			first := f.signed(writeBody(nil), ts)
+			if first.status != http.StatusCreated || first.json(t)["unchanged"] != nil {
+				t.Fatalf("first write: %d %s", first.status, first.body)
+			}
+			okafor := f.token("okafor", []string{"ray"}, models.ScopeWrite)
+			for _, via := range []struct {
+				name string
+				send func() answer
+			}{
+				{"hmac", func() answer { return f.signed(writeBody(nil), ts-1) }}, // a fresh signature, not a replay
+				{"bearer", func() answer { return f.bearer(writeBody(nil), okafor) }},
+			} {
+				seq := f.auditSeq()
+				a := via.send()
+				if a.status != http.StatusOK {
+					t.Fatalf("%s: identical write: status = %d, want 200: %s", via.name, a.status, a.body)
+				}
+				got, want := a.json(t), first.json(t)
+				if got["unchanged"] != true || got["replayed"] != nil {
+					t.Fatalf("%s: identical write lacks unchanged:true: %s", via.name, a.body)
+				}
+				delete(got, "unchanged")
+				if !mapsEqual(got, want) {
+					t.Fatalf("%s: unchanged answer %v does not name the current version %v", via.name, got, want)
+				}
+				if n := f.versions("care://ray/weight_bearing"); n != 3 {
+					t.Fatalf("%s: versions = %d, want 3 (nothing written)", via.name, n)
+				}
+				row := f.oneAuditRow(seq)
+				if row.Outcome != "accepted" || row.Reason != store.ReasonOK || row.Via != via.name || row.URI != "care://ray/weight_bearing/v3" {
+					t.Fatalf("%s: audit row = %+v", via.name, row)
+				}
+			}
+			// Twin: a different value (or the same with a new priority) is a new version, 201.
+			for i, mut := range []func(map[string]any){
+				func(m map[string]any) { m["value"] = "Partial weight-bearing with the frame." },
+				func(m map[string]any) { m["value"] = "Partial weight-bearing with the frame."; m["priority"] = 0.9 },
+			} {
+				a := f.signed(writeBody(mut), ts)
+				if a.status != http.StatusCreated || a.json(t)["unchanged"] != nil || a.json(t)["version"] != float64(4+i) {
+					t.Fatalf("changed write %d: %d %s", i, a.status, a.body)
+				}
+			}
+		})
 	}
 }
 

@@ -81,13 +81,17 @@ type WriteRequest struct {
 	Priority    *float64        `json:"priority,omitempty"`   // 0…1, a hint only (P-4)
 }
 
-// WriteResponse is the answer to an accepted (201) or replayed (200) write.
+// WriteResponse is the answer to an accepted (201), unchanged (200) or
+// replayed (200) write.
 type WriteResponse struct {
 	URI         string `json:"uri"` // versioned: care://ray/weight_bearing/v3
 	Version     int    `json:"version"`
 	Hash        string `json:"hash"`
 	Subscribers int    `json:"subscribers"` // authorized sessions subscribed at commit
 	Replayed    bool   `json:"replayed,omitempty"`
+	// Unchanged: the write repeated the current version (store.PublishResult.Unchanged);
+	// nothing was written and uri, version, hash name the current version.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // attempt is what the audit row of one /write records.
@@ -109,7 +113,10 @@ type attempt struct {
 //   - then parsed strictly (400 invalid naming the field);
 //   - a bearer token's sub must equal authorId (403 forbidden) and the
 //     token must be bound to the patient (403 wrong_patient);
-//   - store.Publish commits (201), or recognises a replayed signed request
+//   - store.Publish commits (201), or finds the write repeats the current
+//     version — same value, audience, authorId, authorLabel, staleAfter and
+//     priority — (200, "unchanged": true, the current version, nothing
+//     written, audited accepted/ok), or recognises a replayed signed request
 //     through its idempotency key (200, "replayed": true, nothing written),
 //     or refuses an audience change (409 audience_change, nothing written).
 //
@@ -220,19 +227,23 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	}
 
 	resp := WriteResponse{
-		URI:      res.Version.URI().String(),
-		Version:  res.Version.N,
-		Hash:     res.Version.Hash,
-		Replayed: res.Replayed,
+		URI:       res.Version.URI().String(),
+		Version:   res.Version.N,
+		Hash:      res.Version.Hash,
+		Replayed:  res.Replayed,
+		Unchanged: res.Unchanged,
 	}
 	if a.cfg.Subscribers != nil {
 		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
 	}
 	at.uri = resp.URI
 	status, outcome, reason := http.StatusCreated, outcomeOK, store.ReasonOK
-	if res.Replayed {
+	switch {
+	case res.Replayed:
 		status, outcome, reason = http.StatusOK, outcomeRefused, store.ReasonReplay
-	} else if a.cfg.OnPublish != nil {
+	case res.Unchanged:
+		status = http.StatusOK // accepted, nothing committed: no publish latency to observe
+	case a.cfg.OnPublish != nil:
 		a.cfg.OnPublish(elapsed)
 	}
 	a.audit(r.Context(), at, outcome, reason)
