@@ -437,7 +437,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*db); err != nil {
+	if _, err := os.Stat(*db); err != nil && !store.IsPostgresDSN(*db) {
 		return fmt.Errorf("no database at %s: %w", *db, err)
 	}
 	sealer, err := envelope.New(ctx, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
@@ -509,7 +509,7 @@ func cmdRekey(ctx context.Context, args []string) error {
 	if m := strings.TrimSpace(*env); m != "local" && m != "kms" {
 		return fmt.Errorf("--envelope (UNSAY_ENVELOPE) is %q: rekey needs local or kms", m)
 	}
-	if _, err := os.Stat(*db); err != nil {
+	if _, err := os.Stat(*db); err != nil && !store.IsPostgresDSN(*db) {
 		return fmt.Errorf("no database at %s: %w", *db, err)
 	}
 	sealer, err := envelope.New(ctx, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
