@@ -1,9 +1,16 @@
-package main
+//go:build e2e
+
+package e2e_test
+
+// The `unsay rekey` command, driven through the real binary (issue 7):
+// rotation, refusals that change nothing, and sealing a plaintext store.
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,7 +90,7 @@ func TestRekey_ResealsEveryVersionUnderTheCurrentMasterKey(t *testing.T) {
 	t.Setenv("UNSAY_MASTER_KEY", base64.StdEncoding.EncodeToString(k2))
 	t.Setenv("UNSAY_MASTER_KEYS_PREVIOUS", base64.StdEncoding.EncodeToString(k1))
 
-	if code := run(context.Background(), []string{"rekey", "--db", path, "--envelope", "local"}); code != 0 {
+	if code := runUnsay(t, []string{"rekey", "--db", path, "--envelope", "local"}); code != 0 {
 		t.Fatalf("rekey exit %d, want 0", code)
 	}
 	only2, _ := envelope.NewLocal(k2)
@@ -120,7 +127,7 @@ func TestRekey_RefusesAndChangesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("UNSAY_MASTER_KEY", tc.master)
 			args := append([]string{"rekey", "--db", path}, tc.args...)
-			if code := run(context.Background(), args); code == 0 {
+			if code := runUnsay(t, args); code == 0 {
 				t.Fatalf("rekey %s exit 0, want a refusal", strings.Join(tc.args, " "))
 			}
 			only1, _ := envelope.NewLocal(k1)
@@ -140,7 +147,7 @@ func TestRekey_SealsAPlaintextStore(t *testing.T) {
 	t.Setenv("UNSAY_MASTER_KEY", base64.StdEncoding.EncodeToString(k))
 	t.Setenv("UNSAY_MASTER_KEYS_PREVIOUS", "")
 	t.Setenv("UNSAY_ENVELOPE", "local")
-	if code := run(context.Background(), []string{"rekey", "--db", path}); code != 0 {
+	if code := runUnsay(t, []string{"rekey", "--db", path}); code != 0 {
 		t.Fatalf("rekey exit %d", code)
 	}
 	sealer, _ := envelope.NewLocal(k)
@@ -148,5 +155,23 @@ func TestRekey_SealsAPlaintextStore(t *testing.T) {
 		if id != envelope.LocalKeyID(k) {
 			t.Fatalf("version at rest as %s, want sealed under %s", id, envelope.LocalKeyID(k))
 		}
+	}
+}
+
+// runUnsay runs the binary under test with the test's environment and
+// returns its exit code.
+func runUnsay(t *testing.T, args []string) int {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		t.Logf("unsay %s: %s", strings.Join(args, " "), out)
+		return ee.ExitCode()
+	default:
+		t.Fatalf("unsay %s: %v", strings.Join(args, " "), err)
+		return -1
 	}
 }
