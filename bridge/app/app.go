@@ -199,7 +199,11 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa: a.Skill,
-		Ready: func(context.Context) map[string]any { return map[string]any{"speech": a.Speech.State()} },
+		Ready: func(context.Context) map[string]any {
+			st := a.Speech.State()
+			return map[string]any{"speech": map[string]any{"ok": st.Connected, "connected": st.Connected,
+				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients}}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server: %w", err)
