@@ -368,3 +368,146 @@ func TestTwoInstances_EightConcurrentWritersKeepVersionsContiguous(t *testing.T)
 	}
 	t.Logf("unsay verify --audit: %s", out)
 }
+
+// alexaArgs make an instance answer /alexa for unlinked devices as Ray's,
+// without request signatures (the signed path is test/'s job), and run the
+// speech principal for Ray.
+var alexaArgs = []string{"--alexa-verify=false", "--alexa-skill-id", harness.SkillID, "--default-patient", "ray"}
+
+// say sends one Alexa request to s and returns the plain text spoken.
+func say(t testing.TB, s *harness.Server, req harness.Request) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := (&harness.AlexaClient{URL: s.URL + "/alexa"}).Send(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusOK {
+		t.Fatalf("POST /alexa: HTTP %d: %.300s", r.Status, r.Raw)
+	}
+	return harness.PlainSSML(r.Speech())
+}
+
+// walkingSlot is the CarePlanIntent topic slot for "walking", resolved the
+// way Alexa would from the skill's interaction model.
+func walkingSlot(t testing.TB) map[string]any {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := harness.LoadModel(harness.ModelPath(root, "en-US"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := model.Slot("CarePlanIntent", "topic", "walking")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slot
+}
+
+// speechConnected reports whether /readyz says the speech principal's MCP
+// session is up and its initial sync (read and reconcile every fact) done.
+func speechConnected(s *harness.Server) bool {
+	resp, err := http.Get(s.URL + "/readyz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Speech *struct {
+			Connected bool `json:"connected"`
+		} `json:"speech"`
+	}
+	return json.NewDecoder(resp.Body).Decode(&body) == nil && body.Speech != nil && body.Speech.Connected
+}
+
+// speechBacklog is the speech principal's backlog from /readyz (-1: not reported).
+func speechBacklog(s *harness.Server) int {
+	resp, err := http.Get(s.URL + "/readyz")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Speech *struct {
+			Backlog *int `json:"backlog"`
+		} `json:"speech"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&body) != nil || body.Speech == nil || body.Speech.Backlog == nil {
+		return -1
+	}
+	return *body.Speech.Backlog
+}
+
+// The demo seed's weight_bearing v2, which Ray hears first.
+const heardSentence = "Partial weight-bearing, about half your body weight, with the frame."
+
+// TestTwoInstances_RestartedInstanceCatchesUpEveryRevisionItMissed: Ray
+// hears his walking instruction through instance B; a revision is written
+// on A and B queues its retraction; B is SIGKILLed and two more revisions
+// are written on A while it is down; B restarts. Ray's next Launch on B
+// withdraws the sentence he heard and gives the LATEST one (the revisions
+// B missed were caught up), exactly once: the following Launch does not
+// repeat it.
+func TestTwoInstances_RestartedInstanceCatchesUpEveryRevisionItMissed(t *testing.T) {
+	dsn := freshDSN(t)
+	a := startInstance(t, dsn) // seeds the demo, speaks for nobody
+	b := startInstance(t, dsn, alexaArgs...)
+	ray := harness.NewDevice("ray-multi")
+	walking := walkingSlot(t)
+
+	say(t, b, ray.Launch())
+	if got := say(t, b, ray.Intent("CarePlanIntent", map[string]any{"topic": walking})); !strings.Contains(got, heardSentence) {
+		t.Fatalf("Ray's walking instruction on B = %q, want the seeded %q", got, heardSentence)
+	}
+	say(t, b, ray.Intent("AMAZON.StopIntent", nil))
+
+	ctx := context.Background()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if _, err := signedWrite(ctx, hc, a.URL, "weight_bearing", "Walk with two sticks indoors."); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); speechBacklog(b) < 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B's speech principal never queued the revision written on A")
+		}
+	}
+	b.Kill() // SIGKILL mid-stream
+	const latest = "Full weight-bearing as tolerated, one stick outdoors."
+	for _, v := range []string{"Walk with one stick indoors.", latest} {
+		if _, err := signedWrite(ctx, hc, a.URL, "weight_bearing", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	b2, err := b.Restart(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Stop() })
+
+	// Alexa traffic goes to an instance once /readyz says its speech
+	// principal has synced (a load balancer's readiness check).
+	for deadline := time.Now().Add(20 * time.Second); !speechConnected(b2); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("restarted B's speech principal never reported connected in /readyz")
+		}
+	}
+	first := say(t, b2, ray.Launch())
+	if !strings.Contains(first, latest) || !strings.Contains(first, heardSentence) {
+		t.Fatalf("first Launch after B's restart = %q; want the retraction of %q with the latest %q", first, heardSentence, latest)
+	}
+	for _, missed := range []string{"two sticks indoors", "one stick indoors"} {
+		if strings.Contains(first, missed) {
+			t.Fatalf("the retraction names an intermediate revision Ray never heard (%q): %q", missed, first)
+		}
+	}
+	say(t, b2, ray.Intent("AMAZON.StopIntent", nil))
+	if again := say(t, b2, ray.Launch()); strings.Contains(again, heardSentence) {
+		t.Fatalf("the retraction was spoken twice; second Launch = %q", again)
+	}
+}
