@@ -307,3 +307,29 @@ func sqlBool(b bool) int {
 	}
 	return 0
 }
+
+// WithMigrationLock runs fn while this instance holds the store's
+// migration lock, for packages that create their own tables through DB()
+// (the speech ledger, the audible budget): on Postgres, concurrent
+// CREATE TABLE IF NOT EXISTS from two instances starting at once can fail
+// with a duplicate-key error on the catalog, so the first instance creates
+// the tables while the others wait (a session advisory lock, the same one
+// Open migrates under). On SQLite the database's own write lock already
+// serializes DDL and fn simply runs. It returns fn's error, or the error
+// taking the lock.
+func (s *Store) WithMigrationLock(ctx context.Context, fn func(ctx context.Context) error) error {
+	d, ok := s.d.(postgresDialect)
+	if !ok {
+		return fn(ctx)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migration lock: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, d.migrateKey); err != nil {
+		return fmt.Errorf("store: migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, d.migrateKey)
+	return fn(ctx)
+}

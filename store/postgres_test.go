@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -460,4 +461,53 @@ func BenchmarkPublishPostgres(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "publishes/s")
+}
+
+// Two instances creating the same tables at once through DB(): without the
+// migration lock one can fail; under WithMigrationLock both succeed.
+func TestWithMigrationLock_PostgresSerializesTableCreationAcrossInstances(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE IF NOT EXISTS ext_a (id BIGINT PRIMARY KEY, v TEXT NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ext_b (id BIGINT PRIMARY KEY, v TEXT NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS ext_b_v ON ext_b (v)`,
+	}
+	for round := range 5 {
+		dsn := pgOnlyDSN(t)
+		a, b := openDSN(t, dsn), openDSN(t, dsn)
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for _, s := range []*Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- s.WithMigrationLock(context.Background(), func(ctx context.Context) error {
+					db, _ := s.DB()
+					for _, q := range ddl {
+						if _, err := db.ExecContext(ctx, q); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
+
+func TestWithMigrationLock_ReturnsTheFunctionsError(t *testing.T) {
+	s, _ := openTest(t, nil)
+	want := errors.New("boom")
+	if err := s.WithMigrationLock(context.Background(), func(context.Context) error { return want }); !errors.Is(err, want) {
+		t.Fatalf("WithMigrationLock = %v, want %v", err, want)
+	}
+	if err := s.WithMigrationLock(context.Background(), func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 }
