@@ -60,6 +60,8 @@ type Principal struct {
 
 	mu          sync.Mutex
 	patients    map[string]bool
+	passive     map[string]bool           // followed for reading only: another instance speaks for them (Config.Leased)
+	fullSync    bool                      // re-read every fact against the ledger at the next drain
 	synced      map[string]bool           // patients whose facts were listed and read at least once
 	current     map[string]models.Version // fact URI → latest version read
 	versions    map[string]models.Version // versioned URI → that version (immutable), for Heard
@@ -94,6 +96,7 @@ func New(cfg Config) (*Principal, error) {
 		ledger:   l,
 		kick:     make(chan struct{}, 1),
 		patients: map[string]bool{},
+		passive:  map[string]bool{},
 		synced:   map[string]bool{},
 		current:  map[string]models.Version{},
 		versions: map[string]models.Version{},
@@ -102,6 +105,9 @@ func New(cfg Config) (*Principal, error) {
 	}
 	for _, id := range cfg.Patients {
 		p.patients[id] = true
+		if cfg.Leased {
+			p.passive[id] = true
+		}
 	}
 	tok := cfg.Token
 	p.token.Store(&tok)
@@ -292,13 +298,13 @@ func (p *Principal) drain(ctx context.Context, cs *mcp.ClientSession, subscribed
 		uris = append(uris, u)
 	}
 	clear(p.workURIs)
-	relist, waiters := p.relist, p.listWaiters
-	p.relist, p.listWaiters = false, nil
+	relist, waiters, full := p.relist, p.listWaiters, p.fullSync
+	p.relist, p.listWaiters, p.fullSync = false, nil, false
 	p.mu.Unlock()
 	sort.Strings(uris)
 
-	if relist || len(waiters) > 0 {
-		err := p.syncList(ctx, cs, subscribed, false)
+	if relist || full || len(waiters) > 0 {
+		err := p.syncList(ctx, cs, subscribed, full)
 		for _, w := range waiters {
 			w <- err
 		}
@@ -380,6 +386,12 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 	}
 	baseline := map[string]map[string]int{}
 	for _, u := range toRead {
+		if !p.speaksFor(u.Patient) {
+			if err := p.refresh(ctx, cs, u); err != nil && !isResourceError(err) {
+				return err
+			}
+			continue
+		}
 		if !followed[u.Patient] {
 			v, err := p.read(ctx, cs, u)
 			if err != nil {
@@ -407,7 +419,7 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 		}
 	}
 	for _, id := range patients {
-		if !followed[id] {
+		if !followed[id] && p.speaksFor(id) {
 			if err := p.ledger.Follow(ctx, id, baseline[id]); err != nil {
 				return err
 			}
@@ -504,6 +516,9 @@ func (p *Principal) refresh(ctx context.Context, cs *mcp.ClientSession, u models
 // Ray heard (its words read back over MCP) and queue, update or drop the
 // one pending announcement.
 func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v models.Version) error {
+	if !p.speaksFor(v.Patient) {
+		return nil // another instance holds this patient's speech lease
+	}
 	u := v.FactURI()
 	for range 5 {
 		h, err := p.ledger.Heard(ctx, v.Patient, u.String())

@@ -220,6 +220,9 @@ func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 		return nil
 	}
 	p.patients[patient] = true
+	if p.cfg.Leased {
+		p.passive[patient] = true
+	}
 	p.mu.Unlock()
 	if err := p.refreshToken(ctx); err != nil {
 		return err
