@@ -12,12 +12,14 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -109,6 +111,14 @@ type App struct {
 	Speech   *speech.Principal
 	Notifier *proactive.Notifier
 
+	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
+	// exactly one instance speaks for each patient.
+	holder   string
+	leaseMu  sync.Mutex
+	runCtx   context.Context // set by Serve; nil before
+	leased   map[string]bool
+	leasesWG sync.WaitGroup
+
 	ln        net.Listener
 	publicURL string
 	notes     []string
@@ -123,7 +133,7 @@ type App struct {
 // that failed; nothing is left open on error.
 func New(ctx context.Context, cfg Config) (a *App, err error) {
 	applyDefaults(&cfg)
-	a = &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock}
+	a = &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -171,7 +181,7 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 	if err := a.buildSpeech(ctx); err != nil {
 		return nil, err
 	}
-	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
 	if a.Skill, err = skill.New(skillCfg, a.Speech, links); err != nil {
@@ -202,7 +212,8 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 		Ready: func(context.Context) map[string]any {
 			st := a.Speech.State()
 			return map[string]any{"speech": map[string]any{"ok": st.Connected, "connected": st.Connected,
-				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients}}
+				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
+				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
 		},
 	})
 	if err != nil {
@@ -299,7 +310,7 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 	}
 	sc := speech.Config{
-		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect,
+		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Leased: true,
 		Clock: a.cfg.Clock, Logger: a.log.With("part", "speech"), HTTPClient: hc,
 	}
 	if a.cfg.SpeechToken != "" {
@@ -425,6 +436,12 @@ func (a *App) Serve(ctx context.Context) error {
 	go func() { errc <- hs.Serve(a.ln) }()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.leaseMu.Lock()
+	a.runCtx = runCtx
+	a.leaseMu.Unlock()
+	for _, p := range a.Speech.State().Patients {
+		a.speakFor(p)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = a.Speech.Run(runCtx) }()
@@ -443,6 +460,7 @@ func (a *App) Serve(ctx context.Context) error {
 	a.Bridge.Close() // ends MCP streams so Shutdown need not wait for them
 	_ = hs.Shutdown(sctx)
 	wg.Wait()
+	a.leasesWG.Wait() // leases released, so another instance takes over at once
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -483,6 +501,7 @@ type linkAdapter struct {
 	st     *store.Store
 	speech *speech.Principal
 	log    *slog.Logger
+	follow func(patient string) // compete for the patient's speech lease
 }
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
@@ -498,9 +517,51 @@ func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoi
 	if err := l.speech.AddPatient(ctx, patient); err != nil {
 		l.log.Warn("speech principal could not follow the newly linked patient", "patient", patient, "err", err)
 	}
+	l.follow(patient)
 	return patient, nil
 }
 
 func (l *linkAdapter) LinkedPatient(ctx context.Context, alexaUserID string) (string, string, bool, error) {
 	return l.st.LinkedPatient(ctx, alexaUserID)
+}
+
+// SpeechLeaseTTL is how long a speech lease lives without renewal; renewed
+// every third of it, so a dead holder's patients move within 15 s.
+const SpeechLeaseTTL = 9 * time.Second
+
+// speakFor makes this instance compete for patient's speech lease until
+// Serve ends: while it holds the lease, its speech principal queues the
+// patient's announcements and tells the notifier; otherwise it only reads
+// (issue 8). It does nothing before Serve or if already competing.
+func (a *App) speakFor(patient string) {
+	a.leaseMu.Lock()
+	defer a.leaseMu.Unlock()
+	if a.runCtx == nil || a.leased[patient] {
+		return
+	}
+	a.leased[patient] = true
+	k := &store.LeaseKeeper{Store: a.Store, Holder: a.holder, TTL: SpeechLeaseTTL}
+	set := func(on bool) func(string) {
+		return func(string) {
+			if err := a.Speech.SetSpeaking(patient, on); err != nil {
+				a.log.Warn("speech lease", "patient", patient, "err", err)
+			}
+			a.log.Info("speech lease", "patient", patient, "speaking", on, "instance", a.holder)
+		}
+	}
+	a.leasesWG.Add(1)
+	go func() {
+		defer a.leasesWG.Done()
+		if err := k.Run(a.runCtx, []string{store.SpeechLeaseName(patient)}, set(true), set(false)); err != nil {
+			a.log.Error("speech lease keeper stopped", "patient", patient, "err", err)
+		}
+	}()
+}
+
+// instanceID names this process for leases: host, pid and a random part.
+func instanceID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
 }
