@@ -415,18 +415,39 @@ func TestPublish_RetriesWhenAnotherProcessTakesTheVersionWhileSealing(t *testing
 	ctx := context.Background()
 	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "v1"))
 
-	// Every optimistic Seal of ours loses its version number to the other
-	// writer; the fifth and last attempt seals under the write lock.
-	var raced int
+	// The other writer races every Seal of ours for its version number.
+	// Optimistic attempts lose; the last attempt seals under the write
+	// lock, so the other writer cannot commit until ours has (it is given
+	// a moment to try; it finishes after our commit).
+	var (
+		races      []chan error // one per Seal of ours
+		otherValue = func(i int) string { return fmt.Sprintf("other %d", i) }
+	)
 	sl.onSeal = func(aad string) {
-		if raced < publishAttempts-1 {
-			raced++
-			mustPublish(t, other, writer, in("weight_bearing", models.AudienceUser, fmt.Sprintf("other %d", raced)))
+		done := make(chan error, 1)
+		races = append(races, done)
+		go func(i int) {
+			_, err := other.Publish(ctx, writer, in("weight_bearing", models.AudienceUser, otherValue(i)))
+			done <- err
+		}(len(races))
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(500 * time.Millisecond): // blocked behind our write lock
 		}
 	}
 	r, err := s.Publish(ctx, writer, in("weight_bearing", models.AudienceUser, "ours"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Publish while raced on every attempt: %v", err)
+	}
+	for _, done := range races {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sl.onSeal = nil
+	if len(races) != publishAttempts {
+		t.Fatalf("sealed %d times, want %d", len(races), publishAttempts)
 	}
 	if want := 2 + publishAttempts - 1; r.Version.N != want {
 		t.Fatalf("our version = %d, want %d", r.Version.N, want)
@@ -438,11 +459,14 @@ func TestPublish_RetriesWhenAnotherProcessTakesTheVersionWhileSealing(t *testing
 	if got := sl.sealedAADs(); !equalStrings(got, wantAADs) {
 		t.Fatalf("sealed under %v, want %v", got, wantAADs)
 	}
-	got, err := s.Read(ctx, userRay, "care://ray/weight_bearing")
-	if err != nil || got.Version.Value != "ours" || got.Version.N != r.Version.N {
-		t.Fatalf("Read = %+v, %v", got, err)
+	got, err := s.Read(ctx, userRay, fmt.Sprintf("care://ray/weight_bearing/v%d", r.Version.N))
+	if err != nil || got.Version.Value != "ours" || got.Latest != r.Version.N+1 {
+		t.Fatalf("Read = %+v, %v; want ours, then the other writer's last", got, err)
 	}
-	if v, err := s.Verify(ctx, userRay, "care://ray/weight_bearing"); err != nil || !v.Intact || len(v.Versions) != r.Version.N {
+	if last, err := s.Read(ctx, userRay, "care://ray/weight_bearing"); err != nil || last.Version.Value != otherValue(publishAttempts) {
+		t.Fatalf("Read latest = %+v, %v", last, err)
+	}
+	if v, err := s.Verify(ctx, userRay, "care://ray/weight_bearing"); err != nil || !v.Intact || len(v.Versions) != r.Version.N+1 {
 		t.Fatalf("Verify = %+v, %v", v, err)
 	}
 }
