@@ -51,6 +51,13 @@ type PublishInput struct {
 	// within the replay window (600 s): a second Publish with the same key
 	// returns the first result with Replayed = true and writes nothing (P-12).
 	IdempotencyKey string
+	// Audit, when set, is the audit row of this write attempt: if the write
+	// commits a new version, the row (outcome accepted, reason ok, URI the
+	// new versioned URI) is appended in the same transaction, so a write
+	// costs one durable commit and cannot land without its row (P-14).
+	// PublishResult.Audited says whether that happened; otherwise (replay,
+	// unchanged, error) the caller appends its own row.
+	Audit *AuditEntry
 }
 
 // PublishResult is what a committed (or replayed) write produced.
@@ -58,6 +65,7 @@ type PublishResult struct {
 	Version  models.Version
 	Created  bool // Version.N == 1: a creation, not a change (P-8)
 	Replayed bool // IdempotencyKey seen before: nothing new was written
+	Audited  bool // PublishInput.Audit was appended with the new version
 	// Unchanged: the write repeated the current version (value, audience,
 	// authorId, authorLabel, staleAfter and priority all equal); nothing
 	// was written and Version, Seq are the current version's.

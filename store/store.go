@@ -375,6 +375,18 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 			return PublishResult{}, err
 		}
 	}
+	audited := false
+	if in.Audit != nil {
+		e := *in.Audit
+		e.URI, e.Outcome, e.Reason = v.URI().String(), "accepted", ReasonOK
+		if e, err = sanitizeAudit(e); err != nil {
+			return PublishResult{}, err
+		}
+		if err := s.appendAudit(ctx, tx, e); err != nil {
+			return PublishResult{}, err
+		}
+		audited = true
+	}
 	if err := s.d.notify(ctx, tx); err != nil {
 		return PublishResult{}, fmt.Errorf("store: publish: notify: %w", err)
 	}
@@ -382,7 +394,7 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 		return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
 	}
 	s.wakeWatchers()
-	return PublishResult{Version: v, Created: v.N == 1, Seq: seq}, nil
+	return PublishResult{Version: v, Created: v.N == 1, Seq: seq, Audited: audited}, nil
 }
 
 // beginWrite begins a write transaction holding the store-wide write lock.

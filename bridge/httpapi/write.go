@@ -206,6 +206,9 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		in.IdempotencyKey = idempotencyKey
 	}
 
+	// The accepted row is appended in the version's own transaction: one
+	// durable commit per write (P-14).
+	in.Audit = &store.AuditEntry{Actor: at.actor, Via: at.via, Author: at.author}
 	started := time.Now()
 	res, err := a.cfg.Store.Publish(r.Context(), principal, in)
 	elapsed := time.Since(started)
@@ -246,7 +249,9 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	case a.cfg.OnPublish != nil:
 		a.cfg.OnPublish(elapsed)
 	}
-	a.audit(r.Context(), at, outcome, reason)
+	if !res.Audited {
+		a.audit(r.Context(), at, outcome, reason)
+	}
 	a.log.InfoContext(r.Context(), "write", "status", status, "reason", string(reason), "actor", at.actor,
 		"via", at.via, "uri", resp.URI, "subscribers", resp.Subscribers, "publish_ms", float64(elapsed.Microseconds())/1000)
 	writeJSON(w, status, resp)
