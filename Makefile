@@ -47,8 +47,9 @@ demo: build
 ## bench: figures only — unsay bench (write → MCP client → spoken retraction)
 ## and the Go benchmarks of the store, the MCP bridge and the skill
 bench: build
+	@echo "== $$(nproc) cores; $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	$(BIN) bench --n $(BENCH_N)
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./store/... ./bridge/... ./skill/... | grep -E '^(Benchmark|ok|FAIL|goos|cpu)'
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_N)x ./store/... ./bridge/... ./skill/... | grep -E '^(Benchmark|FAIL|panic)'
 
 ## skill-package: write skill-package/build/ (ask-resources.json + skill-package/) with the
 ## endpoint PUBLIC_URL/alexa; then `cd skill-package/build && ask deploy`
