@@ -131,9 +131,12 @@ type App struct {
 // New opens the store (seeding an empty one), listens on cfg.Addr, and
 // builds every part, but serves nothing until Serve. Errors name the part
 // that failed; nothing is left open on error.
-func New(ctx context.Context, cfg Config) (a *App, err error) {
+func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	applyDefaults(&cfg)
-	a = &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}}
+	if err := refuseUnsafeExposure(cfg); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -150,6 +153,9 @@ func New(ctx context.Context, cfg Config) (a *App, err error) {
 	}
 	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := a.Store.CheckStartup(ctx); err != nil {
+		return nil, err
 	}
 	if err := a.seed(ctx); err != nil {
 		return nil, err
@@ -423,7 +429,11 @@ func (a *App) StartupLine() string {
 	if len(a.cfg.AuthorizationServers) == 0 {
 		parts = append(parts, "no authorization server configured")
 	}
-	parts = append(parts, "speech principal follows "+strings.Join(a.Speech.State().Patients, ",")+" as care.read.user")
+	if ps := a.Speech.State().Patients; len(ps) > 0 {
+		parts = append(parts, "speech principal follows "+strings.Join(ps, ",")+" as care.read.user")
+	} else {
+		parts = append(parts, "speech principal follows no patient yet (link a device, or --speech-patient)")
+	}
 	parts = append(parts, a.notes...)
 	return strings.Join(parts, " | ")
 }
@@ -564,4 +574,35 @@ func instanceID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+}
+
+// refuseUnsafeExposure refuses development-only settings on an address other
+// than loopback: development default secrets (anyone with the source could
+// mint tokens and sign writes), --alexa-verify=false (anyone could speak as
+// Alexa) and --default-patient (any unlinked Echo would hear that patient).
+func refuseUnsafeExposure(cfg Config) error {
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", cfg.Addr, err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	var bad []string
+	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
+		if len(v) == 0 {
+			bad = append(bad, name+" unset (development default)")
+		}
+	}
+	if !cfg.Alexa.Verify {
+		bad = append(bad, "--alexa-verify=false")
+	}
+	if cfg.Alexa.DefaultPatient != "" {
+		bad = append(bad, "--default-patient")
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("refusing to listen on %s (not loopback) with development-only settings: %s", cfg.Addr, strings.Join(bad, ", "))
 }
