@@ -17,7 +17,11 @@ const artifacts = env('ARTIFACTS');
 mkdirSync(artifacts, { recursive: true });
 const CURRENT = 'Full weight-bearing as tolerated.';
 const CLINICIAN = 'Full weight-bearing as tolerated; walk outdoors twice a day (e2e clinician).';
-const LIVE = 'Full weight-bearing as tolerated; stairs with one crutch (e2e live).';
+// One live revision per viewport, each written while the card is open.
+const LIVE = {
+  1280: 'Full weight-bearing as tolerated; stairs with one crutch (e2e live).',
+  960: 'Full weight-bearing as tolerated; stairs without a crutch (e2e live).',
+};
 
 const browser = await chromium.launch({
   executablePath: env('CHROMIUM'),
@@ -75,25 +79,26 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
   });
   await p.screenshot({ path: join(artifacts, `echo-${tag}.png`) });
-  if (w === 1280) {
-    await step('echo.html#token: a revision written while the card is open appears live', async () => {
+  {
+    const shown = current;
+    await step(`echo.html#token at ${tag}: a revision written while the card is open appears live`, async () => {
       const r = await signedWrite(base, secret, {
-        patient: 'ray', domain: 'weight_bearing', audience: 'user', value: LIVE,
+        patient: 'ray', domain: 'weight_bearing', audience: 'user', value: LIVE[w],
         authorId: 'okafor', authorLabel: 'Sarah Okafor, physio',
       });
       if (r.status !== 201) return `write: HTTP ${r.status} ${r.text}`;
-      current = LIVE;
-      await p.getByText(LIVE, { exact: false }).first().waitFor({ state: 'visible', timeout: 10000 });
+      current = LIVE[w];
+      await p.getByText(LIVE[w], { exact: false }).first().waitFor({ state: 'visible', timeout: 10000 });
     });
-    await step('echo.html#token: the retraction card withdraws the sentence that was on screen', async () => {
+    await step(`echo.html#token at ${tag}: the retraction card withdraws the sentence that was on screen`, async () => {
       const box = p.locator('[data-testid="retraction"]');
       await box.waitFor({ state: 'visible', timeout: 5000 });
       const old = (await p.locator('[data-testid="retraction-old"]').textContent()) || '';
-      if (!old.includes(CURRENT.replace(/[.]$/, ''))) return 'retraction-old is ' + JSON.stringify(old);
+      if (!old.includes(shown.replace(/[.]$/, ''))) return `retraction-old is ${JSON.stringify(old)}, want ${JSON.stringify(shown)}`;
       const who = (await p.locator('[data-testid="retraction-who"]').textContent()) || '';
       if (!who.includes('Sarah Okafor')) return 'retraction-who is ' + JSON.stringify(who);
     });
-    await step('echo.html#token: nothing overflows the viewport with the retraction on top', async () => {
+    await step(`echo.html#token at ${tag}: nothing overflows the viewport with the retraction on top`, async () => {
       const o = await overflow(p);
       if (o.length) return o.join('; ');
     });
