@@ -62,6 +62,7 @@ type Principal struct {
 	patients    map[string]bool
 	passive     map[string]bool           // followed for reading only: another instance speaks for them (Config.Leased)
 	fullSync    bool                      // re-read every fact against the ledger at the next drain
+	draining    bool                      // the worker is reading and reconciling notified facts
 	synced      map[string]bool           // patients whose facts were listed and read at least once
 	current     map[string]models.Version // fact URI → latest version read
 	versions    map[string]models.Version // versioned URI → that version (immutable), for Heard
@@ -300,7 +301,13 @@ func (p *Principal) drain(ctx context.Context, cs *mcp.ClientSession, subscribed
 	clear(p.workURIs)
 	relist, waiters, full := p.relist, p.listWaiters, p.fullSync
 	p.relist, p.listWaiters, p.fullSync = false, nil, false
+	p.draining = true
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.draining = false
+		p.mu.Unlock()
+	}()
 	sort.Strings(uris)
 
 	if relist || full || len(waiters) > 0 {

@@ -659,3 +659,27 @@ func TestOnQueued_IsToldOfEachNewAnnouncementAndNotOfTheFirstSync(t *testing.T) 
 		t.Fatalf("told %v after a revision, want [ray]", told)
 	}
 }
+
+func TestPending_RefusesToAnswerWhileDisconnectedRatherThanSayNothingChanged(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+	if _, err := p.Pending(context.Background(), "ray"); err != nil {
+		t.Fatalf("connected Pending = %v, want nil", err)
+	}
+	// The session is lost and a revision lands before it is re-established:
+	// an empty answer would tell Ray nothing changed.
+	f.deleteSessions()
+	f.publishSilently(wb, "Non-weight-bearing again.")
+	eventually(t, "the principal to notice the lost session", func() bool {
+		_, err := p.Pending(context.Background(), "ray")
+		return errors.Is(err, ErrNotConnected)
+	})
+	// Twin: once reconnected, the revision is there.
+	eventually(t, "the retraction after reconnecting", func() bool {
+		as, err := p.Pending(context.Background(), "ray")
+		return err == nil && len(as) == 1
+	})
+}

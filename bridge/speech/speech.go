@@ -81,6 +81,9 @@ func (p *Principal) Pending(ctx context.Context, patient string) ([]models.Annou
 	if !models.ValidID(patient) {
 		return nil, fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
+	if err := p.settle(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := p.ledger.Pending(ctx, patient)
 	if err != nil {
 		return nil, err
@@ -295,5 +298,43 @@ func (p *Principal) Collectors() []prometheus.Collector {
 			}
 			return float64(t.UnixNano()) / 1e9
 		}),
+	}
+}
+
+// SettleTimeout bounds how long Pending waits for notifications already
+// received to be read and reconciled.
+const SettleTimeout = 2 * time.Second
+
+// settle makes Pending answer only from an up-to-date ledger: it returns
+// ErrNotConnected while no MCP session is up (a revision may be waiting
+// on the server: saying "nothing has changed" then could be false), and
+// waits, up to SettleTimeout, for notifications already received to be
+// processed.
+func (p *Principal) settle(ctx context.Context) error {
+	deadline := time.Now().Add(SettleTimeout)
+	for {
+		p.mu.Lock()
+		connected := p.connected
+		busy := len(p.workURIs) > 0 || p.relist || p.fullSync || p.draining
+		changed := p.changed
+		p.mu.Unlock()
+		if !connected {
+			return fmt.Errorf("%w: the care notes are being re-read", ErrNotConnected)
+		}
+		if !busy {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: still catching up", ErrNotConnected)
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		}
 	}
 }
