@@ -4,6 +4,8 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,4 +81,101 @@ func TestDemo_RayHearsTheRetractionOnHisNextTurn(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDemo_RetractionSurvivesKill9BetweenWriteAndNextTurn is the demo with
+// the worst timing: the server is killed with SIGKILL right after it
+// acknowledged the physio's write. The acknowledged write is on disk and the
+// chain (and audit log) verifies offline (P-20); after a restart on the same
+// database, Ray's next turn still opens with the retraction of the sentence
+// he heard, and only once (P-19).
+func TestDemo_RetractionSurvivesKill9BetweenWriteAndNextTurn(t *testing.T) {
+	const part = "7 demo as a test"
+	dir := t.TempDir()
+	pending(t, part, landed(filepath.Join("skill-package", "interactionModels", "custom", "en-US.json")))
+	model, err := harness.LoadModel(harness.ModelPath(repoRoot, "en-US"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := harness.NewTestCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServerIn(t, part, dir, ca.ServeArgs()...)
+	c := &harness.AlexaClient{URL: s.URL + "/alexa", CA: ca}
+	ray := harness.NewDevice("ray-kill9")
+	link(t, s, c, model, ray, part)
+	walk, err := model.Slot("CarePlanIntent", "topic", "walking")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := harness.WalkingSentence(send(t, c, ray.Intent("CarePlanIntent", map[string]any{"topic": walk})).Speech())
+	if heard == "" {
+		t.Fatal("Ray heard no walking instruction before the write")
+	}
+	send(t, c, ray.Intent("AMAZON.StopIntent", nil))
+
+	ctx := context.Background()
+	ack, err := s.Write(ctx, "ray", "weight_bearing", harness.DemoRevision, harness.DemoAuthor, harness.DemoAuthorLabel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	t.Logf("write acknowledged (%s), then SIGKILL", ack)
+
+	t.Run("the chain and the audit log verify offline after kill -9", func(t *testing.T) {
+		out, err := harness.Run(ctx, bin, "verify", "--db", s.DB, "--audit")
+		if err != nil {
+			t.Fatalf("unsay verify: %v", err)
+		}
+		for _, want := range []string{"care://ray/weight_bearing intact (3 versions)", "audit log intact"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("unsay verify does not say %q (the acknowledged write lost?):\n%s", want, out)
+			}
+		}
+	})
+
+	s2 := startServerIn(t, part, dir, ca.ServeArgs()...)
+	c2 := &harness.AlexaClient{URL: s2.URL + "/alexa", CA: ca}
+	waitBacklog(t, s2.URL)
+	after := send(t, c2, ray.Launch()).Speech()
+	t.Run("after the restart the next turn opens with the retraction of what Ray heard", func(t *testing.T) {
+		if !strings.HasPrefix(after, "Stop") || !strings.Contains(after, "I told you: "+models.Quote(heard)) {
+			t.Errorf("want the retraction of %q first, got %q", heard, after)
+		}
+		if !strings.Contains(after, harness.DemoRevision) || !strings.Contains(after, "Sarah Okafor") {
+			t.Errorf("the new instruction or its author is missing: %q", after)
+		}
+	})
+	t.Run("and it is not repeated", func(t *testing.T) {
+		again := send(t, c2, ray.Intent("CarePlanIntent", map[string]any{"topic": walk})).Speech()
+		if strings.Contains(again, "I told you") {
+			t.Errorf("retraction repeated: %q", again)
+		}
+	})
+}
+
+// waitBacklog waits (up to 5 s) until the speech principal reports a
+// pending announcement in /readyz, so the next turn is the one that must
+// speak it; it gives up silently (the assertions then judge the turn).
+func waitBacklog(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			var body struct {
+				Speech struct {
+					Backlog int `json:"backlog"`
+				} `json:"speech"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if body.Speech.Backlog > 0 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Log("speech backlog never showed in /readyz within 5 s")
 }

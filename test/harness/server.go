@@ -227,11 +227,12 @@ func start(ctx context.Context, o Options) (*Server, error) {
 func (s *Server) Output() string { return s.out.String() }
 
 // Stop sends SIGTERM, waits up to 10 s, then kills the process group.
-// It returns the server's exit error, if any (nil after a clean shutdown).
+// It returns the server's exit error, if any: nil after a clean shutdown or
+// after an exit by signal (SIGTERM here, or an earlier Kill).
 func (s *Server) Stop() error {
 	select {
 	case <-s.done:
-		return s.err
+		return exitErr(s.err)
 	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
@@ -242,11 +243,15 @@ func (s *Server) Stop() error {
 		<-s.done
 		return errors.New("harness: server did not stop within 10 s of SIGTERM; killed")
 	}
+	return exitErr(s.err)
+}
+
+func exitErr(err error) error {
 	var ee *exec.ExitError
-	if errors.As(s.err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() {
+	if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() {
 		return nil
 	}
-	return s.err
+	return err
 }
 
 // Kill ends the server with SIGKILL (for durability tests) and waits.

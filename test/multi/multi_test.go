@@ -408,20 +408,54 @@ func walkingSlot(t testing.TB) map[string]any {
 	return slot
 }
 
-// speechConnected reports whether /readyz says the speech principal's MCP
-// session is up and its initial sync (read and reconcile every fact) done.
-func speechConnected(s *harness.Server) bool {
+// speechState is the speech part of /readyz.
+type speechState struct {
+	Connected bool     `json:"connected"`
+	Backlog   int      `json:"backlog"`
+	SpeaksFor []string `json:"speaksFor"`
+	Instance  string   `json:"instance"`
+}
+
+// readySpeech reads /readyz's speech part; ok is false when s does not answer.
+func readySpeech(s *harness.Server) (st speechState, ok bool) {
 	resp, err := http.Get(s.URL + "/readyz")
 	if err != nil {
-		return false
+		return st, false
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Speech *struct {
-			Connected bool `json:"connected"`
-		} `json:"speech"`
+		Speech *speechState `json:"speech"`
 	}
-	return json.NewDecoder(resp.Body).Decode(&body) == nil && body.Speech != nil && body.Speech.Connected
+	if json.NewDecoder(resp.Body).Decode(&body) != nil || body.Speech == nil {
+		return st, false
+	}
+	return *body.Speech, true
+}
+
+// speechConnected reports whether /readyz says the speech principal's MCP
+// session is up and its initial sync (read and reconcile every fact) done.
+func speechConnected(s *harness.Server) bool {
+	st, ok := readySpeech(s)
+	return ok && st.Connected
+}
+
+// speaksForRay reports whether /readyz says s holds Ray's speech lease.
+func speaksForRay(s *harness.Server) bool {
+	st, ok := readySpeech(s)
+	return ok && st.Connected && slices.Contains(st.SpeaksFor, "ray")
+}
+
+// waitFor polls cond every 50 ms until it holds or within elapses.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
 }
 
 // speechBacklog is the speech principal's backlog from /readyz (-1: not reported).
@@ -458,6 +492,7 @@ func TestTwoInstances_RestartedInstanceCatchesUpEveryRevisionItMissed(t *testing
 	b := startInstance(t, dsn, alexaArgs...)
 	ray := harness.NewDevice("ray-multi")
 	walking := walkingSlot(t)
+	waitFor(t, 30*time.Second, "B speaks for Ray (/readyz speech.speaksFor)", func() bool { return speaksForRay(b) })
 
 	say(t, b, ray.Launch())
 	if got := say(t, b, ray.Intent("CarePlanIntent", map[string]any{"topic": walking})); !strings.Contains(got, heardSentence) {
@@ -470,11 +505,7 @@ func TestTwoInstances_RestartedInstanceCatchesUpEveryRevisionItMissed(t *testing
 	if _, err := signedWrite(ctx, hc, a.URL, "weight_bearing", "Walk with two sticks indoors."); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); speechBacklog(b) < 1; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("B's speech principal never queued the revision written on A")
-		}
-	}
+	waitFor(t, 10*time.Second, "B's speech principal queues the revision written on A", func() bool { return speechBacklog(b) >= 1 })
 	b.Kill() // SIGKILL mid-stream
 	const latest = "Full weight-bearing as tolerated, one stick outdoors."
 	for _, v := range []string{"Walk with one stick indoors.", latest} {
@@ -491,12 +522,9 @@ func TestTwoInstances_RestartedInstanceCatchesUpEveryRevisionItMissed(t *testing
 	t.Cleanup(func() { b2.Stop() })
 
 	// Alexa traffic goes to an instance once /readyz says its speech
-	// principal has synced (a load balancer's readiness check).
-	for deadline := time.Now().Add(20 * time.Second); !speechConnected(b2); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("restarted B's speech principal never reported connected in /readyz")
-		}
-	}
+	// principal has synced and holds Ray's lease (the dead B's lease
+	// expires first: up to SpeechLeaseTTL, 9 s).
+	waitFor(t, 30*time.Second, "restarted B speaks for Ray", func() bool { return speaksForRay(b2) })
 	first := say(t, b2, ray.Launch())
 	if !strings.Contains(first, latest) || !strings.Contains(first, heardSentence) {
 		t.Fatalf("first Launch after B's restart = %q; want the retraction of %q with the latest %q", first, heardSentence, latest)
@@ -509,5 +537,67 @@ func TestTwoInstances_RestartedInstanceCatchesUpEveryRevisionItMissed(t *testing
 	say(t, b2, ray.Intent("AMAZON.StopIntent", nil))
 	if again := say(t, b2, ray.Launch()); strings.Contains(again, heardSentence) {
 		t.Fatalf("the retraction was spoken twice; second Launch = %q", again)
+	}
+}
+
+// TestTwoInstances_SpeechLeaseMovesWhenItsHolderIsKilled: both instances
+// follow Ray and compete for his speech lease; exactly one speaks for him.
+// Ray hears his walking instruction, a clinician revises it, the holder
+// queues the retraction and is SIGKILLed. The other instance takes the
+// lease within 15 s, and Ray's next Launch on it speaks the retraction
+// once: the Launch after it, and a Launch on the killed instance once it
+// is restarted, do not repeat it.
+func TestTwoInstances_SpeechLeaseMovesWhenItsHolderIsKilled(t *testing.T) {
+	dsn := freshDSN(t)
+	a := startInstance(t, dsn, alexaArgs...)
+	b := startInstance(t, dsn, alexaArgs...)
+	waitFor(t, 30*time.Second, "one instance speaks for Ray", func() bool { return speaksForRay(a) || speaksForRay(b) })
+	holder, other := a, b
+	if speaksForRay(b) {
+		holder, other = b, a
+	}
+	waitFor(t, 10*time.Second, "the other instance's speech principal syncs", func() bool { return speechConnected(other) })
+	if speaksForRay(other) {
+		t.Fatal("both instances speak for Ray at once")
+	}
+
+	ray := harness.NewDevice("ray-lease")
+	walking := walkingSlot(t)
+	say(t, other, ray.Launch()) // Alexa traffic may land on either instance
+	if got := say(t, other, ray.Intent("CarePlanIntent", map[string]any{"topic": walking})); !strings.Contains(got, heardSentence) {
+		t.Fatalf("Ray's walking instruction = %q, want the seeded %q", got, heardSentence)
+	}
+	say(t, other, ray.Intent("AMAZON.StopIntent", nil))
+
+	const revised = "Full weight-bearing as tolerated with one stick."
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if _, err := signedWrite(context.Background(), hc, other.URL, "weight_bearing", revised); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the lease holder queues the retraction", func() bool { return speechBacklog(holder) >= 1 })
+	holder.Kill() // SIGKILL: the lease is not released, it must expire
+	took := waitFor(t, 15*time.Second, "the surviving instance takes Ray's speech lease", func() bool { return speaksForRay(other) })
+	t.Logf("speech lease moved %v after SIGKILL", took.Round(time.Millisecond))
+
+	first := say(t, other, ray.Launch())
+	if !strings.Contains(first, heardSentence) || !strings.Contains(first, revised) {
+		t.Fatalf("first Launch after the handover = %q; want the retraction of %q with %q", first, heardSentence, revised)
+	}
+	say(t, other, ray.Intent("AMAZON.StopIntent", nil))
+	if again := say(t, other, ray.Launch()); strings.Contains(again, heardSentence) {
+		t.Fatalf("the retraction was spoken twice on the survivor: %q", again)
+	}
+	say(t, other, ray.Intent("AMAZON.StopIntent", nil))
+
+	rctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	back, err := holder.Restart(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { back.Stop() })
+	waitFor(t, 30*time.Second, "the restarted instance syncs", func() bool { return speechConnected(back) })
+	if got := say(t, back, ray.Launch()); strings.Contains(got, heardSentence) {
+		t.Fatalf("the restarted instance repeated the retraction Ray already heard: %q", got)
 	}
 }
