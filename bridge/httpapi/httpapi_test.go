@@ -878,3 +878,19 @@ func BenchmarkWrite_SignedCommit(b *testing.B) {
 		}
 	}
 }
+
+func TestParseWriteRequest_RefusesRepeatedAndCaseVariantKeys(t *testing.T) {
+	good := `{"patient":"ray","domain":"weight_bearing","audience":"user","value":"Walk.","authorId":"okafor","authorLabel":"Sarah Okafor, physio"}`
+	if _, verr := parseWriteRequest([]byte(good)); verr != nil {
+		t.Fatalf("exact keys refused: %v", verr)
+	}
+	for _, body := range []string{
+		`{"PATIENT":"bob","patient":"ray","domain":"weight_bearing","audience":"user","value":"Walk.","authorId":"okafor","authorLabel":"S"}`,
+		`{"patient":"bob","patient":"ray","domain":"weight_bearing","audience":"user","value":"Walk.","authorId":"okafor","authorLabel":"S"}`,
+		`{"patient":"ray","domain":"weight_bearing","audience":"user","value":"Walk.","authorId":"okafor","authorLabel":"S","ſtaleAfter":"2030-01-01T00:00:00Z"}`,
+	} {
+		if _, verr := parseWriteRequest([]byte(body)); verr == nil {
+			t.Errorf("accepted %s", body)
+		}
+	}
+}

@@ -319,6 +319,9 @@ func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
 		// value would differ from the signed bytes.
 		return nil, &store.ValidationError{Field: "body", Reason: "body must be UTF-8"}
 	}
+	if verr := exactKeys(body); verr != nil {
+		return nil, verr
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var req WriteRequest
@@ -425,4 +428,43 @@ func requestURI(q *WriteRequest) string {
 		return ""
 	}
 	return models.NewURI(q.Audience, q.Patient, q.Domain).String()
+}
+
+// writeKeys are the body's fields, spelled exactly.
+var writeKeys = map[string]bool{"patient": true, "domain": true, "audience": true, "value": true,
+	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true}
+
+// exactKeys refuses a top-level key that is repeated or not spelled exactly
+// as documented. encoding/json matches keys case-insensitively and lets the
+// last duplicate win, so {"PATIENT":"bob","patient":"ray"} would mean one
+// thing to us and another to a different parser of the same signed bytes.
+func exactKeys(body []byte) *store.ValidationError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // not an object: the decoder reports it
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := t.(string)
+		switch {
+		case !writeKeys[key]:
+			name := key
+			if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+				name = "body"
+			}
+			return &store.ValidationError{Field: name, Reason: "unknown field (keys are case-sensitive)"}
+		case seen[key]:
+			return &store.ValidationError{Field: key, Reason: "repeated field"}
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
