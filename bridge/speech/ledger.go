@@ -276,6 +276,14 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, 
 // as heard, and starts a pending announcement that reaches further from
 // version.
 func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int) error {
+	// Fast path, no write transaction (no fsync): he already heard this
+	// version or newer and no pending announcement starts before it — the
+	// usual case on every turn that repeats a fact he knows.
+	if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
+		if p, ok, err := l.pendingIn(ctx, l.db, patient, uri); err == nil && (!ok || p.From >= version) {
+			return nil
+		}
+	}
 	return l.write(ctx, func(tx *sql.Tx) error {
 		if err := l.setHeard(ctx, tx, patient, uri, version); err != nil {
 			return err
