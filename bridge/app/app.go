@@ -184,7 +184,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
 
-	if err := a.buildSpeech(ctx); err != nil {
+	// Parts that create their own tables do so under the store's migration
+	// lock, so instances starting at once on Postgres do not race (issue 8).
+	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
 	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
@@ -231,7 +233,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
-	if err := a.buildNotifier(ctx); err != nil {
+	if err := a.Store.WithMigrationLock(ctx, a.buildNotifier); err != nil {
 		return nil, err
 	}
 	return a, nil
