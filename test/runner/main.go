@@ -30,17 +30,22 @@ import (
 	"time"
 )
 
-// parts maps a whole-program test's top-level name prefix to its part label
-// (issue 6, test/ items 1–7).
-var parts = []struct{ prefix, label string }{
-	{"TestMCPHost", "1 MCP TypeScript SDK host"},
-	{"TestConformance", "2 MCP conformance suite"},
-	{"TestVirtualAlexa", "3 virtual-alexa"},
-	{"TestSignedAlexa", "4 signed Alexa traffic"},
-	{"TestSkillPackage", "5 skill package"},
-	{"TestBrowser", "6 headless Chromium"},
-	{"TestDemo", "7 demo as a test"},
+// parts maps a whole-program test (its package and top-level name prefix)
+// to its part label: issue 6's items 1–7, then the other whole-program
+// suites that drive the real binary.
+var parts = []struct{ pkg, prefix, label string }{
+	{e2ePkg, "TestMCPHost", "1 MCP TypeScript SDK host"},
+	{e2ePkg, "TestConformance", "2 MCP conformance suite"},
+	{e2ePkg, "TestVirtualAlexa", "3 virtual-alexa"},
+	{e2ePkg, "TestSignedAlexa", "4 signed Alexa traffic"},
+	{e2ePkg, "TestSkillPackage", "5 skill package"},
+	{e2ePkg, "TestBrowser", "6 headless Chromium"},
+	{e2ePkg, "TestDemo", "7 demo as a test"},
+	{e2ePkg, "TestRekey", "unsay rekey (binary)"},
+	{e2ePkg + "/multi", "Test", "two instances on Postgres"},
 }
+
+const e2ePkg = "github.com/unsay/unsay/test"
 
 type event struct {
 	Action      string
@@ -91,7 +96,12 @@ func runAll(ctx context.Context, bin string, skipUnit bool, run string, timeout 
 		fmt.Println("== go test -race ./... (every package)")
 		unit, n := goTest(ctx, filepath.Join(art, "unit.json"), nil, "test", "-race", "-json", "./...")
 		notes = append(notes, n...)
-		lines = append(lines, fmt.Sprintf("%-28s %s", "go packages (-race)", unit[""]))
+		lines = append(lines, fmt.Sprintf("%-28s %s", "go packages (-race)", unit["other"]))
+		for _, p := range parts {
+			if r, ok := unit[p.label]; ok {
+				lines = append(lines, fmt.Sprintf("%-28s %s", p.label, r))
+			}
+		}
 		total.add(unit[""])
 	}
 	abs, err := filepath.Abs(bin)
@@ -110,8 +120,10 @@ func runAll(ctx context.Context, bin string, skipUnit bool, run string, timeout 
 		args = append(args, "./test/")
 		e2e, n := goTest(ctx, filepath.Join(art, "e2e.json"), []string{"UNSAY_E2E_BIN=" + abs}, args...)
 		notes = append(notes, n...)
-		for _, p := range parts {
-			lines = append(lines, fmt.Sprintf("%-28s %s", p.label, e2e[p.label]))
+		for i, p := range parts {
+			if _, ok := e2e[p.label]; ok || i < 7 {
+				lines = append(lines, fmt.Sprintf("%-28s %s", p.label, e2e[p.label]))
+			}
 		}
 		if other := e2e["other"]; other != (result{}) {
 			lines = append(lines, fmt.Sprintf("%-28s %s", "other whole-program", other))
@@ -344,7 +356,7 @@ func (tl *tally) finish() map[string]result {
 			failures = append(failures, k)
 			failedPkgs[k.pkg] = true
 		}
-		add(partOf(k.test), r)
+		add(partOf(k.pkg, k.test), r)
 	}
 	for _, p := range tl.pkgOrder {
 		if failedPkgs[p] {
@@ -365,11 +377,11 @@ func (tl *tally) finish() map[string]result {
 	return res
 }
 
-// partOf maps a test name to its part label, or "other".
-func partOf(test string) string {
+// partOf maps a test to its part label, or "other".
+func partOf(pkg, test string) string {
 	top, _, _ := strings.Cut(test, "/")
 	for _, p := range parts {
-		if strings.HasPrefix(top, p.prefix) {
+		if pkg == p.pkg && strings.HasPrefix(top, p.prefix) {
 			return p.label
 		}
 	}

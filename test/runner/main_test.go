@@ -23,18 +23,18 @@ func feedAll(t *testing.T, stream string) (*tally, map[string]result) {
 }
 
 func TestTally_CountsLeavesAndPartsAndNotes(t *testing.T) {
-	stream := `{"Action":"run","Package":"p","Test":"TestMCPHost_X"}
-{"Action":"run","Package":"p","Test":"TestMCPHost_X/a"}
-{"Action":"pass","Package":"p","Test":"TestMCPHost_X/a"}
-{"Action":"run","Package":"p","Test":"TestMCPHost_X/b"}
-{"Action":"output","Package":"p","Test":"TestMCPHost_X/b","Output":"    x_test.go:1: SKIPPED: 1 MCP — Node missing; install with apt\n"}
-{"Action":"skip","Package":"p","Test":"TestMCPHost_X/b"}
-{"Action":"pass","Package":"p","Test":"TestMCPHost_X"}
-{"Action":"run","Package":"p","Test":"TestDemo_Y"}
-{"Action":"fail","Package":"p","Test":"TestDemo_Y"}
+	stream := `{"Action":"run","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X"}
+{"Action":"run","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X/a"}
+{"Action":"pass","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X/a"}
+{"Action":"run","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X/b"}
+{"Action":"output","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X/b","Output":"    x_test.go:1: SKIPPED: 1 MCP — Node missing; install with apt\n"}
+{"Action":"skip","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X/b"}
+{"Action":"pass","Package":"github.com/unsay/unsay/test","Test":"TestMCPHost_X"}
+{"Action":"run","Package":"github.com/unsay/unsay/test","Test":"TestDemo_Y"}
+{"Action":"fail","Package":"github.com/unsay/unsay/test","Test":"TestDemo_Y"}
 {"Action":"run","Package":"p","Test":"TestUnrelated"}
 {"Action":"pass","Package":"p","Test":"TestUnrelated"}
-{"Action":"fail","Package":"p"}
+{"Action":"fail","Package":"github.com/unsay/unsay/test"}
 `
 	tl, res := feedAll(t, stream)
 	want := map[string]result{
@@ -110,6 +110,20 @@ func TestResultString_ClosingLineFormat(t *testing.T) {
 	for r, want := range cases {
 		if got := r.String(); got != want {
 			t.Errorf("%+v: %q, want %q", r, got, want)
+		}
+	}
+}
+
+func TestPartOf_MatchesPackageAndPrefix(t *testing.T) {
+	cases := []struct{ pkg, test, want string }{
+		{e2ePkg, "TestDemo_X/sub", "7 demo as a test"},
+		{e2ePkg + "/multi", "TestTwoInstances_Y", "two instances on Postgres"},
+		{"github.com/unsay/unsay/store", "TestDemo_Z", "other"},
+		{e2ePkg, "TestSomethingElse", "other"},
+	}
+	for _, c := range cases {
+		if got := partOf(c.pkg, c.test); got != c.want {
+			t.Errorf("partOf(%s, %s) = %q, want %q", c.pkg, c.test, got, c.want)
 		}
 	}
 }
