@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,14 +26,17 @@ var RedactedFrame = []byte(`{"jsonrpc":"2.0","method":"notifications/unsay/redac
 type replayStore struct {
 	inner       *mcp.MemoryEventStore
 	principalOf func(*sdkauth.TokenInfo) (models.Principal, bool)
+	expired     func(exp time.Time) bool
 	onClose     func(sessionID string)
 	onWithheld  func()
 }
 
-func newReplayStore(maxBytes int, principalOf func(*sdkauth.TokenInfo) (models.Principal, bool), onClose func(string), onWithheld func()) *replayStore {
+// newReplayStore: expired reports whether a token expiring at exp has
+// expired (a resuming token that has is treated as no principal).
+func newReplayStore(maxBytes int, principalOf func(*sdkauth.TokenInfo) (models.Principal, bool), expired func(exp time.Time) bool, onClose func(string), onWithheld func()) *replayStore {
 	inner := mcp.NewMemoryEventStore(nil)
 	inner.SetMaxBytes(maxBytes)
-	return &replayStore{inner: inner, principalOf: principalOf, onClose: onClose, onWithheld: onWithheld}
+	return &replayStore{inner: inner, principalOf: principalOf, expired: expired, onClose: onClose, onWithheld: onWithheld}
 }
 
 func (r *replayStore) Open(ctx context.Context, sessionID, streamID string) error {
@@ -48,9 +52,14 @@ func (r *replayStore) Append(ctx context.Context, sessionID, streamID string, da
 // fresh here). A frame naming a URI that principal may not see, or a URI
 // that does not parse, is replaced: a notification by RedactedFrame, a
 // response by a -32002 error response with the same id and no URI.
-// Without a verified principal every frame naming a URI is replaced.
+// Without a verified principal, or with one whose token has expired, every
+// frame naming a URI is replaced.
 func (r *replayStore) After(ctx context.Context, sessionID, streamID string, index int) iter.Seq2[[]byte, error] {
-	p, _ := r.principalOf(sdkauth.TokenInfoFromContext(ctx))
+	ti := sdkauth.TokenInfoFromContext(ctx)
+	p, ok := r.principalOf(ti)
+	if !ok || r.expired == nil || r.expired(ti.Expiration) {
+		p = models.Principal{}
+	}
 	return func(yield func([]byte, error) bool) {
 		for data, err := range r.inner.After(ctx, sessionID, streamID, index) {
 			if err != nil {

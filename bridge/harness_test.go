@@ -106,6 +106,17 @@ func (h *harness) token(sub string, scopes []models.Scope) string {
 	return tok
 }
 
+// tokenFor mints a token for subject sub bound to patients with the given
+// scopes, expiring ttl from now (at whole seconds: "exp" is a NumericDate).
+func (h *harness) tokenFor(sub string, scopes []models.Scope, ttl time.Duration, patients ...string) string {
+	h.t.Helper()
+	tok, err := auth.Mint(auth.Config{Secret: testSecret, PublicURL: h.base}, sub, scopes, patients, ttl)
+	if err != nil {
+		h.t.Fatalf("Mint: %v", err)
+	}
+	return tok
+}
+
 // publish writes a revision directly through the store as a clinician.
 func (h *harness) publish(domain string, a models.Audience, value string) store.PublishResult {
 	h.t.Helper()

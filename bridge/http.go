@@ -148,15 +148,17 @@ func (s *Server) checkProtocolVersion(next http.Handler) http.Handler {
 }
 
 // recordPrincipal runs after the bearer middleware: it records the
-// verified principal of every request that names a session as that
-// session's current principal — only when the token's subject is the
-// session's — so sending middleware and replay re-authorize against the
-// latest token seen (P-9).
+// verified principal of every request that names a session, with its
+// token's expiry, as that session's current principal — only when the
+// token's session identity (subject and patients, auth.SessionUserID) is
+// the session's; the SDK then refuses any other with 403 — so sending
+// middleware and replay re-authorize against the latest token seen (P-9).
 func (s *Server) recordPrincipal(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-			if p, ok := s.principalOf(sdkauth.TokenInfoFromContext(r.Context())); ok {
-				s.sessions.record(id, p)
+			ti := sdkauth.TokenInfoFromContext(r.Context())
+			if p, ok := s.principalOf(ti); ok {
+				s.sessions.record(id, p, ti.Expiration)
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +21,14 @@ const (
 	// revision (level notice, data {uri, version}, never the value).
 	RevisionLogger = "unsay.revision"
 )
+
+// ReauthPingTimeout bounds the one ping sent to a session whose token has
+// expired (see sendFilter): 30 s.
+const ReauthPingTimeout = 30 * time.Second
+
+// ErrClosing is returned, through the SDK, for a server-to-client request
+// (a keepalive ping) started or still waiting once Close has begun.
+var ErrClosing = errors.New("bridge: server closing")
 
 // watch follows the store's change feed from seq after and fans each change
 // out to sessions, off the write path. It restarts the feed (from the last
@@ -93,12 +103,34 @@ func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 	}
 }
 
-// sendFilter is the sending middleware: it re-authorizes every outgoing
-// notification that names a care URI against the session's CURRENT
-// principal at send time, and swallows the ones it must not carry (a
-// swallowed frame is neither written nor stored for replay) (P-2, P-9).
+// sendFilter is the sending middleware. It re-authorizes every outgoing
+// care notification (updated, list_changed, notifications/message) against
+// the session's CURRENT principal at send time, and swallows the ones it
+// must not carry (a swallowed frame is neither written nor stored for
+// replay) (P-2, P-9) — all of them while the session's latest token has
+// expired; the first one withheld for that reason pings the session once
+// (promptReauth).
+//
+// Server-to-client requests (the SDK's keepalive ping) wait for the
+// client's answer here, and jsonrpc2 will not close a session while one
+// waits; so each runs under a context that Close cancels, and none starts
+// once Close has begun (ErrClosing). Without that, Close waited out every
+// unanswered keepalive ping (up to KeepAlive/2 each, one session after
+// another).
 func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if !strings.HasPrefix(method, "notifications/") {
+			if s.closeCtx.Err() != nil {
+				return nil, ErrClosing
+			}
+			cctx, cancel := context.WithCancelCause(ctx)
+			stop := context.AfterFunc(s.closeCtx, func() { cancel(ErrClosing) })
+			defer func() {
+				stop()
+				cancel(nil)
+			}()
+			return next(cctx, method, req)
+		}
 		if !s.allowSend(method, req) {
 			sid := ""
 			if ss := req.GetSession(); ss != nil {
@@ -133,6 +165,13 @@ func (s *Server) allowSend(method string, req mcp.Request) bool {
 	if st == nil {
 		return false
 	}
+	if _, exp := st.current(); s.tokenExpired(exp) {
+		st.mu.Lock()
+		st.listPending = false
+		st.mu.Unlock()
+		s.promptReauth(sess, st)
+		return false
+	}
 	switch p := req.GetParams().(type) {
 	case *mcp.ResourceUpdatedNotificationParams:
 		st.mu.Lock()
@@ -158,4 +197,45 @@ func (s *Server) allowSend(method string, req mcp.Request) bool {
 		return canSeeURI(st.currentPrincipal(), uri)
 	}
 	return false
+}
+
+// tokenExpired reports whether a session token expiring at exp has expired:
+// by the real clock (which the SDK checks "exp" against on every request)
+// or by the verifier's clock (Config.Clock, which Verify checks), whichever
+// says so first. A zero exp counts as expired (fail closed).
+func (s *Server) tokenExpired(exp time.Time) bool {
+	if exp.IsZero() {
+		return true
+	}
+	return !time.Now().Before(exp) || !s.verifier.Now().Before(exp)
+}
+
+// promptReauth pings, once per token, a session whose token has expired and
+// whose notification was just withheld. The client answers with a POST
+// carrying its current token: a refreshed one (same subject and patients)
+// becomes the session's principal again and notifications resume; an
+// expired one is refused 401, which a client that cannot refresh (the Go SDK
+// client without an OAuthHandler, like the speech principal) takes as the
+// end of its connection, so it reconnects with a fresh token and re-reads
+// rather than listening, unaware, to a stream that now carries nothing. The
+// ping runs in the background, bounded by ReauthPingTimeout and cancelled by
+// Close.
+func (s *Server) promptReauth(sess mcp.Session, st *sessionState) {
+	ss, ok := sess.(*mcp.ServerSession)
+	if !ok {
+		return
+	}
+	st.mu.Lock()
+	if st.reauthPinged {
+		st.mu.Unlock()
+		return
+	}
+	st.reauthPinged = true
+	st.mu.Unlock()
+	s.logger.Info("MCP session token expired: notifications withheld; pinging the client to re-authenticate", "session", ss.ID())
+	go func() {
+		ctx, cancel := context.WithTimeout(s.closeCtx, ReauthPingTimeout)
+		defer cancel()
+		_ = ss.Ping(ctx, nil)
+	}()
 }

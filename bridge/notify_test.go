@@ -257,14 +257,21 @@ func TestUpdated_StopsOnceTheSessionPrincipalNarrows(t *testing.T) {
 	}
 }
 
-func TestRecordPrincipal_IgnoresATokenOfAnotherSubject(t *testing.T) {
+func TestRecordPrincipal_IgnoresATokenOfAnotherSubjectOrPatientSet(t *testing.T) {
 	h := newHarness(t)
 	sid := h.rawInit(h.token("alice", dualScopes))
-	if !h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: userScopes, Patients: []string{"ray"}}) {
-		t.Fatal("a token of the session's own subject was not recorded")
+	exp := time.Now().Add(time.Hour)
+	if !h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: userScopes, Patients: []string{"ray"}}, exp) {
+		t.Fatal("a token of the session's own subject and patients was not recorded")
 	}
-	if h.srv.sessions.record(sid, models.Principal{Subject: "mallory", Scopes: dualScopes, Patients: []string{"ray"}}) {
+	if h.srv.sessions.record(sid, models.Principal{Subject: "mallory", Scopes: dualScopes, Patients: []string{"ray"}}, exp) {
 		t.Fatal("a token of another subject replaced the session's principal")
+	}
+	if h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: dualScopes, Patients: []string{"bob"}}, exp) {
+		t.Fatal("a token of the same subject bound to another patient replaced the session's principal")
+	}
+	if h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: dualScopes, Patients: []string{"ray", "bob"}}, exp) {
+		t.Fatal("a token of the same subject bound to more patients replaced the session's principal")
 	}
 	if p := h.srv.sessions.get(sid).currentPrincipal(); p.Subject != "alice" || p.Can(models.ScopeReadAssistant) {
 		t.Errorf("principal %+v", p)

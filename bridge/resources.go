@@ -64,12 +64,19 @@ const (
 // which holds the initialize request's token. No token: the zero principal,
 // which can read nothing.
 func (s *Server) readPrincipal(req mcp.Request) models.Principal {
+	p, _ := s.readToken(req)
+	return p
+}
+
+// readToken is readPrincipal with the expiry of the request's token (zero
+// without a token).
+func (s *Server) readToken(req mcp.Request) (models.Principal, time.Time) {
 	extra := req.GetExtra()
-	if extra == nil {
-		return models.Principal{}
+	if extra == nil || extra.TokenInfo == nil {
+		return models.Principal{}, time.Time{}
 	}
 	p, _ := s.principalOf(extra.TokenInfo)
-	return p
+	return p, extra.TokenInfo.Expiration
 }
 
 // sessionOf returns the bridge state of the request's session, creating it
@@ -83,7 +90,8 @@ func (s *Server) sessionOf(req mcp.Request) (*sessionState, string) {
 	if st := s.sessions.get(id); st != nil {
 		return st, id
 	}
-	return s.sessions.open(id, s.readPrincipal(req)), id
+	p, exp := s.readToken(req)
+	return s.sessions.open(id, p, exp), id
 }
 
 // ---- resources/list (P-11, P-1, P-16) ----

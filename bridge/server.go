@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -59,7 +60,14 @@ type Server struct {
 	cancel    context.CancelFunc
 	watchDone chan struct{}
 	closeOnce sync.Once
+	// closeCtx is cancelled when Close begins: it ends every
+	// server-to-client request waiting in sendFilter.
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
 }
+
+// CloseTimeout bounds Close: 2 s, however many sessions are open.
+const CloseTimeout = 2 * time.Second
 
 // New builds the server: the MCP server with its resources, tool, prompt and
 // middleware; the resumable event store; the chi router with /mcp,
@@ -95,6 +103,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		sessions:    newSessionRegistry(),
 		watchDone:   make(chan struct{}),
 	}
+	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -115,7 +124,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		maxBytes = DefaultEventStoreMaxBytes
 	}
 	s.metrics = newMetrics(func() float64 { return float64(s.sessions.len()) }, func() float64 { return float64(s.subscriptionCount()) })
-	s.events = newReplayStore(maxBytes, s.principalOf, s.sessions.close, s.metrics.replayWithheld.Inc)
+	s.events = newReplayStore(maxBytes, s.principalOf, s.tokenExpired, s.sessions.close, s.metrics.replayWithheld.Inc)
 	s.mcp = s.newMCPServer()
 	timeout := cfg.SessionTimeout
 	if timeout == 0 {
@@ -197,7 +206,8 @@ func (s *Server) receiveMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req)
 			if err == nil {
 				if ss := req.GetSession(); ss != nil && ss.ID() != "" {
-					s.sessions.open(ss.ID(), s.readPrincipal(req))
+					p, exp := s.readToken(req)
+					s.sessions.open(ss.ID(), p, exp)
 				}
 			}
 			return res, err
@@ -226,16 +236,17 @@ func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
 
 // Subscribers counts the sessions subscribed to the unversioned URI uri
-// whose current principal may read it, now: POST /write's "subscribers".
+// whose current principal may read it, now, with a token not yet expired:
+// POST /write's "subscribers".
 func (s *Server) Subscribers(uri models.URI) int {
 	key := uri.Unversioned().String()
 	n := 0
 	s.sessions.each(func(_ string, st *sessionState) {
 		st.mu.Lock()
 		_, ok := st.subs[key]
-		p := st.principal
+		p, exp := st.principal, st.expires
 		st.mu.Unlock()
-		if ok && p.CanReadURI(uri) {
+		if ok && p.CanReadURI(uri) && !s.tokenExpired(exp) {
 			n++
 		}
 	})
@@ -253,14 +264,41 @@ func (s *Server) subscriptionCount() int {
 }
 
 // Close stops the change-feed watcher and closes every MCP session, which
-// ends their streams so an http.Server can shut down. It is idempotent and
-// does not close the store.
+// ends their streams so an http.Server can shut down. It returns within
+// CloseTimeout (2 s) however many sessions are open: server-to-client
+// requests still waiting for an answer (keepalive pings to clients that are
+// gone) are cancelled first, the sessions are closed concurrently, and a
+// session still closing at the deadline (its stream blocked on a client
+// that does not read) is left to finish in the background and logged. It is
+// idempotent, safe for concurrent use, and does not close the store.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		deadline := time.NewTimer(CloseTimeout)
+		defer deadline.Stop()
+		s.closeCancel()
 		s.cancel()
-		<-s.watchDone
+		var wg sync.WaitGroup
+		var closing atomic.Int64 // sessions whose Close has not returned
 		for ss := range s.mcp.Sessions() {
-			_ = ss.Close()
+			wg.Add(1)
+			closing.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = ss.Close()
+				closing.Add(-1)
+			}()
+		}
+		closed := make(chan struct{})
+		go func() {
+			wg.Wait()
+			<-s.watchDone
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-deadline.C:
+			s.logger.Warn("bridge: close deadline passed; sessions still closing in the background",
+				"deadline", CloseTimeout, "sessions", closing.Load())
 		}
 	})
 }

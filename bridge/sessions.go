@@ -2,7 +2,9 @@ package bridge
 
 import (
 	"sync"
+	"time"
 
+	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/models"
 )
 
@@ -10,12 +12,21 @@ import (
 // the SDK keeps. Every field is guarded by mu.
 type sessionState struct {
 	mu sync.Mutex
-	// subject is the token subject that initialized the session; the
-	// principal is replaced only by a token of the same subject.
-	subject string
+	// identity is auth.SessionUserID of the principal that initialized the
+	// session (its subject and patient binding, the SDK's session UserID);
+	// the principal is replaced only by a token of the same identity.
+	identity string
 	// principal is the session's CURRENT principal: the latest verified
 	// token seen on any request of this session (P-9: re-authorize at send).
 	principal models.Principal
+	// expires is the expiry ("exp") of the token that carried principal.
+	// Once it has passed, the session receives no care notification (see
+	// Server.tokenExpired; zero counts as expired).
+	expires time.Time
+	// reauthPinged is set once a withheld notification has pinged the
+	// session to re-authenticate (promptReauth); a newly recorded token
+	// clears it.
+	reauthPinged bool
 	// listServed arms list_changed once a resources/list was served (P-8).
 	listServed bool
 	// listPending marks a list_changed this session may receive; the sending
@@ -51,17 +62,25 @@ func (r *sessionRegistry) get(id string) *sessionState {
 	return r.m[id]
 }
 
-// open registers a session initialized by p. A second call for the same id
-// keeps the existing state.
-func (r *sessionRegistry) open(id string, p models.Principal) *sessionState {
+// current returns the session's current principal and its token's expiry.
+func (s *sessionState) current() (models.Principal, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal, s.expires
+}
+
+// open registers a session initialized by p, whose token expires at exp. A
+// second call for the same id keeps the existing state.
+func (r *sessionRegistry) open(id string, p models.Principal, exp time.Time) *sessionState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.m[id]; ok {
 		return s
 	}
 	s := &sessionState{
-		subject:   p.Subject,
+		identity:  auth.SessionUserID(p),
 		principal: p,
+		expires:   exp,
 		subs:      make(map[string]struct{}),
 		lastRead:  make(map[string]models.Version),
 	}
@@ -76,20 +95,26 @@ func (r *sessionRegistry) close(id string) {
 	delete(r.m, id)
 }
 
-// record replaces the session's current principal with p when p has the
-// session's subject; it reports whether it did. Unknown sessions are ignored
-// (the SDK answers 404 for them).
-func (r *sessionRegistry) record(id string, p models.Principal) bool {
+// record replaces the session's current principal with p, whose token
+// expires at exp, when p has the session's identity (auth.SessionUserID:
+// same subject, same patients; the SDK refuses any other with 403 after
+// this runs); it reports whether it did. Unknown sessions are ignored (the
+// SDK answers 404 for them).
+func (r *sessionRegistry) record(id string, p models.Principal, exp time.Time) bool {
 	s := r.get(id)
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p.Subject == "" || p.Subject != s.subject {
+	if p.Subject == "" || auth.SessionUserID(p) != s.identity {
 		return false
 	}
 	s.principal = p
+	if !exp.Equal(s.expires) {
+		s.expires = exp
+		s.reauthPinged = false
+	}
 	return true
 }
 

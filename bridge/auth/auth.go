@@ -173,8 +173,9 @@ type verified struct {
 }
 
 // Verify checks token as described in the package comment and returns the
-// SDK TokenInfo: Scopes, Expiration, UserID (= sub) and the
-// models.Principal in Extra[PrincipalKey]. It is an sdkauth.TokenVerifier.
+// SDK TokenInfo: Scopes, Expiration, UserID (= SessionUserID of the
+// principal: its subject AND its patient binding) and the models.Principal
+// in Extra[PrincipalKey]. It is an sdkauth.TokenVerifier.
 // Every failure wraps sdkauth.ErrInvalidToken; the message names the rule
 // that failed but never echoes the token.
 func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
@@ -203,10 +204,32 @@ func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*
 	return &sdkauth.TokenInfo{
 		Scopes:     scopes,
 		Expiration: c.ExpiresAt.Time,
-		UserID:     p.Subject,
+		UserID:     SessionUserID(p),
 		Extra:      map[string]any{PrincipalKey: p},
 	}, nil
 }
+
+// SessionUserID is the identity an MCP session is bound to (P-21): the
+// principal's subject and its patient binding, "sub|p1,p2,…" with the
+// patients sorted and deduplicated. Verify puts it in TokenInfo.UserID, and
+// the SDK refuses (403 "session user mismatch") any POST, GET or DELETE on
+// a session whose creator's UserID differs — so a token of the same
+// subject bound to other patients cannot use, resume or end another
+// principal's session, while a token of the same subject and patients with
+// narrowed scopes can. Patient ids never contain "|" or ",", so the value
+// is unambiguous (the subject is everything before the last "|"). It is an
+// identity key, not a principal: audit actors and authorization use
+// PrincipalOf(…).Subject and the principal's scopes and patients.
+func SessionUserID(p models.Principal) string {
+	patients := slices.Clone(p.Patients)
+	slices.Sort(patients)
+	patients = slices.Compact(patients)
+	return p.Subject + "|" + strings.Join(patients, ",")
+}
+
+// Now is the verifier's clock (Config.Clock, or time.Now): the clock "exp"
+// is checked against.
+func (v *Verifier) Now() time.Time { return v.clock() }
 
 // keyFunc returns the key for the token's own algorithm only: the HMAC
 // secret for HS256, the public key for RS256/ES256. WithValidMethods has

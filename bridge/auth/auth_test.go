@@ -152,7 +152,7 @@ func TestVerify_RefusesEveryBrokenRuleAndAcceptsItsValidTwin(t *testing.T) {
 				t.Fatalf("refused a valid token: %v", err)
 			}
 			p, ok := PrincipalOf(ti)
-			if !ok || p.Subject != "okafor" || ti.UserID != "okafor" {
+			if !ok || p.Subject != "okafor" || ti.UserID != "okafor|ray" {
 				t.Fatalf("principal %+v ok=%v userID=%q", p, ok, ti.UserID)
 			}
 		})
@@ -179,6 +179,47 @@ func TestVerify_TokenInfoCarriesScopesExpiryAndPrincipalFromThePayload(t *testin
 	}
 	if p.CanAccessPatient("bob") {
 		t.Error("principal reaches a patient its token is not bound to (P-21)")
+	}
+}
+
+// TestVerify_SessionUserIDBindsSubjectAndPatientsButNotScopes: the MCP
+// session identity (TokenInfo.UserID, compared by the SDK on every request
+// of a session) differs for another subject or another patient set, and is
+// the same for a narrowed-scope token of the same subject and patients
+// (patients in any order) — the twin that lets a narrowed token resume.
+// The principal's subject stays the plain "sub" (audit actor).
+func TestVerify_SessionUserIDBindsSubjectAndPatientsButNotScopes(t *testing.T) {
+	v := newVerifier(t, testConfig())
+	userID := func(c jwt.MapClaims) (string, string) {
+		t.Helper()
+		ti, err := v.Verify(t.Context(), sign(t, jwt.SigningMethodHS256, []byte(testSecret), c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := PrincipalOf(ti)
+		return ti.UserID, p.Subject
+	}
+	base := with(with(goodClaims(), "patients", []string{"ray", "ada"}), "scope", "care.read.user care.read.assistant")
+	id, sub := userID(base)
+	if sub != "okafor" {
+		t.Errorf("principal subject = %q, want the plain sub %q", sub, "okafor")
+	}
+	for _, tc := range []struct {
+		name string
+		c    jwt.MapClaims
+		same bool
+	}{
+		{"narrowed scope, same patients reordered", with(with(base, "scope", "care.read.user"), "patients", []string{"ada", "ray", "ada"}), true},
+		{"same subject, another patient", with(base, "patients", []string{"bob"}), false},
+		{"same subject, one patient fewer", with(base, "patients", []string{"ray"}), false},
+		{"same subject, one patient more", with(base, "patients", []string{"ray", "ada", "bob"}), false},
+		{"another subject, same patients", with(base, "sub", "mallory"), false},
+		{"subject spelling the patients into itself", with(with(base, "sub", "okafor|ada"), "patients", []string{"ray"}), false},
+	} {
+		got, _ := userID(tc.c)
+		if (got == id) != tc.same {
+			t.Errorf("%s: UserID %q vs %q, same = %v, want %v", tc.name, got, id, got == id, tc.same)
+		}
 	}
 }
 
