@@ -18,7 +18,14 @@
 //   - the principal of a request is read from req.Extra.TokenInfo, never from
 //     the handler's context (which holds the initialize request's token);
 //   - resources/updated, list_changed and revision logs are re-authorized per
-//     session at send time against the session's current principal (P-9).
+//     session at send time against the session's current principal (P-9),
+//     and withheld altogether while that principal's token has expired;
+//   - a session is bound to its creator's subject AND patients
+//     (TokenInfo.UserID = auth.SessionUserID): a token of the same subject
+//     for other patients is refused 403 on POST, GET and DELETE (P-21); a
+//     token of the same subject and patients with narrowed scopes resumes it;
+//   - Close returns within CloseTimeout: server→client requests (keepalive
+//     pings) still waiting for an answer are cancelled, not waited out.
 //
 // The router (chi) adds Host and Origin checks before anything runs, the
 // bearer-token middleware of package bridge/auth in front of /mcp, the
