@@ -526,41 +526,14 @@ func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoi
 	case err != nil:
 		return "", err
 	}
+	// AddPatient returns once the speech principal's session follows the
+	// patient, so Ray's next request is answered (it re-initializes: a token
+	// for a new patient set is a new session identity).
 	if err := l.speech.AddPatient(ctx, patient); err != nil {
-		// Expected when a session was up: the new token is bound to a new
-		// patient set, which is a new MCP session identity
-		// (auth.SessionUserID), so the server refuses the old session and
-		// the speech principal re-initializes. awaitFollowing waits for that.
-		l.log.Info("speech principal re-initializes to follow the newly linked patient", "patient", patient, "err", err)
-	}
-	if err := l.awaitFollowing(ctx, patient); err != nil {
 		l.log.Warn("speech principal could not follow the newly linked patient", "patient", patient, "err", err)
 	}
 	l.follow(patient)
 	return patient, nil
-}
-
-// LinkFollowTimeout bounds how long linking a device waits for the speech
-// principal to follow the patient: 3 s.
-const LinkFollowTimeout = 3 * time.Second
-
-// awaitFollowing waits, polling every 20 ms up to LinkFollowTimeout, until
-// the speech principal is connected and has the patient's facts, so Ray's
-// next request after linking is answered rather than "can't reach your care
-// notes". It returns ctx's error when the wait runs out.
-func (l *linkAdapter) awaitFollowing(ctx context.Context, patient string) error {
-	ctx, cancel := context.WithTimeout(ctx, LinkFollowTimeout)
-	defer cancel()
-	for {
-		if _, err := l.speech.Facts(ctx, patient); err == nil && l.speech.State().Connected {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func (l *linkAdapter) LinkedPatient(ctx context.Context, alexaUserID string) (string, string, bool, error) {

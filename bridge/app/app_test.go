@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -273,6 +274,7 @@ func TestSpeechToken_CannotReadTheInternalRiskNoteThroughTheRunningServer(t *tes
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, _ = io.Copy(io.Discard, resp.Body) // initialization completes with its response
 		resp.Body.Close()
 		sid := resp.Header.Get("Mcp-Session-Id")
 		for i, m := range []string{

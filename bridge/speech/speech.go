@@ -226,16 +226,26 @@ func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 	if p.cfg.Leased {
 		p.passive[patient] = true
 	}
+	cs := p.cs
 	p.mu.Unlock()
-	if err := p.refreshToken(ctx); err != nil {
-		return err
+	if p.cfg.TokenSource != nil {
+		// A token bound to a new patient set is a new MCP session identity
+		// (the server binds a session to subject and patients): end this
+		// session with the token it was opened with, then reconnect with a
+		// fresh one, and wait for the new session's sync.
+		if cs != nil {
+			_ = cs.Close()
+		}
+		if err := p.refreshToken(ctx); err != nil {
+			return err
+		}
+		return p.waitSynced(ctx, patient)
+	}
+	if cs == nil {
+		return nil
 	}
 	done := make(chan error, 1)
 	p.mu.Lock()
-	if p.cs == nil {
-		p.mu.Unlock()
-		return nil
-	}
 	p.listWaiters = append(p.listWaiters, done)
 	p.mu.Unlock()
 	p.poke()
@@ -244,6 +254,33 @@ func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// AddPatientTimeout bounds how long AddPatient waits for the new session's sync.
+const AddPatientTimeout = 5 * time.Second
+
+// waitSynced waits until a session is up whose sync covered patient.
+func (p *Principal) waitSynced(ctx context.Context, patient string) error {
+	ctx, cancel := context.WithTimeout(ctx, AddPatientTimeout)
+	defer cancel()
+	for {
+		p.mu.Lock()
+		ok := p.connected && p.synced[patient]
+		changed := p.changed
+		p.mu.Unlock()
+		if ok {
+			return nil
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("speech: following %s: %w", patient, ctx.Err())
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		}
 	}
 }
 
