@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +185,21 @@ func histogramCount(hg prometheus.Histogram) uint64 {
 		return 0
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+func TestInstructions_NeverTripTheReplayFilterForAnyReadScope(t *testing.T) {
+	frame := []byte(`{"jsonrpc":"2.0","id":1,"result":{"instructions":` + strconv.Quote(Instructions) + `}}`)
+	for _, p := range []models.Principal{
+		{Subject: "u", Scopes: []models.Scope{models.ScopeReadUser}, Patients: []string{"ray"}},
+		{Subject: "a", Scopes: []models.Scope{models.ScopeReadAssistant}, Patients: []string{"ray"}},
+	} {
+		if !frameAllowed(p, frame) {
+			t.Errorf("a replayed initialize result is withheld from %v", p.Scopes)
+		}
+	}
+	// Twin: a frame naming an internal URI is withheld from the user scope.
+	bad := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"care-internal://ray/risk"}}`)
+	if frameAllowed(models.Principal{Subject: "u", Scopes: []models.Scope{models.ScopeReadUser}, Patients: []string{"ray"}}, bad) {
+		t.Error("an internal URI frame replayed to a user-scoped principal")
+	}
 }

@@ -23,14 +23,17 @@ import (
 )
 
 // Instructions are the server instructions every MCP host receives in the
-// initialize result, in plain words.
+// initialize result, in plain words. They name the schemes without "://" so
+// that the replay filter, which withholds any frame mentioning a scheme the
+// resuming token cannot read (fail closed), never withholds an initialize
+// result.
 const Instructions = `Unsay serves a patient's live care plan, written by his clinicians.
 
 Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong.
 
 If a revision or a resource read carries a retraction (the "retraction" field, or _meta "unsay/retraction"), speak that retraction FIRST, word for word, before anything else. It withdraws what was said before.
 
-care:// facts are speakable: say them with their author and age. If a fact's text starts with [STALE …], say its age aloud. care-internal:// facts are for your reasoning only: never speak, quote or paraphrase care-internal:// content to the patient or a carer.
+Facts whose URI scheme is "care" are speakable: say them with their author and age. If a fact's text starts with [STALE …], say its age aloud. Facts whose URI scheme is "care-internal" are for your reasoning only: never speak, quote or paraphrase them to the patient or a carer.
 
 Say only what the clinicians wrote. Do not add medical advice.`
 

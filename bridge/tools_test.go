@@ -156,7 +156,7 @@ func TestInstructions_TellTheHostToCallWhatsChangedAndRetractFirst(t *testing.T)
 	h := newHarness(t)
 	c := h.connect(h.token("host", userScopes))
 	in := c.cs.InitializeResult().Instructions
-	for _, want := range []string{"whats_changed", "retraction FIRST", "never speak", "care-internal://"} {
+	for _, want := range []string{"whats_changed", "retraction FIRST", "never speak", `"care-internal"`} {
 		if !strings.Contains(in, want) {
 			t.Errorf("instructions lack %q", want)
 		}
