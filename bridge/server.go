@@ -178,6 +178,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 		KeepAlive:                 keepAlive,
 		KeepAliveFailureThreshold: 3,
 		Logger:                    s.logger,
+		CompletionHandler:         s.complete,
 		SubscribeHandler:          s.subscribe,
 		UnsubscribeHandler:        s.unsubscribe,
 		SupportedProtocolVersions: SupportedProtocolVersions(),
