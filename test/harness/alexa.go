@@ -3,94 +3,46 @@ package harness
 import (
 	"bytes"
 	"context"
-	"crypto"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"html"
 	"io"
-	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/unsay/unsay/skill/alexatest"
 )
 
-// CertURL is the SignatureCertChainUrl the test CA's chain is served under.
-// It passes Amazon's URL rules; the server maps it to a file with
-// --alexa-cert URL=PEMFILE instead of fetching it.
-const CertURL = "https://s3.amazonaws.com/echo.api/unsay-e2e-cert.pem"
+// CertURL is the SignatureCertChainUrl the test CA's chain is served under
+// (alexatest's): it passes Amazon's URL rules, and the server maps it to a
+// file with --alexa-cert URL=PEMFILE instead of fetching it.
+const CertURL = alexatest.CertURL
 
 // SkillID is the application id the harness's requests carry.
 const SkillID = "amzn1.ask.skill.00000000-0000-4000-8000-00000000e2e0"
 
-// TestCA is a throwaway RSA-2048 root and a leaf with SAN echo-api.amazon.com,
-// written as PEM files for the server's --alexa-roots and --alexa-cert.
+// TestCA is a throwaway RSA-2048 root and a leaf with SAN
+// echo-api.amazon.com (skill/alexatest), written as PEM files for the
+// server's --alexa-roots and --alexa-cert.
 type TestCA struct {
 	RootPEM  string // path: the root certificate (for --alexa-roots)
 	ChainPEM string // path: leaf then root (for --alexa-cert)
-	leafKey  *rsa.PrivateKey
+	pki      *alexatest.PKI
 }
 
-// NewTestCA makes the CA under dir. The certificates are valid from one hour
-// ago for one day.
+// NewTestCA makes the CA and writes its files under dir.
 func NewTestCA(dir string) (*TestCA, error) {
-	rootKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	pki, err := alexatest.NewPKI()
 	if err != nil {
 		return nil, err
 	}
-	leafKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	root, chain, err := pki.WriteFiles(dir)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	root := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "Unsay e2e test root"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	rootDER, err := x509.CreateCertificate(rand.Reader, root, root, &rootKey.PublicKey, rootKey)
-	if err != nil {
-		return nil, err
-	}
-	rootCert, err := x509.ParseCertificate(rootDER)
-	if err != nil {
-		return nil, err
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "echo-api.amazon.com"},
-		DNSNames:     []string{"echo-api.amazon.com"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, rootCert, &leafKey.PublicKey, rootKey)
-	if err != nil {
-		return nil, err
-	}
-	enc := func(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
-	ca := &TestCA{RootPEM: filepath.Join(dir, "alexa-root.pem"), ChainPEM: filepath.Join(dir, "alexa-chain.pem"), leafKey: leafKey}
-	if err := os.WriteFile(ca.RootPEM, enc(rootDER), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(ca.ChainPEM, append(enc(leafDER), enc(rootDER)...), 0o600); err != nil {
-		return nil, err
-	}
-	return ca, nil
+	return &TestCA{RootPEM: root, ChainPEM: chain, pki: pki}, nil
 }
 
 // ServeArgs are the `unsay serve` flags that make the server trust this CA
@@ -101,14 +53,7 @@ func (ca *TestCA) ServeArgs() []string {
 }
 
 // Sign returns the base64 Signature-256 (RSA PKCS#1 v1.5, SHA-256) of body.
-func (ca *TestCA) Sign(body []byte) string {
-	sum := sha256.Sum256(body)
-	sig, err := rsa.SignPKCS1v15(rand.Reader, ca.leafKey, crypto.SHA256, sum[:])
-	if err != nil {
-		panic(err) // only on a broken key, which NewTestCA never makes
-	}
-	return base64.StdEncoding.EncodeToString(sig)
-}
+func (ca *TestCA) Sign(body []byte) string { return ca.pki.Sign(body) }
 
 // Device is one simulated Echo: its ids and whether it has a screen (APL).
 type Device struct {
