@@ -44,7 +44,7 @@ func demoRecords(now time.Time) []seedRecord {
 		ward4   = "Ward 4 admin"
 	)
 	anticoag := rec("anticoagulant", models.AudienceUser,
-		fmt.Sprintf("Rivaroxaban 10 mg once a day; the course ends on %d %s %d.", stopDay.Day(), stopDay.Month(), stopDay.Year()),
+		fmt.Sprintf("Rivaroxaban 10 mg once a day, for a course due to end on %d %s %d.", stopDay.Day(), stopDay.Month(), stopDay.Year()),
 		"gp.mensah", mensah, 9*day, 0.85)
 	anticoag.in.StaleAfter = stopDay
 	return []seedRecord{

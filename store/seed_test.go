@@ -37,7 +37,7 @@ var goldenDemoHashes = []string{
 	"care-internal://ray/adherence/v1 bfb180932580b3746a1213a7ecafc8f459c91cc48eb0a093e7490f903e0970cd",
 	"care-internal://ray/gait_note/v1 61f5376394db1b7e3dd1dce68ce7a5f893e15c40304d50233f687d0ddcf394a9",
 	"care-internal://ray/risk/v1 d5fdb6f22b7c1d396695d70aed7640b8fdeb4893b0584d0e88545bdb7d094ddb",
-	"care://ray/anticoagulant/v1 71ae4f1079a2e166b18414d047ba6db832003d347aab5e7e918a2bd1fed5ae76",
+	"care://ray/anticoagulant/v1 fcac2cb0fb20537502714b4f858f3cafc52698b54add35f50a0ae959b45f1bec",
 	"care://ray/contact/v1 76aa65456a4a1797083ba227f812703396b777832a6bc5fafea8a3c83548edaa",
 	"care://ray/exercise/v1 4837e33dcdf103c98e9209dbe44befec570e6d25019fa982753597315d9ef42f",
 	"care://ray/exercise_clip/v1 89b47716ef11570d753cfb1491bbbe82a3085ab06813a5f7c54f7cf481d2ff8d",
