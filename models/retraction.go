@@ -43,7 +43,7 @@ func RenderRetraction(heard, current Version, now time.Time) (string, error) {
 	parts := []string{
 		fmt.Sprintf("Stop — your %s instruction has changed.", Topic(current.Domain)),
 		fmt.Sprintf("I told you: %s", Quote(heard.Value)),
-		fmt.Sprintf("%s changed it %s: %s", appositive(current.AuthorLabel), SpokenAge(now.Sub(current.WrittenAt)), Quote(current.Value)),
+		fmt.Sprintf("%s changed it %s: %s", Appositive(current.AuthorLabel), SpokenAge(now.Sub(current.WrittenAt)), Quote(current.Value)),
 	}
 	if g := GlossSentence(current.Value); g != "" {
 		parts = append(parts, g)
@@ -51,9 +51,9 @@ func RenderRetraction(heard, current Version, now time.Time) (string, error) {
 	return strings.Join(parts, " "), nil
 }
 
-// appositive closes a label that carries its own comma ("Sarah Okafor,
+// Appositive closes a label that carries its own comma ("Sarah Okafor,
 // physio") so it reads as a subject: "Sarah Okafor, physio, changed it".
-func appositive(label string) string {
+func Appositive(label string) string {
 	if strings.Contains(label, ",") {
 		return label + ","
 	}

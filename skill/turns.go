@@ -316,9 +316,9 @@ func (t *turn) launch() reply {
 		}
 	}
 	if len(stale) > 0 {
-		intro := "One thing is past its review date."
+		intro := "One thing needs checking."
 		if len(stale) > 1 {
-			intro = capitalize(models.SpellNumber(len(stale))) + " things are past their review date."
+			intro = capitalize(models.SpellNumber(len(stale))) + " things need checking."
 		}
 		segs = append(segs, segment{Text: intro})
 		for _, v := range stale {
@@ -590,7 +590,7 @@ func factSegment(v models.Version, now time.Time) segment {
 	topic := models.Topic(v.Domain)
 	var text string
 	if hdr || v.IsStale(now) {
-		text = fmt.Sprintf("%s, and now past its review date: your %s instruction from %s: %s", capitalize(age), topic, author, models.Quote(value))
+		text = fmt.Sprintf("%s, %s wrote your %s instruction: %s It is now past its review date.", capitalize(age), models.Appositive(author), topic, models.Quote(value))
 		if g := models.GlossSentence(value); g != "" {
 			text += " " + g
 		}

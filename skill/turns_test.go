@@ -60,7 +60,7 @@ func TestLaunch_SpeaksWalkingThenStaleThenAsks(t *testing.T) {
 	out, raw := r.turn(reqOpts{})
 	s := ssml(out)
 	iWalk := strings.Index(s, "Your walking instruction from Mr Adeyemi, surgical team, two days ago: “Partial weight-bearing")
-	iStale := strings.Index(s, "Nine days ago, and now past its review date: your blood thinner instruction from Dr Mensah, GP")
+	iStale := strings.Index(s, "Nine days ago, Dr Mensah, GP, wrote your blood thinner instruction")
 	iAsk := strings.Index(s, textQuestion)
 	if iWalk < 0 || iStale < iWalk || iAsk < iStale {
 		t.Fatalf("order walking < stale < question broken: %q", s)
@@ -249,7 +249,7 @@ func TestCarePlan_WithScreenOmitsShouldEndSession(t *testing.T) {
 func TestCarePlan_StaleFactSpokenWithItsAgeFirst(t *testing.T) {
 	r := newRig(t, nil)
 	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("anticoagulant", "ER_SUCCESS_MATCH")})
-	if !strings.HasPrefix(ssml(out), "<speak>Nine days ago, and now past its review date: your blood thinner instruction") {
+	if !strings.HasPrefix(ssml(out), "<speak>Nine days ago, Dr Mensah, GP, wrote your blood thinner instruction") {
 		t.Errorf("stale answer: %q", ssml(out))
 	}
 }
