@@ -169,7 +169,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	proactiveTokenURL := fs.String("proactive-token-url", "", "LWA token endpoint override")
 	proactiveAPI := fs.String("proactive-api-url", "", "Proactive Events API base URL override (default: the linked device's region)")
 	proactiveLive := fs.Bool("proactive-live", false, "send to the live stage instead of development")
-	budget := fs.Int("alert-budget", 3, "proactive notifications per patient per sliding hour")
+	budget := fs.Int("alert-budget", 3, "proactive notifications per patient per sliding hour (0: none)")
 	quiet := fs.String("quiet-hours", "21:00-08:00", "no proactive notifications in this window, patient's time (off to disable)")
 	tz := fs.String("time-zone", "Europe/London", "the patient's IANA time zone, for quiet hours")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -178,6 +178,9 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *budget <= 0 {
+		*budget = -1 // none: app.Config reads 0 as the default (3)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

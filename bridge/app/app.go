@@ -90,7 +90,7 @@ type Config struct {
 	ProactiveTokenURL string
 	ProactiveAPIBase  string
 	ProactiveLive     bool
-	AlertBudget       int    // per patient per sliding hour (default 3)
+	AlertBudget       int    // per patient per sliding hour; 0 means 3, negative means none
 	QuietHours        string // "21:00-08:00" in TimeZone (default)
 	TimeZone          string // the patient's IANA zone (default Europe/London)
 
@@ -403,15 +403,12 @@ func (a *App) buildNotifier(ctx context.Context) error {
 		return err
 	}
 	a.Speech.OnQueued(a.Notifier.Revision)
-	a.notes = append(a.notes, fmt.Sprintf("proactive notifications on (budget %d/h, quiet %s %s)", a.cfg.AlertBudget, a.cfg.QuietHours, a.cfg.TimeZone))
+	a.notes = append(a.notes, fmt.Sprintf("proactive notifications on (budget %d/h, quiet %s %s)", max(a.cfg.AlertBudget, 0), a.cfg.QuietHours, a.cfg.TimeZone))
 	return nil
 }
 
 // URL is the server's public base URL.
 func (a *App) URL() string { return a.publicURL }
-
-// ListenAddr is the address the server listens on.
-func (a *App) ListenAddr() string { return a.ln.Addr().String() }
 
 // TokenConfig is the token configuration (for minting development tokens in
 // tests, the demo and the bench).
@@ -441,7 +438,8 @@ func (a *App) StartupLine() string {
 }
 
 // Serve serves HTTP and runs the speech principal and the notifier until ctx
-// ends, then shuts down gracefully (up to 5 s for in-flight requests).
+// ends, then shuts down gracefully (up to 5 s for in-flight requests). It
+// returns nil after ctx ends, or the HTTP server's error if it stopped first.
 func (a *App) Serve(ctx context.Context) error {
 	hs := &http.Server{Handler: a.Bridge.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -455,11 +453,17 @@ func (a *App) Serve(ctx context.Context) error {
 		a.speakFor(p)
 	}
 	var wg sync.WaitGroup
+	run := func(part string, f func(context.Context) error) {
+		defer wg.Done()
+		if err := f(runCtx); err != nil && runCtx.Err() == nil {
+			a.log.Error(part+" stopped", "err", err) // it ended before the server did
+		}
+	}
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = a.Speech.Run(runCtx) }()
+	go run("speech principal", a.Speech.Run)
 	if a.Notifier != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = a.Notifier.Run(runCtx) }()
+		go run("proactive notifier", a.Notifier.Run)
 	}
 	var err error
 	select {
