@@ -147,9 +147,6 @@ func parsePublicKey(pemBytes []byte) (any, string, error) {
 // Resource is the resource identifier of the MCP endpoint: "{public-url}/mcp".
 func (v *Verifier) Resource() string { return v.resource }
 
-// BaseURL is the public URL without a trailing slash.
-func (v *Verifier) BaseURL() string { return v.base }
-
 // ResourceMetadataURL is the RFC 9728 metadata URL for /mcp:
 // "{public-url}/.well-known/oauth-protected-resource/mcp".
 func (v *Verifier) ResourceMetadataURL() string {

@@ -164,17 +164,6 @@ func (d *Device) Build(r Request) []byte {
 	return b
 }
 
-// TopicSlot is a CarePlanIntent topic slot resolved by entity resolution to
-// domain id (ER_SUCCESS_MATCH), as Alexa sends it for "my walking".
-func TopicSlot(spoken, domain string) map[string]any {
-	return map[string]any{"topic": map[string]any{"name": "topic", "value": spoken, "confirmationStatus": "NONE",
-		"resolutions": map[string]any{"resolutionsPerAuthority": []any{map[string]any{
-			"authority": "amzn1.er-authority.echo-sdk.amzn1.ask.skill.test.CareTopic",
-			"status":    map[string]any{"code": "ER_SUCCESS_MATCH"},
-			"values":    []any{map[string]any{"value": map[string]any{"name": domain, "id": domain}}},
-		}}}}}
-}
-
 // CodeSlot is a LinkDeviceIntent code slot (AMAZON.NUMBER).
 func CodeSlot(code string) map[string]any {
 	return map[string]any{"code": map[string]any{"name": "code", "value": code, "confirmationStatus": "NONE"}}
