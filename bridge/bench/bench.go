@@ -15,6 +15,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -255,8 +256,11 @@ func rendered(ctx context.Context, p *speech.Principal, patient string, uri mode
 
 // write signs and posts one revision and returns its version.
 func write(ctx context.Context, cfg Config, value string) (int, error) {
-	body := fmt.Appendf(nil, `{"patient":%q,"domain":%q,"audience":"user","value":%q,"authorId":"okafor","authorLabel":"Sarah Okafor, physio"}`,
-		cfg.Patient, cfg.Domain, value)
+	body, err := json.Marshal(httpapi.WriteRequest{Patient: cfg.Patient, Domain: cfg.Domain, Audience: models.AudienceUser,
+		Value: value, AuthorID: "okafor", AuthorLabel: "Sarah Okafor, physio"})
+	if err != nil {
+		return 0, err
+	}
 	ts := time.Now().Unix()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(cfg.BaseURL, "/")+"/write", bytes.NewReader(body))
 	if err != nil {
