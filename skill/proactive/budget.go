@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-// Budget errors. Match with errors.As.
+// Budget errors: ErrDisabled (match with errors.Is), and *SpentError and
+// *QuietError (match with errors.As).
 var (
-	// ErrDisabled: the budget allows nothing (max ≤ 0).
+	// ErrDisabled: the budget allows nothing (BudgetConfig.Max ≤ 0).
 	ErrDisabled = errors.New("audible budget is zero")
 )
 
@@ -37,7 +38,10 @@ type QuietHours struct {
 	Loc        *time.Location
 }
 
-// ParseQuietHours parses "21:00-08:00" in loc; "" or "off" means none.
+// ParseQuietHours parses "HH:MM-HH:MM" (24-hour, e.g. "21:00-08:00", which
+// wraps midnight) as local times in loc; nil loc is UTC. "" or "off" means
+// no quiet hours. Any other shape, or an hour > 23 or minute > 59, is an
+// error.
 func ParseQuietHours(s string, loc *time.Location) (QuietHours, error) {
 	if s == "" || s == "off" {
 		return QuietHours{}, nil
@@ -109,11 +113,14 @@ type Budget struct {
 // BudgetConfig configures NewBudget.
 type BudgetConfig struct {
 	DB      *sql.DB
-	Dialect string        // "sqlite" (default) or "postgres"
-	Max     int           // --alert-budget, default 3
-	Window  time.Duration // default 1 h
-	Quiet   QuietHours    // --quiet-hours
-	Clock   func() time.Time
+	Dialect string // "sqlite" (default) or "postgres"
+	// Max is the number of slots per Window (--alert-budget, 3 in the
+	// command); ≤ 0 disables the budget: Reserve returns ErrDisabled.
+	Max int
+	// Window is the sliding window; ≤ 0 means 1 h.
+	Window time.Duration
+	Quiet  QuietHours       // --quiet-hours
+	Clock  func() time.Time // nil is time.Now
 }
 
 const budgetSchema = `CREATE TABLE IF NOT EXISTS alert_budget (
@@ -124,7 +131,8 @@ const budgetSchema = `CREATE TABLE IF NOT EXISTS alert_budget (
 );
 CREATE INDEX IF NOT EXISTS alert_budget_patient ON alert_budget (patient, reserved_at)`
 
-// NewBudget creates the alert_budget table if missing.
+// NewBudget creates the alert_budget table if missing and returns the
+// budget. It fails when cfg.DB is nil or the table cannot be created.
 func NewBudget(ctx context.Context, cfg BudgetConfig) (*Budget, error) {
 	if cfg.DB == nil {
 		return nil, errors.New("proactive: budget needs a database")
@@ -249,7 +257,8 @@ func (r Reservation) Refund(ctx context.Context) error {
 	return nil
 }
 
-// Used reports how many slots patient has charged in the current window.
+// Used reports how many slots patient has charged in the current window
+// (reserved and not refunded).
 func (b *Budget) Used(ctx context.Context, patient string) (int, error) {
 	var n int
 	err := b.db.QueryRowContext(ctx, b.q(`SELECT COUNT(*) FROM alert_budget WHERE patient = ? AND reserved_at > ? AND state <> 'refunded'`),

@@ -22,7 +22,9 @@ type Sender interface {
 	Send(ctx context.Context, apiEndpoint string, ev Event) error
 }
 
-// NotifierConfig configures NewNotifier. Every func is required.
+// NotifierConfig configures NewNotifier. Budget, Sender, Recipients,
+// SessionOpen and HasPending are required; Clock (time.Now) and Logger
+// (slog.Default) are optional.
 type NotifierConfig struct {
 	Budget *Budget
 	Sender Sender
@@ -54,7 +56,8 @@ type Notifier struct {
 	lastSent map[string]time.Time
 }
 
-// NewNotifier validates cfg and applies defaults.
+// NewNotifier validates cfg and applies defaults. It fails when a required
+// field of cfg is nil.
 func NewNotifier(cfg NotifierConfig) (*Notifier, error) {
 	if cfg.Budget == nil || cfg.Sender == nil || cfg.Recipients == nil || cfg.SessionOpen == nil || cfg.HasPending == nil {
 		return nil, errors.New("proactive: notifier config incomplete")
@@ -93,7 +96,8 @@ func (n *Notifier) Revision(patient string) {
 	}
 }
 
-// Run processes due notifications every second until ctx ends.
+// Run processes due notifications every second, and at once after a
+// Revision, until ctx ends; it then returns ctx.Err().
 func (n *Notifier) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
