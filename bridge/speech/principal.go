@@ -123,9 +123,7 @@ func New(cfg Config) (*Principal, error) {
 		KeepAlive:                  cfg.KeepAlive,
 		Capabilities:               &mcp.ClientCapabilities{},
 	})
-	if n, err := l.Backlog(ctx); err == nil {
-		p.backlog = n
-	} else {
+	if p.backlog, err = l.Backlog(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil
