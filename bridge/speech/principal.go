@@ -62,6 +62,8 @@ type Principal struct {
 	patients    map[string]bool
 	passive     map[string]bool           // followed for reading only: another instance speaks for them (Config.Leased)
 	fullSync    bool                      // re-read every fact against the ledger at the next drain
+	tokenGen    int                       // moves on when the patient set (so the token's identity) changes
+	sessionGen  int                       // tokenGen when the current session's token was minted
 	draining    bool                      // the worker is reading and reconciling notified facts
 	synced      map[string]bool           // patients whose facts were listed and read at least once
 	current     map[string]models.Version // fact URI → latest version read
@@ -169,6 +171,12 @@ func (p *Principal) Run(ctx context.Context) error {
 // session runs one MCP session to its end. up reports whether it got as far
 // as a complete initial sync.
 func (p *Principal) session(ctx context.Context) (up bool, err error) {
+	// The token generation this session's token is minted at: a sync may
+	// mark patients synced only while it is still current (AddPatient
+	// moves it on, and the server refuses the old token's session).
+	p.mu.Lock()
+	p.sessionGen = p.tokenGen
+	p.mu.Unlock()
 	if err := p.refreshToken(ctx); err != nil {
 		return false, err
 	}
@@ -448,8 +456,10 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 			delete(p.current, s)
 		}
 	}
-	for _, id := range patients {
-		p.synced[id] = true
+	if p.sessionGen == p.tokenGen {
+		for _, id := range patients {
+			p.synced[id] = true
+		}
 	}
 	p.mu.Unlock()
 	return nil

@@ -683,3 +683,23 @@ func TestPending_RefusesToAnswerWhileDisconnectedRatherThanSayNothingChanged(t *
 		return err == nil && len(as) == 1
 	})
 }
+
+func TestPending_PutsEveryRetractionBeforeNewsHeNeverHeard(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	// He heard the walking instruction only.
+	if err := p.MarkHeard(context.Background(), "ray", mustURI(t, wb), 1); err != nil {
+		t.Fatal(err)
+	}
+	ex := "care://ray/exercise"
+	n1 := f.publish(ex, "Heel slides twenty times.") // news, queued first
+	waitPending(t, p, ex, n1)
+	n2 := f.publish(wb, "Full weight-bearing as tolerated.") // a withdrawal, queued second
+	waitPending(t, p, wb, n2)
+	as := pendingOf(t, p, "ray")
+	if len(as) != 2 || !as[0].IsRetraction() || as[0].URI().String() != wb || as[1].IsRetraction() {
+		t.Fatalf("pending order %+v, want the retraction of the walking instruction first", as)
+	}
+}

@@ -68,8 +68,9 @@ func sortByURI(vs []models.Version) {
 	sort.Slice(vs, func(i, j int) bool { return vs[i].FactURI().String() < vs[j].FactURI().String() })
 }
 
-// Pending returns the announcements Ray has yet to hear, oldest first
-// (P-19): for each fact at most one, from the version he last heard
+// Pending returns the announcements Ray has yet to hear — retractions of
+// what he heard first, then first hearings, each oldest first (P-17, P-19):
+// for each fact at most one, from the version he last heard
 // (Heard; nil when he never heard it: a first hearing) to the latest
 // (Current). Both versions' words are read back over MCP (or from memory
 // of an earlier read) — the queue holds none. An announcement whose words
@@ -135,6 +136,9 @@ func (p *Principal) Pending(ctx context.Context, patient string) ([]models.Annou
 	if len(unchanged) > 0 {
 		p.ledgerChanged(ctx)
 	}
+	// Stop first: every withdrawal of something he heard comes before news
+	// he never heard, each group oldest first (P-17, P-19).
+	sort.SliceStable(out, func(a, b int) bool { return out[a].IsRetraction() && !out[b].IsRetraction() })
 	return out, nil
 }
 
@@ -225,6 +229,9 @@ func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 	p.patients[patient] = true
 	if p.cfg.Leased {
 		p.passive[patient] = true
+	}
+	if p.cfg.TokenSource != nil {
+		p.tokenGen++
 	}
 	cs := p.cs
 	p.mu.Unlock()
