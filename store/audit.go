@@ -146,18 +146,18 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e AuditEntry) error
 		count int64
 		last  string
 	)
-	if err := tx.QueryRowContext(ctx, `SELECT count, last_mac FROM audit_head WHERE id = 1`).Scan(&count, &last); err != nil {
+	if err := s.queryRowPrepared(ctx, tx, `SELECT count, last_mac FROM audit_head WHERE id = 1`).Scan(&count, &last); err != nil {
 		return fmt.Errorf("store: audit: head: %w", err)
 	}
 	e.Seq = count + 1
 	e.At = s.clock().UTC().Truncate(time.Millisecond)
 	e.MAC = s.auditMAC(e, last)
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, mac)
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, mac)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		e.Seq, e.At.UnixMilli(), e.Actor, e.URI, e.Outcome, string(e.Reason), e.Via, e.Author, e.MAC); err != nil {
 		return fmt.Errorf("store: audit: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE audit_head SET count = ?, last_mac = ? WHERE id = 1`), e.Seq, e.MAC); err != nil {
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`UPDATE audit_head SET count = ?, last_mac = ? WHERE id = 1`), e.Seq, e.MAC); err != nil {
 		return fmt.Errorf("store: audit: head: %w", err)
 	}
 	return nil

@@ -81,6 +81,7 @@ type Store struct {
 
 	readLatest *sql.Stmt
 	readN      *sql.Stmt
+	stmts      sync.Map // query → *sql.Stmt, the write path's prepared statements (stmt.go)
 }
 
 // Open opens (creating and migrating if needed) the store at opts.DSN.
@@ -153,6 +154,7 @@ func (s *Store) Close() error {
 		close(s.closed)
 		s.readLatest.Close()
 		s.readN.Close()
+		s.closeStatements()
 		err = s.db.Close()
 	})
 	return err
@@ -434,7 +436,7 @@ type queryRower interface {
 // supersede a damaged version.
 func (s *Store) planVersion(ctx context.Context, q queryRower, in PublishInput, detectUnchanged bool) (plan, error) {
 	var pl plan
-	r, err := scanRaw(q.QueryRowContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
+	r, err := scanRaw(s.queryRowPrepared(ctx, q, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
 		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
 		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain))
 	switch {
@@ -482,7 +484,7 @@ func (s *Store) checkHead(ctx context.Context, tx *sql.Tx, in PublishInput, pl p
 		audience, hash string
 		latest         int
 	)
-	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT f.audience, f.latest, v.hash FROM facts f JOIN versions v
+	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT f.audience, f.latest, v.hash FROM facts f JOIN versions v
 		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
 		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain).Scan(&audience, &latest, &hash)
 	switch {
@@ -538,10 +540,10 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
 	stored, sealed := pl.stored, pl.sealed
 	var seq int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
+	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO versions
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
 		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
@@ -550,10 +552,10 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 	}
 	var err error
 	if latest == 0 {
-		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`),
+		_, err = s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`),
 			v.Patient, v.Domain, string(v.Audience))
 	} else {
-		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE facts SET latest = ? WHERE patient = ? AND domain = ?`),
+		_, err = s.execPrepared(ctx, tx, s.d.rebind(`UPDATE facts SET latest = ? WHERE patient = ? AND domain = ?`),
 			v.N, v.Patient, v.Domain)
 	}
 	if err != nil {
@@ -566,18 +568,18 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 // replay window, pruning expired keys.
 func (s *Store) replayed(ctx context.Context, tx *sql.Tx, key string, now time.Time) (PublishResult, bool, error) {
 	cutoff := now.Add(-replayWindow).UnixMilli()
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
 		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
 	}
 	var seq int64
-	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ?`), key).Scan(&seq)
+	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ?`), key).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PublishResult{}, false, nil
 	}
 	if err != nil {
 		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
 	}
-	row := tx.QueryRowContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
+	row := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
 		ON f.patient = v.patient AND f.domain = v.domain WHERE v.seq = ?`), seq)
 	r, err := s.scanVersion(ctx, row)
 	if err != nil {
@@ -587,7 +589,7 @@ func (s *Store) replayed(ctx context.Context, tx *sql.Tx, key string, now time.T
 }
 
 func (s *Store) rememberKey(ctx context.Context, tx *sql.Tx, key string, now time.Time, seq int64) error {
-	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO idempotency (key, at_ms, seq) VALUES (?, ?, ?)`), key, now.UnixMilli(), seq)
+	_, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO idempotency (key, at_ms, seq) VALUES (?, ?, ?)`), key, now.UnixMilli(), seq)
 	if err != nil {
 		return fmt.Errorf("store: publish: idempotency key: %w", err)
 	}
