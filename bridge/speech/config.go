@@ -55,11 +55,12 @@ type Config struct {
 	// RequestTimeout bounds one MCP request (list page, read, subscribe).
 	// Default 10 s.
 	RequestTimeout time.Duration
-	// Leased makes every patient start passive: followed and read (so Facts
-	// and Pending serve any instance's Alexa turns from the shared ledger),
-	// but no announcement is queued for him until SetSpeaking(patient, true)
-	// — called when this instance takes the patient's speech lease, so that
-	// exactly one instance speaks for each patient (issue 8).
+	// Leased makes every patient start passive: his announcements are
+	// queued in the shared ledger by every instance (the ledger keeps one per
+	// fact, so none twice, and a dead holder loses nothing), but OnQueued —
+	// the out-of-session notice to Ray — fires only on the instance that
+	// speaks for him, after SetSpeaking(patient, true): exactly one instance
+	// tells Ray unasked (issue 8, P-23).
 	Leased bool
 	// KeepAlive is the interval between pings on an idle session; a failed
 	// ping ends the session so it is re-established. Default 15 s; negative

@@ -7,8 +7,8 @@ import (
 	"github.com/unsay/unsay/models"
 )
 
-// SetSpeaking makes this principal speak for patient (queue his
-// announcements, tell OnQueued) or stop. With Config.Leased the caller
+// SetSpeaking makes this principal speak for patient (tell OnQueued when
+// one of his announcements is queued) or stop. With Config.Leased the caller
 // turns it on when this instance takes the patient's speech lease and off
 // when it loses it. Turning it on re-reads every fact against the shared
 // ledger, so a revision the previous holder had not yet queued is not
@@ -49,7 +49,7 @@ func (p *Principal) Speaking() []string {
 	return out
 }
 
-// speaksFor reports whether this principal queues patient's announcements.
+// speaksFor reports whether this principal tells OnQueued of patient's announcements.
 func (p *Principal) speaksFor(patient string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

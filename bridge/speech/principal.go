@@ -399,12 +399,6 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 	}
 	baseline := map[string]map[string]int{}
 	for _, u := range toRead {
-		if !p.speaksFor(u.Patient) {
-			if err := p.refresh(ctx, cs, u); err != nil && !isResourceError(err) {
-				return err
-			}
-			continue
-		}
 		if !followed[u.Patient] {
 			v, err := p.read(ctx, cs, u)
 			if err != nil {
@@ -432,7 +426,7 @@ func (p *Principal) syncList(ctx context.Context, cs *mcp.ClientSession, subscri
 		}
 	}
 	for _, id := range patients {
-		if !followed[id] && p.speaksFor(id) {
+		if !followed[id] {
 			if err := p.ledger.Follow(ctx, id, baseline[id]); err != nil {
 				return err
 			}
@@ -531,9 +525,6 @@ func (p *Principal) refresh(ctx context.Context, cs *mcp.ClientSession, u models
 // Ray heard (its words read back over MCP) and queue, update or drop the
 // one pending announcement.
 func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v models.Version) error {
-	if !p.speaksFor(v.Patient) {
-		return nil // another instance holds this patient's speech lease
-	}
 	u := v.FactURI()
 	for range 5 {
 		h, err := p.ledger.Heard(ctx, v.Patient, u.String())
@@ -575,8 +566,8 @@ func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v mode
 		if changed {
 			p.log.Info("speech: announcement", "uri", u.String(), "from", h, "to", v.N, "dropped", same)
 			p.ledgerChanged(ctx)
-			if !same {
-				p.notifyQueued(v.Patient)
+			if !same && p.speaksFor(v.Patient) {
+				p.notifyQueued(v.Patient) // only the lease holder tells Ray unasked
 			}
 		}
 		return nil
