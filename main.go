@@ -321,11 +321,26 @@ func cmdWrite(ctx context.Context, args []string) error {
 		return err
 	}
 	secret := secretFromEnv("UNSAY_WRITE_SECRET", httpapi.DevWriteSecret, "write")
-	ts := time.Now().Unix()
-	return postAndPrint(ctx, strings.TrimRight(*base, "/")+"/write", body, map[string]string{
-		httpapi.HeaderTimestamp: strconv.FormatInt(ts, 10),
-		httpapi.HeaderSignature: httpapi.SignWrite(secret, ts, body),
-	}, nil)
+	url := strings.TrimRight(*base, "/") + "/write"
+	for attempt := 1; ; attempt++ {
+		ts := time.Now().Unix()
+		status, answer, err := post(ctx, url, body, map[string]string{
+			httpapi.HeaderTimestamp: strconv.FormatInt(ts, 10),
+			httpapi.HeaderSignature: httpapi.SignWrite(secret, ts, body),
+		})
+		if err != nil {
+			return err
+		}
+		// A fresh invocation is never a replay of itself: "replayed" means an
+		// identical body was signed in the same second by an earlier write
+		// (a revert, say). Sign again in the next second so it is applied.
+		var r httpapi.WriteResponse
+		if status == http.StatusOK && json.Unmarshal(answer, &r) == nil && r.Replayed && attempt < 3 {
+			time.Sleep(time.Until(time.Unix(ts+1, 0)))
+			continue
+		}
+		return printAnswer(url, status, answer, nil)
+	}
 }
 
 // cmdLink creates a six-digit device-linking code for a patient through
@@ -388,11 +403,21 @@ func secretFromEnv(env, dev, what string) []byte {
 // answer on stdout, through format when given and the answer is 2xx. A
 // non-2xx answer is also reported on stderr and exits 1.
 func postAndPrint(ctx context.Context, url string, body []byte, headers map[string]string, format func([]byte) string) error {
+	status, answer, err := post(ctx, url, body, headers)
+	if err != nil {
+		return err
+	}
+	return printAnswer(url, status, answer, format)
+}
+
+// post POSTs a JSON body with headers (30 s timeout) and returns the status
+// and up to 1 MiB of the answer.
+func post(ctx context.Context, url string, body []byte, headers map[string]string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -401,21 +426,27 @@ func postAndPrint(ctx context.Context, url string, body []byte, headers map[stri
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("reading the answer: %w", err)
+		return 0, nil, fmt.Errorf("reading the answer: %w", err)
 	}
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	return resp.StatusCode, answer, nil
+}
+
+// printAnswer prints answer (through format when given and status is 2xx);
+// a non-2xx status is also reported on stderr and exits 1.
+func printAnswer(url string, status int, answer []byte, format func([]byte) string) error {
+	ok := status >= 200 && status < 300
 	if ok && format != nil {
 		fmt.Print(format(answer))
 	} else {
 		os.Stdout.Write(answer)
 	}
 	if !ok {
-		fmt.Fprintf(os.Stderr, "unsay: %s answered %s\n", url, resp.Status)
+		fmt.Fprintf(os.Stderr, "unsay: %s answered %d %s\n", url, status, http.StatusText(status))
 		return exitError{code: 1}
 	}
 	return nil
