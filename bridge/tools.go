@@ -34,7 +34,7 @@ type Revision struct {
 	WrittenAt       string `json:"writtenAt" jsonschema:"RFC 3339 UTC with milliseconds"`
 	AgeSeconds      int64  `json:"ageSeconds" jsonschema:"seconds between writtenAt and asOf"`
 	Stale           bool   `json:"stale" jsonschema:"past its review date at asOf"`
-	Retraction      string `json:"retraction,omitempty" jsonschema:"the sentence to speak FIRST: it withdraws the version this session last read (or, if it read none, the previous version). Absent for assistant-only facts, creations and unchanged words."`
+	Retraction      string `json:"retraction,omitempty" jsonschema:"the sentence to speak FIRST, on the latest revision of each fact only: it withdraws the version this session last read (or, if it read none, the version current at since) and gives the newest words. Absent for earlier revisions, assistant-only facts, creations and unchanged words."`
 }
 
 // ToolWhatsChanged is the name of the tool.
@@ -77,6 +77,16 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		return nil, WhatsChangedOutput{}, errors.New("the care store could not be read; try again")
 	}
 	st, _ := s.sessionOf(req)
+	// One retraction per fact, on its latest revision: it withdraws what the
+	// host last spoke and names the newest words, never a superseded one.
+	first, last := map[models.URI]int{}, map[models.URI]int{}
+	for _, v := range versions {
+		u := v.FactURI()
+		if f, ok := first[u]; !ok || v.N < f {
+			first[u] = v.N
+		}
+		last[u] = max(last[u], v.N)
+	}
 	out := WhatsChangedOutput{AsOf: now.UTC().Format(models.TimeLayout), Changes: make([]Revision, 0, len(versions))}
 	for _, v := range versions {
 		if !p.CanRead(v.Patient, v.Audience) { // defence in depth (P-1)
@@ -95,16 +105,25 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		if r.Stale {
 			r.Value = models.StaleHeader(v, now) + "\n" + v.Value
 		}
-		var prev *models.Version
 		if v.N > 1 {
 			if pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(v.N-1).String()); err == nil {
 				r.PreviousValue = pr.Version.Value
 				r.PreviousVersion = pr.Version.N
+			}
+		}
+		if v.N != last[v.FactURI()] {
+			out.Changes = append(out.Changes, r)
+			continue
+		}
+		// The retraction withdraws what this session read; a session that
+		// read nothing of the fact gets withdrawn the version that was
+		// current at since (the one before the window's first revision).
+		var prev *models.Version
+		if f := first[v.FactURI()]; f > 1 {
+			if pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(f-1).String()); err == nil {
 				prev = &pr.Version
 			}
 		}
-		// The retraction withdraws what this session read; a session that
-		// read nothing of the fact gets the previous version withdrawn.
 		if st != nil {
 			if read, ok := st.lastReadOf(v.FactURI()); ok {
 				prev = nil

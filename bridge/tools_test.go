@@ -169,3 +169,33 @@ func TestInstructions_TellTheHostToCallWhatsChangedAndRetractFirst(t *testing.T)
 		t.Errorf("negotiated %q", v)
 	}
 }
+
+func TestWhatsChanged_OnlyTheLatestRevisionOfAFactCarriesTheRetraction(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	user := h.connect(h.token("host", userScopes))
+	if _, err := user.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "care://ray/weight_bearing"}); err != nil {
+		t.Fatal(err)
+	}
+	since := h.st.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)
+	h.publish("weight_bearing", models.AudienceUser, "Toe-touch weight-bearing only.")
+	h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
+
+	_, out := callWhatsChanged(t, user, since)
+	if len(out.Changes) != 2 {
+		t.Fatalf("changes %+v, want both revisions", out.Changes)
+	}
+	if out.Changes[0].Retraction != "" {
+		t.Errorf("the superseded revision carries a retraction: %q", out.Changes[0].Retraction)
+	}
+	last := out.Changes[1].Retraction
+	if !strings.Contains(last, "about half your body weight") || !strings.Contains(last, "Full weight-bearing as tolerated") || strings.Contains(last, "Toe-touch") {
+		t.Errorf("latest retraction %q, want it to withdraw what was read and give the newest words only", last)
+	}
+	// Twin: a host that read nothing is withdrawn the version current at since.
+	fresh := h.connect(h.token("other-host", userScopes))
+	_, fout := callWhatsChanged(t, fresh, since)
+	if r := fout.Changes[1].Retraction; !strings.Contains(r, "about half your body weight") || strings.Contains(r, "Toe-touch") {
+		t.Errorf("retraction for a host that read nothing %q, want the version current at since withdrawn", r)
+	}
+}
