@@ -36,6 +36,10 @@ import (
 	"github.com/unsay/unsay/store/envelope"
 )
 
+// SpeechKeepAlive is the interval between the speech principal's pings on
+// an idle MCP session: 3 s.
+const SpeechKeepAlive = 3 * time.Second
+
 // SpeechTokenTTL is the lifetime of the speech principal's minted token;
 // it is re-minted before each connection.
 const SpeechTokenTTL = 12 * time.Hour
@@ -320,6 +324,10 @@ func (a *App) buildSpeech(ctx context.Context) error {
 	sc := speech.Config{
 		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Leased: true,
 		Clock: a.cfg.Clock, Logger: a.log.With("part", "speech"), HTTPClient: hc,
+		// A stalled stream is noticed within two pings, so Ray is never told
+		// an old instruction for long while a revision waits (Pending refuses
+		// while disconnected).
+		KeepAlive: SpeechKeepAlive,
 	}
 	if a.cfg.SpeechToken != "" {
 		sc.Token = a.cfg.SpeechToken
@@ -594,7 +602,15 @@ func refuseUnsafeExposure(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+	// Loopback both where it listens and where it is reached: a loopback
+	// listener behind a reverse proxy with a public --public-url is exposed.
+	exposed := !isLoopbackHost(host)
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || !isLoopbackHost(u.Hostname()) {
+			exposed = true
+		}
+	}
+	if !exposed {
 		return nil
 	}
 	var bad []string
@@ -613,5 +629,10 @@ func refuseUnsafeExposure(cfg Config) error {
 		return nil
 	}
 	slices.Sort(bad)
-	return fmt.Errorf("refusing to listen on %s (not loopback) with development-only settings: %s", cfg.Addr, strings.Join(bad, ", "))
+	return fmt.Errorf("refusing to serve %s (%s: not loopback) with development-only settings: %s", cfg.Addr, cfg.PublicURL, strings.Join(bad, ", "))
+}
+
+func isLoopbackHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }

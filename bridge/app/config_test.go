@@ -22,6 +22,9 @@ func TestNew_RefusesDevelopmentSettingsOffLoopback(t *testing.T) {
 		{"development secrets", func(c *app.Config) { c.TokenSecret = nil }, "UNSAY_TOKEN_SECRET"},
 		{"verification off", func(c *app.Config) { c.Alexa.Verify = false }, "--alexa-verify=false"},
 		{"a default patient", func(c *app.Config) { c.Alexa.DefaultPatient = "ray" }, "--default-patient"},
+		{"a public URL in front of a loopback listener", func(c *app.Config) {
+			c.Addr, c.PublicURL, c.Alexa.Verify = "127.0.0.1:0", "https://care.example.org", false
+		}, "--alexa-verify=false"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -33,7 +36,7 @@ func TestNew_RefusesDevelopmentSettingsOffLoopback(t *testing.T) {
 				t.Fatalf("New = %v, want a refusal naming %s", err, tc.want)
 			}
 			// Twin: the same settings on loopback start (development is allowed there).
-			cfg.Addr = "127.0.0.1:0"
+			cfg.Addr, cfg.PublicURL = "127.0.0.1:0", ""
 			a, err := app.New(context.Background(), cfg)
 			if err != nil {
 				t.Fatalf("on loopback New = %v", err)
