@@ -894,3 +894,14 @@ func TestParseWriteRequest_RefusesRepeatedAndCaseVariantKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestExactKeys_LinkBodyRefusesRepeatedAndCaseVariantPatient(t *testing.T) {
+	if ve := exactKeys([]byte(`{"patient":"ray"}`), linkKeys); ve != nil {
+		t.Fatalf("exact link body refused: %v", ve)
+	}
+	for _, body := range []string{`{"patient":"ray","patient":"bob"}`, `{"Patient":"bob"}`} {
+		if ve := exactKeys([]byte(body), linkKeys); ve == nil {
+			t.Errorf("accepted %s", body)
+		}
+	}
+}

@@ -60,6 +60,10 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "could not read the body", "")
 		return
 	}
+	if ve := exactKeys(body, linkKeys); ve != nil {
+		writeError(w, http.StatusBadRequest, ve.Reason, ve.Field)
+		return
+	}
 	var req LinkRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -97,3 +101,6 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 
 // timeLayout is RFC 3339 with milliseconds, UTC.
 const timeLayout = models.TimeLayout
+
+// linkKeys are POST /link's fields, spelled exactly (see exactKeys).
+var linkKeys = map[string]bool{"patient": true}

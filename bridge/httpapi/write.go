@@ -319,7 +319,7 @@ func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
 		// value would differ from the signed bytes.
 		return nil, &store.ValidationError{Field: "body", Reason: "body must be UTF-8"}
 	}
-	if verr := exactKeys(body); verr != nil {
+	if verr := exactKeys(body, writeKeys); verr != nil {
 		return nil, verr
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -438,7 +438,7 @@ var writeKeys = map[string]bool{"patient": true, "domain": true, "audience": tru
 // as documented. encoding/json matches keys case-insensitively and lets the
 // last duplicate win, so {"PATIENT":"bob","patient":"ray"} would mean one
 // thing to us and another to a different parser of the same signed bytes.
-func exactKeys(body []byte) *store.ValidationError {
+func exactKeys(body []byte, allowed map[string]bool) *store.ValidationError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil // not an object: the decoder reports it
@@ -451,7 +451,7 @@ func exactKeys(body []byte) *store.ValidationError {
 		}
 		key, _ := t.(string)
 		switch {
-		case !writeKeys[key]:
+		case !allowed[key]:
 			name := key
 			if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 				name = "body"
