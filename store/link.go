@@ -29,6 +29,14 @@ const (
 	LinkFailureWindow = 10 * time.Minute
 	// LinkBlockDuration is how long a blocked Alexa user stays blocked: 15 minutes.
 	LinkBlockDuration = 15 * time.Minute
+	// LinkGlobalMaxFailures wrong codes from all Alexa users together within
+	// LinkFailureWindow stop every redemption until the window slides: many
+	// accounts each guessing a few codes must not add up to a brute force of
+	// the 900,000 codes.
+	LinkGlobalMaxFailures = 50
+	// LinkMaxLiveCodes is how many unexpired codes a patient can have; a new
+	// one retires the oldest.
+	LinkMaxLiveCodes = 3
 )
 
 // LinkedUser is an Alexa user linked to a patient.
@@ -54,6 +62,12 @@ func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Tim
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM link_codes WHERE expires_ms <= ?`), now.UnixMilli()); err != nil {
+		return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
+	}
+	// Keep at most LinkMaxLiveCodes live codes per patient: retire the oldest.
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM link_codes WHERE patient = ? AND expires_ms <= (
+		SELECT expires_ms FROM link_codes WHERE patient = ? ORDER BY expires_ms DESC LIMIT 1 OFFSET ?)`),
+		patient, patient, LinkMaxLiveCodes-1); err != nil {
 		return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
 	}
 	for range 20 {
@@ -113,6 +127,15 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 		return "", fmt.Errorf("store: redeem link code: %w", err)
 	}
 
+	var recent int
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM link_attempts WHERE at_ms > ?`),
+		nowMS-LinkFailureWindow.Milliseconds()).Scan(&recent); err != nil {
+		return "", fmt.Errorf("store: redeem link code: %w", err)
+	}
+	if recent >= LinkGlobalMaxFailures {
+		return "", ErrLinkBlocked
+	}
+
 	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT patient FROM link_codes WHERE code = ? AND expires_ms > ?`), code, nowMS).Scan(&patient)
 	if errors.Is(err, sql.ErrNoRows) {
 		if err := s.linkFailure(ctx, tx, alexaUserID, nowMS); err != nil {
@@ -170,7 +193,6 @@ func (s *Store) linkFailure(ctx context.Context, tx *sql.Tx, user string, nowMS 
 	}{
 		{`DELETE FROM link_blocks WHERE alexa_user_id = ?`, []any{user}},
 		{`INSERT INTO link_blocks (alexa_user_id, until_ms) VALUES (?, ?)`, []any{user, nowMS + LinkBlockDuration.Milliseconds()}},
-		{`DELETE FROM link_attempts WHERE alexa_user_id = ?`, []any{user}},
 	} {
 		if _, err := tx.ExecContext(ctx, s.d.rebind(q.sql), q.args...); err != nil {
 			return fmt.Errorf("store: redeem link code: %w", err)

@@ -115,3 +115,51 @@ func TestLinkCode_WrongCodesOlderThanTenMinutesDoNotCount(t *testing.T) {
 		t.Fatalf("stale failures counted: %v", err)
 	}
 }
+
+func TestLinkCode_ManyUsersGuessingTogetherAreStoppedAtTheGlobalLimit(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	code, _, err := s.CreateLinkCode(ctx, "ray", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LinkGlobalMaxFailures wrong codes from as many accounts, each below
+	// its own limit, add up to the global one.
+	for i := range LinkGlobalMaxFailures {
+		user := "guesser-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if _, err := s.RedeemLinkCode(ctx, user, "", "000000", now.Add(time.Second)); !errors.Is(err, ErrLinkCodeInvalid) {
+			t.Fatalf("guess %d: %v", i+1, err)
+		}
+	}
+	if _, err := s.RedeemLinkCode(ctx, "ray-echo", "", code, now.Add(2*time.Second)); !errors.Is(err, ErrLinkBlocked) {
+		t.Fatalf("redeem past the global limit: %v, want ErrLinkBlocked", err)
+	}
+	// Twin: once the window slides, a right code links again.
+	later := now.Add(LinkFailureWindow + 3*time.Second)
+	code2, _, _ := s.CreateLinkCode(ctx, "ray", later)
+	if p, err := s.RedeemLinkCode(ctx, "ray-echo", "", code2, later); err != nil || p != "ray" {
+		t.Fatalf("after the window: %q, %v", p, err)
+	}
+}
+
+func TestLinkCode_APatientHasAtMostThreeLiveCodes(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	var codes []string
+	for i := range 5 {
+		c, _, err := s.CreateLinkCode(ctx, "ray", now.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, c)
+	}
+	at := now.Add(10 * time.Second)
+	for i, c := range codes {
+		_, err := s.RedeemLinkCode(ctx, "echo-"+string(rune('a'+i)), "", c, at)
+		if retired := i < 5-LinkMaxLiveCodes; retired != errors.Is(err, ErrLinkCodeInvalid) {
+			t.Errorf("code %d of 5: err %v, retired %v", i+1, err, retired)
+		}
+	}
+}
