@@ -463,7 +463,7 @@ func printAnswer(url string, status int, answer []byte, format func([]byte) stri
 // UNSAY_MASTER_KEY / KMS settings) to open values.
 func cmdVerify(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	db := fs.String("db", "./unsay.db", "SQLite database file to verify")
+	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL, to verify")
 	audit := fs.Bool("audit", false, "also verify the audit log's HMAC chain")
 	env := fs.String("envelope", "none", "envelope the values were sealed with: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
@@ -530,7 +530,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 // The audit key is UNSAY_AUDIT_KEY, or the development default (announced).
 func cmdRekey(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rekey", flag.ContinueOnError)
-	db := fs.String("db", "./unsay.db", "SQLite database file to re-seal")
+	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL, to re-seal (stop the server first)")
 	env := fs.String("envelope", "none", "envelope to seal under: local or kms (none is refused)")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
 	kmsRegion := fs.String("kms-region", "", "AWS region (kms envelope)")
