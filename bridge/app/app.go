@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/unsay/unsay/bridge"
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/bridge/httpapi"
@@ -330,6 +332,9 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		KeepAlive: SpeechKeepAlive,
 	}
 	if a.cfg.SpeechToken != "" {
+		if err := speechTokenIsUserOnly(a.cfg.SpeechToken); err != nil {
+			return fmt.Errorf("--speech-token: %w", err)
+		}
 		sc.Token = a.cfg.SpeechToken
 	} else {
 		sc.TokenSource = func(_ context.Context, patients []string) (string, error) {
@@ -635,4 +640,20 @@ func refuseUnsafeExposure(cfg Config) error {
 func isLoopbackHost(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// speechTokenIsUserOnly refuses a --speech-token whose scope claim holds
+// anything but care.read.user (P-18: the surface that talks to Ray reads
+// as the speakable scope only). The signature is the server's to verify;
+// this reads the claims only to refuse a wider token before it is used.
+func speechTokenIsUserOnly(tok string) error {
+	var claims jwt.MapClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(tok, &claims); err != nil {
+		return fmt.Errorf("not a JWT: %w", err)
+	}
+	scope, _ := claims["scope"].(string)
+	if strings.Join(strings.Fields(scope), " ") != string(models.ScopeReadUser) {
+		return fmt.Errorf("the speech principal's token must hold %s and nothing else (it holds %q)", models.ScopeReadUser, scope)
+	}
+	return nil
 }

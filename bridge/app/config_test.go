@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/bridge/app"
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/skill"
 )
 
@@ -56,4 +59,22 @@ func TestNew_FailsWithAnErrorNotAPanicWhenThePortIsTaken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("New on a taken port = %v, want a listen error", err)
 	}
+}
+
+func TestNew_RefusesASpeechTokenWiderThanTheSpeakableScope(t *testing.T) {
+	cfgFor := func(t *testing.T, scopes ...models.Scope) app.Config {
+		tok, err := auth.Mint(auth.Config{Secret: []byte(auth.DevTokenSecret), PublicURL: "http://127.0.0.1:1"}, "speech", scopes, []string{"ray"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return app.Config{Addr: "127.0.0.1:0", DB: filepath.Join(t.TempDir(), "u.db"), SpeechMCPURL: "http://127.0.0.1:1/mcp", SpeechToken: tok}
+	}
+	if _, err := app.New(context.Background(), cfgFor(t, models.ScopeReadUser, models.ScopeReadAssistant)); err == nil || !strings.Contains(err.Error(), "--speech-token") {
+		t.Fatalf("a dual-scope speech token: %v, want a refusal", err)
+	}
+	a, err := app.New(context.Background(), cfgFor(t, models.ScopeReadUser))
+	if err != nil {
+		t.Fatalf("a care.read.user speech token refused: %v", err)
+	}
+	a.Close()
 }
