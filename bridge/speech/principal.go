@@ -565,9 +565,14 @@ func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v mode
 		}
 		if changed {
 			p.log.Info("speech: announcement", "uri", u.String(), "from", h, "to", v.N, "dropped", same)
-			p.ledgerChanged(ctx)
-			if !same && p.speaksFor(v.Patient) {
-				p.notifyQueued(v.Patient) // only the lease holder tells Ray unasked
+		}
+		// Another instance may have queued it first: refresh the gauge and
+		// wake WaitPending callers either way, and let the instance that
+		// speaks for him tell Ray unasked, once per revision.
+		p.ledgerChanged(ctx)
+		if !same && p.speaksFor(v.Patient) {
+			if _, pendingTo, err := p.ledger.Status(ctx, v.Patient, u.String()); err == nil && pendingTo >= v.N && p.markNotified(u, pendingTo) {
+				p.notifyQueued(v.Patient)
 			}
 		}
 		return nil

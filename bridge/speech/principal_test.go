@@ -28,7 +28,16 @@ func seedRay(f *fakeCare) {
 
 func pendingOf(t *testing.T, p *testPrincipal, patient string) []models.Announcement {
 	t.Helper()
-	as, err := p.Pending(context.Background(), patient)
+	// Pending refuses while a session is being re-established or synced
+	// (ErrNotConnected); the tests ask once it has settled.
+	var as []models.Announcement
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		as, err = p.Pending(context.Background(), patient)
+		if !errors.Is(err, ErrNotConnected) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("Pending: %v", err)
 	}
