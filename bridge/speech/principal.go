@@ -569,12 +569,12 @@ func (p *Principal) reconcile(ctx context.Context, cs *mcp.ClientSession, v mode
 		// Another instance may have queued it first: refresh the gauge and
 		// wake WaitPending callers either way, and let the instance that
 		// speaks for him tell Ray unasked, once per revision.
-		p.ledgerChanged(ctx)
 		if !same && p.speaksFor(v.Patient) {
 			if _, pendingTo, err := p.ledger.Status(ctx, v.Patient, u.String()); err == nil && pendingTo >= v.N && p.markNotified(u, pendingTo) {
 				p.notifyQueued(v.Patient)
 			}
 		}
+		p.ledgerChanged(ctx)
 		return nil
 	}
 	return fmt.Errorf("speech: %s: heard version kept moving", u)
