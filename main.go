@@ -130,8 +130,6 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// ---- serve (owned by the bridge-MCP work; wired with skill and speech) ----
-
 // cmdServe runs the server: `unsay serve [flags]`. It opens the store
 // (SQLite at --db by default; seeded with the demo on an empty database at
 // --seed-clock), serves MCP at /mcp, /write, /link, /verify, /alexa, the web
@@ -239,8 +237,6 @@ func cmdServe(ctx context.Context, args []string) error {
 	fmt.Println(a.StartupLine())
 	return a.Serve(ctx)
 }
-
-// ---- token, write, link (owned by the bridge-HTTP work) ----
 
 // cmdToken mints a development bearer token (HS256, aud {public-url}/mcp)
 // and prints only the JWT on stdout:
@@ -452,8 +448,6 @@ func printAnswer(url string, status int, answer []byte, format func([]byte) stri
 	return nil
 }
 
-// ---- verify, rekey (owned by the store / envelope work) ----
-
 // cmdVerify checks every hash chain (P-5) and, with --audit, the audit
 // log's HMAC chain (P-14), offline: `unsay verify --db PATH [--audit]
 // [--envelope none|local|kms]`. It prints one line per chain and exits 0
@@ -471,18 +465,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*db); err != nil && !store.IsPostgresDSN(*db) {
-		return fmt.Errorf("no database at %s: %w", *db, err)
-	}
-	sealer, err := envelope.New(ctx, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
-	if err != nil {
-		return err
-	}
-	auditKey := []byte(os.Getenv("UNSAY_AUDIT_KEY"))
-	if len(auditKey) == 0 {
-		fmt.Fprintln(os.Stderr, "unsay verify: UNSAY_AUDIT_KEY unset; using the development default audit key")
-	}
-	s, err := store.Open(ctx, store.Options{DSN: *db, AuditKey: auditKey, Sealer: sealer})
+	s, err := openOffline(ctx, "verify", *db, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
 	if err != nil {
 		return err
 	}
@@ -518,6 +501,25 @@ func cmdVerify(ctx context.Context, args []string) error {
 	return nil
 }
 
+// openOffline opens the store at db for an offline command (verify, rekey)
+// with the envelope env and the audit key UNSAY_AUDIT_KEY (or the
+// development default, said on stderr). A SQLite file must exist: an
+// offline check never creates an empty database.
+func openOffline(ctx context.Context, cmd, db string, env envelope.Config) (*store.Store, error) {
+	if _, err := os.Stat(db); err != nil && !store.IsPostgresDSN(db) {
+		return nil, fmt.Errorf("no database at %s: %w", db, err)
+	}
+	sealer, err := envelope.New(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	auditKey := []byte(os.Getenv("UNSAY_AUDIT_KEY"))
+	if len(auditKey) == 0 {
+		fmt.Fprintf(os.Stderr, "unsay %s: UNSAY_AUDIT_KEY unset; using the development default audit key\n", cmd)
+	}
+	return store.Open(ctx, store.Options{DSN: db, AuditKey: auditKey, Sealer: sealer})
+}
+
 // cmdRekey re-seals every stored version under the current key (P-6
 // rotation): `unsay rekey --db PATH --envelope local|kms [--kms-endpoint URL]
 // [--kms-region R]`. The envelope reads UNSAY_MASTER_KEY (the new key) and
@@ -543,18 +545,7 @@ func cmdRekey(ctx context.Context, args []string) error {
 	if m := strings.TrimSpace(*env); m != "local" && m != "kms" {
 		return fmt.Errorf("--envelope (UNSAY_ENVELOPE) is %q: rekey needs local or kms", m)
 	}
-	if _, err := os.Stat(*db); err != nil && !store.IsPostgresDSN(*db) {
-		return fmt.Errorf("no database at %s: %w", *db, err)
-	}
-	sealer, err := envelope.New(ctx, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
-	if err != nil {
-		return err
-	}
-	auditKey := []byte(os.Getenv("UNSAY_AUDIT_KEY"))
-	if len(auditKey) == 0 {
-		fmt.Fprintln(os.Stderr, "unsay rekey: UNSAY_AUDIT_KEY unset; using the development default audit key")
-	}
-	s, err := store.Open(ctx, store.Options{DSN: *db, AuditKey: auditKey, Sealer: sealer})
+	s, err := openOffline(ctx, "rekey", *db, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
 	if err != nil {
 		return err
 	}
@@ -563,7 +554,7 @@ func cmdRekey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("re-sealed %d versions under %s\n", n, envelope.Describe(sealer))
+	fmt.Printf("re-sealed %d versions under %s\n", n, envelope.Describe(s.Sealer()))
 	results, err := s.VerifyAll(ctx, models.System("unsay-rekey", models.ScopeReadUser, models.ScopeReadAssistant))
 	if err != nil {
 		return fmt.Errorf("verify after rekey: %w", err)
@@ -577,8 +568,6 @@ func cmdRekey(ctx context.Context, args []string) error {
 	fmt.Printf("%d chains intact\n", len(results))
 	return nil
 }
-
-// ---- bench (owned by the speech work) ----
 
 // cmdBench measures the main job's latency: `unsay bench [--n 200]
 // [--warmup 10] [--json] [--url URL]`. Without --url it starts its own
