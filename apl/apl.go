@@ -93,26 +93,10 @@ func All() []Doc { return []Doc{Care(), Retraction(), Help()} }
 
 // EscapeText escapes s for an APL Text component, whose text is parsed as
 // markup: & < > become entities, so a clinician's words show as written.
-func EscapeText(s string) string {
-	if !strings.ContainsAny(s, "&<>") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	for _, r := range s {
-		switch r {
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+func EscapeText(s string) string { return textEscaper.Replace(s) }
+
+// textEscaper is immutable and safe for concurrent use.
+var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // MaxCardTextRunes caps how much of one fact a card shows (runes); longer
 // texts end with "…". The spoken answer is never cut by this.

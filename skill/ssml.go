@@ -34,30 +34,10 @@ type segment struct {
 }
 
 // EscapeSSML escapes a data string for SSML: & < > " ' become entities.
-func EscapeSSML(s string) string {
-	if !strings.ContainsAny(s, `&<>"'`) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 16)
-	for _, r := range s {
-		switch r {
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '"':
-			b.WriteString("&quot;")
-		case '\'':
-			b.WriteString("&apos;")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+func EscapeSSML(s string) string { return ssmlEscaper.Replace(s) }
+
+// ssmlEscaper is immutable and safe for concurrent use.
+var ssmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")
 
 // renderSSML builds "<speak>…</speak>" from segments and an optional closing
 // sentence (a question or the more cue), escaping every text.
