@@ -13,16 +13,21 @@ import (
 )
 
 // postgresEnv names a Postgres URL (postgres://user@host:port/db) for the
-// ledger's Postgres tests; without it they are skipped. Each test works in
-// its own schema, dropped afterwards.
-const postgresEnv = "UNSAY_TEST_POSTGRES_URL"
+// ledger's Postgres tests — the same variable as the store's backend suite;
+// without it they are skipped loudly, and with UNSAY_REQUIRE_ALL=1 that is a
+// failure. Each test works in its own schema, dropped afterwards.
+const postgresEnv = "UNSAY_TEST_POSTGRES"
 
 // openPostgres returns a database whose search_path is a fresh schema.
 func openPostgres(t *testing.T) (*sql.DB, func() *sql.DB) {
 	t.Helper()
 	base := os.Getenv(postgresEnv)
 	if base == "" {
-		t.Skipf("%s not set", postgresEnv)
+		msg := "SKIPPED: speech ledger on Postgres — set " + postgresEnv + "=postgres://… (apt-get install postgresql)"
+		if os.Getenv("UNSAY_REQUIRE_ALL") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
