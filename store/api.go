@@ -3,8 +3,9 @@
 // partition (P-1, P-2, P-21), an HMAC-chained audit log (P-14), a change feed
 // in commit order, and the deterministic demo seed (P-15).
 //
-// THIS FILE IS THE CONTRACT other packages compile against. Signatures here
-// change only by agreement; implementations live beside it.
+// This file holds the types and errors callers use; store.go the Store and
+// its methods; dialect.go and dialect_postgres.go the backends (SQLite
+// embedded by default, Postgres for several instances).
 package store
 
 import (
