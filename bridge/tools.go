@@ -87,6 +87,25 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 		last[u] = max(last[u], v.N)
 	}
+	// versionAt returns version n of fact u: from the window itself, or read
+	// once through the partition and remembered (each is needed both as one
+	// entry's previous value and as the version withdrawn).
+	known := make(map[models.URI]models.Version, len(versions))
+	for _, v := range versions {
+		known[v.URI()] = v
+	}
+	versionAt := func(u models.URI, n int) (models.Version, bool) {
+		k := u.WithVersion(n)
+		if v, ok := known[k]; ok {
+			return v, true
+		}
+		pr, err := s.st.Read(ctx, p, k.String())
+		if err != nil {
+			return models.Version{}, false
+		}
+		known[k] = pr.Version
+		return pr.Version, true
+	}
 	out := WhatsChangedOutput{AsOf: now.UTC().Format(models.TimeLayout), Changes: make([]Revision, 0, len(versions))}
 	for _, v := range versions {
 		if !p.CanRead(v.Patient, v.Audience) { // defence in depth (P-1)
@@ -106,9 +125,9 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 			r.Value = models.StaleHeader(v, now) + "\n" + v.Value
 		}
 		if v.N > 1 {
-			if pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(v.N-1).String()); err == nil {
-				r.PreviousValue = pr.Version.Value
-				r.PreviousVersion = pr.Version.N
+			if pv, ok := versionAt(v.FactURI(), v.N-1); ok {
+				r.PreviousValue = pv.Value
+				r.PreviousVersion = pv.N
 			}
 		}
 		if v.N != last[v.FactURI()] {
@@ -119,17 +138,17 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		// read nothing of the fact gets withdrawn the version that was
 		// current at since (the one before the window's first revision).
 		var prev *models.Version
-		if f := first[v.FactURI()]; f > 1 {
-			if pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(f-1).String()); err == nil {
-				prev = &pr.Version
-			}
-		}
+		read, readIt := models.Version{}, false
 		if st != nil {
-			if read, ok := st.lastReadOf(v.FactURI()); ok {
-				prev = nil
-				if read.N < v.N {
-					prev = &read
-				}
+			read, readIt = st.lastReadOf(v.FactURI())
+		}
+		if readIt {
+			if read.N < v.N {
+				prev = &read
+			}
+		} else if f := first[v.FactURI()]; f > 1 {
+			if pv, ok := versionAt(v.FactURI(), f-1); ok {
+				prev = &pv
 			}
 		}
 		if prev != nil {
