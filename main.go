@@ -387,19 +387,39 @@ func cmdServe(ctx context.Context, args []string) error {
 		return serveError(err, *db, *env)
 	}
 	defer a.Close()
-	fmt.Print(banner(a, *db))
 
 	// The serve lease tells `unsay rekey` that a server holds this database.
+	// It is held before the banner says the server is up (or, on a database
+	// another instance already holds, the banner waits at most 2 s).
 	lctx, lcancel := context.WithCancel(ctx)
-	ldone := make(chan struct{})
+	ldone, held := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ldone)
 		k := &store.LeaseKeeper{Store: a.Store, Holder: servingHolder(a), TTL: app.SpeechLeaseTTL}
-		if err := k.Run(lctx, []string{ServeLease}, func(string) {}, func(string) {}); err != nil && lctx.Err() == nil {
+		first := true
+		onAcquire := func(string) {
+			if first {
+				first = false
+				close(held)
+			}
+		}
+		if err := k.Run(lctx, []string{ServeLease}, onAcquire, func(string) {}); err != nil && lctx.Err() == nil {
 			cfg.Logger.Warn("serve lease", "err", err)
 		}
 	}()
-	err = a.Serve(ctx)
+	select {
+	case <-held:
+	case <-time.After(2 * time.Second):
+	}
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx) }()
+	// The banner says the server is up once Ray can be answered: the speech
+	// principal has read his facts (or 15 s passed; /readyz tells the rest).
+	for deadline := time.Now().Add(15 * time.Second); !a.Speech.State().Connected && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Print(banner(a, *db))
+	err = <-served
 	lcancel()
 	<-ldone
 	a.Close()
