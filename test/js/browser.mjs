@@ -98,6 +98,26 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
       const who = (await p.locator('[data-testid="retraction-who"]').textContent()) || '';
       if (!who.includes('Sarah Okafor')) return 'retraction-who is ' + JSON.stringify(who);
     });
+    await step(`echo.html#token at ${tag}: the struck-through sentence is readable at arm's length`, async () => {
+      const st = await p.locator('[data-testid="retraction-old"]').evaluate((e) => {
+        const s = getComputedStyle(e);
+        const value = document.querySelector('[data-testid="fact-row"] .value');
+        return { size: parseFloat(s.fontSize), color: s.color, bg: getComputedStyle(e.closest('[data-testid="retraction"]')).backgroundColor,
+          valueSize: value ? parseFloat(getComputedStyle(value).fontSize) : 0 };
+      });
+      const lum = (c) => {
+        const [r, g, b] = (c.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number).map((v) => {
+          v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+      };
+      const [hi, lo] = [lum(st.color), lum(st.bg)].sort((a, b) => b - a);
+      const contrast = (hi + 0.05) / (lo + 0.05);
+      // As large as the instructions themselves, and never under 16 px.
+      const minPx = Math.max(16, st.valueSize);
+      if (st.size + 0.5 < minPx) return `withdrawn sentence at ${st.size}px, want ≥ ${minPx}px (the instructions' size)`;
+      if (contrast < 7) return `withdrawn sentence contrast ${contrast.toFixed(1)}:1, want ≥ 7:1`;
+    });
     await step(`echo.html#token at ${tag}: nothing overflows the viewport with the retraction on top`, async () => {
       const o = await overflow(p);
       if (o.length) return o.join('; ');
@@ -117,7 +137,28 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const html = await p.content();
     if (html.includes('weight-bearing')) return 'a care fact is on the page without a token';
   });
+  await step('echo.html without a token tells a patient or carer what to do, in their words', async () => {
+    const t = (await p.locator('[data-testid="no-token"]').textContent()) || '';
+    if (!t.includes('Ask your care team for a new link to this screen')) return 'no-token says: ' + t;
+    if (/make run|token|server/i.test(t)) return 'no-token speaks to a developer: ' + t;
+  });
   await p.screenshot({ path: join(artifacts, 'echo-no-token.png') });
+  await ctx.close();
+}
+
+{
+  const { p, ctx } = await page(1280, 800);
+  await step('echo.html with a refused link says to ask the care team, and no "Waiting" under it', async () => {
+    await p.goto(`${base}/echo.html#token=not-a-valid-token`);
+    const box = p.locator('[data-testid="refused"]');
+    await box.waitFor({ state: 'visible', timeout: 15000 });
+    const t = (await box.textContent()) || '';
+    if (!t.includes('Ask your care team for a new link to this screen')) return 'refused says: ' + t;
+    if (/make run|reader token|care\.read/i.test(t)) return 'refusal speaks to a developer: ' + t;
+    if (await p.locator('[data-testid="waiting"]').isVisible()) return '"Waiting for your care notes…" shown under a refusal';
+    if (await p.locator('[data-testid="fact-row"]').count()) return 'fact rows shown under a refusal';
+  });
+  await p.screenshot({ path: join(artifacts, 'echo-refused.png') });
   await ctx.close();
 }
 
