@@ -174,12 +174,24 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const html = await p.content();
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
   });
+  await step('clinician: a token the server would refuse is refused at sign-in, not at Save', async () => {
+    const forged = writer.slice(0, writer.lastIndexOf('.') + 1) + 'AAAA' + writer.slice(writer.lastIndexOf('.') + 5);
+    await p.locator('[data-testid="token"]').fill(forged);
+    await p.locator('[data-testid="signin-submit"]').click();
+    const e = p.locator('[data-testid="error-token"]');
+    await p.waitForFunction(() => (document.querySelector('[data-testid="error-token"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+    const t = (await e.textContent()) || '';
+    if (!/refused/i.test(t)) return 'error-token says: ' + t;
+    if (await p.locator('[data-testid="signed-in"]').isVisible()) return 'signed in with a forged token';
+  });
   await step('clinician: signs in with a care.write token', async () => {
     await p.locator('[data-testid="token"]').fill(writer);
     await p.locator('[data-testid="signin-submit"]').click();
     await p.locator('[data-testid="signed-in"]').waitFor({ state: 'visible', timeout: 5000 });
     const err = (await p.locator('[data-testid="error-token"]').textContent()) || '';
     if (err.trim()) return 'sign-in error: ' + err;
+    const who = (await p.locator('[data-testid="signed-in"]').textContent()) || '';
+    for (const w of ['okafor', 'ray', 'care.write', 'care.read.user', 'expires']) if (!who.includes(w)) return `signed-in line lacks ${w}: ${who}`;
   });
   await step('clinician: an empty instruction is refused next to the field, and nothing is sent', async () => {
     await p.locator('[data-testid="patient"]').fill('ray');
@@ -197,7 +209,7 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const r = p.locator('[data-testid="write-result"]');
     await r.waitFor({ state: 'visible', timeout: 10000 });
     const t = (await r.textContent()) || '';
-    if (!/Delivered to \d+ listener/.test(t)) return 'write-result says: ' + t;
+    if (!/Delivered to \d+ listeners? at once \(open Echo Show cards and assistant sessions following this fact\); Ray hears the change at his next turn/.test(t)) return 'write-result says: ' + t;
     if ((await p.locator('[data-testid="error-value"]').textContent() || '').trim()) return 'stale field error left on the page';
   });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
