@@ -13,22 +13,30 @@ BENCH_N ?= 200
 
 all: build
 
+# `unsay version` prints these (the build stamps no VCS data where GOFLAGS has -buildvcs=false).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+
 ## build: compile the unsay binary into bin/unsay
 build:
-	$(GO) build -o $(BIN) .
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN) .
 
-## run: build, then serve on $(ADDR) with SQLite at $(DB) (demo seed on first start);
-## prints a reader token and a write example first
+## run: build, then serve on $(ADDR) with SQLite at $(DB) (demo seed on first start),
+## Alexa in development mode (verification off, every Echo is Ray's: loopback only);
+## prints the card's link, a clinician token (read + write) and what to try first.
+## `make run ADDR=127.0.0.1:9090 DB=/tmp/ray.db` picks another port and file (not port 0:
+## the printed tokens name the URL).
 run: build
-	@tok=$$($(BIN) token --patient ray --scope care.read.user --ttl 24h --public-url $(URL) 2>/dev/null) || tok="(unsay token failed)"; \
-	echo "Unsay on $(URL) — SQLite $(DB); development secrets unless UNSAY_TOKEN_SECRET, UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY are set"; \
-	echo "  Echo Show card:  $(URL)/echo.html#token=$$tok"; \
-	echo "  clinician page:  $(URL)/clinician   (sign in with: $(BIN) token --patient ray --scope care.write --sub okafor --public-url $(URL))"; \
-	echo "  MCP endpoint:    $(URL)/mcp   (Authorization: Bearer <token>)"; \
-	echo "  reader token (care.read.user, patient ray, 24 h): $$tok"; \
-	echo "  write example:   $(BIN) write --url $(URL) --patient ray --domain weight_bearing --value \"Full weight-bearing as tolerated.\" --author okafor --author-label \"Sarah Okafor, physio\""; \
+	@read_tok=$$($(BIN) token --patient ray --scope care.read.user --sub echo-show --ttl 24h --public-url $(URL) 2>/dev/null) || read_tok="(unsay token failed)"; \
+	clin_tok=$$($(BIN) token --patient ray --scope care.read.user --scope care.write --sub okafor --ttl 8h --public-url $(URL) 2>/dev/null) || clin_tok="(unsay token failed)"; \
+	echo "Unsay for Ray, on $(URL) — SQLite $(DB)"; \
+	echo "  Echo Show card:   $(URL)/echo.html#token=$$read_tok"; \
+	echo "  clinician page:   $(URL)/clinician  — sign in as okafor (reads what Ray hears, writes) with:"; \
+	echo "                    $$clin_tok"; \
+	echo "  talk as Ray:      $(BIN) ask --url $(URL) \"what's my walking instruction\""; \
+	echo "  revise it:        $(BIN) write --url $(URL) --patient ray --domain weight_bearing --value \"Full weight-bearing as tolerated.\" --author okafor --author-label \"Sarah Okafor, physio\""; \
 	echo
-	exec $(BIN) serve --addr $(ADDR) --db $(DB) --public-url $(URL)
+	exec $(BIN) serve --addr $(ADDR) --db $(DB) --public-url $(URL) --alexa-verify=false --default-patient ray
 
 ## test: go vet, gofmt, go test -race ./..., then the whole-program suites in test/
 ## (one count per part, then "N passed, N failed, N skipped"); UNSAY_REQUIRE_ALL=1

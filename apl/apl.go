@@ -5,8 +5,9 @@
 // Three documents, each with the RenderDocument token that names it:
 //
 //	care        TokenCare        the care card: one row per speakable fact (the
-//	                             fact, who wrote it, how long ago), stale rows
-//	                             marked "past its review date" in amber, a
+//	                             fact, who wrote it, how long ago) in the order
+//	                             the skill speaks them (walking first), stale
+//	                             rows marked "past its review date" in amber, a
 //	                             "What changed?" button (SendEvent ["whats_changed"])
 //	                             and a document tick that sends SendEvent ["tick"]
 //	                             every 5,000 ms while it is displayed
@@ -23,6 +24,12 @@
 //
 // Every string a builder puts in a datasource is escaped for APL text markup
 // (&, <, >), because APL Text interprets a small HTML-like markup.
+//
+// The documents are written for APL 2024.3 and lint clean under Amazon's
+// apl-suggester (test/js/apl-lint.mjs). ForRuntime fits one to a device's
+// runtime.maxVersion: an older runtime (down to MinRuntime, 1.4) gets a
+// document declaring its own version, with Frame backgroundColor below
+// 2023.3; anything older gets no card.
 package apl
 
 import (

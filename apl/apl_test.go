@@ -185,7 +185,7 @@ func TestEscapeText_LeavesPlainTextAlone(t *testing.T) {
 func TestCareDatasource_MarksOnlyStaleRowsAndClipsLongText(t *testing.T) {
 	long := strings.Repeat("word ", 400)
 	ds := CareDatasource(CareCard{Rows: []CareRow{
-		{Topic: "Walking", Text: "Full.", Author: "Sarah Okafor, physio", Age: "just now"},
+		{Topic: "Walking", Text: "Full.", Author: "Sarah Okafor, physio", Age: "just now", Lead: true},
 		{Topic: "Blood thinner", Text: long, Author: "Dr Mensah, GP", Age: "nine days ago", Stale: true},
 	}})
 	rows := ds["care"].(careData).Rows

@@ -1,5 +1,10 @@
 package apl
 
+import (
+	"cmp"
+	"slices"
+)
+
 // CareRow is one speakable fact on the care card. All fields are plain text;
 // CareDatasource escapes them.
 type CareRow struct {
@@ -8,6 +13,10 @@ type CareRow struct {
 	Author string // "Sarah Okafor, physio"
 	Age    string // "two days ago"
 	Stale  bool   // past its review date (P-7): drawn in amber
+	// Lead marks the fact the skill speaks first at launch (the walking
+	// instruction); Priority is the fact's 0…1 hint. Both only order rows.
+	Lead     bool
+	Priority float64
 }
 
 // CareCard is the content of the care card.
@@ -16,8 +25,33 @@ type CareCard struct {
 	Rows  []CareRow
 }
 
-// StaleNote is the marker a stale row carries on the care card.
-const StaleNote = "Past its review date"
+// StaleNote is the marker a stale row carries on the care card; it says what
+// to do, as the speech does.
+const StaleNote = "Past its review date. Please check it with your care team."
+
+// SpeakingOrder returns rows (a copy) in the order the skill speaks facts
+// at launch: the lead fact first, then facts past their review date (in
+// the order given, as launch speaks them), then the rest by priority,
+// highest first; ties keep their given order.
+func SpeakingOrder(rows []CareRow) []CareRow {
+	out := slices.Clone(rows)
+	rank := func(r CareRow) int {
+		switch {
+		case r.Lead:
+			return 0
+		case r.Stale:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(out, func(a, b CareRow) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 || rank(a) < 2 {
+			return c // stale facts are spoken in the order given
+		}
+		return cmp.Compare(b.Priority, a.Priority)
+	})
+	return out
+}
 
 // WhatsChangedLabel is the text of the cards' "What changed?" button.
 const WhatsChangedLabel = "What changed?"
@@ -38,10 +72,12 @@ type careData struct {
 
 // CareDatasource returns the datasources object for Care(): {"care": {title,
 // rows[{topic, text, byline, stale, staleNote}], buttonText}}, every string
-// markup-escaped and each text clipped to MaxCardTextRunes.
+// markup-escaped and each text clipped to MaxCardTextRunes. Rows are in the
+// order the skill speaks them (SpeakingOrder), so the walking instruction is
+// never below the fold.
 func CareDatasource(c CareCard) map[string]any {
 	d := careData{Title: EscapeText(c.Title), ButtonText: EscapeText(WhatsChangedLabel), Rows: make([]careRowData, 0, len(c.Rows))}
-	for _, r := range c.Rows {
+	for _, r := range SpeakingOrder(c.Rows) {
 		row := careRowData{
 			Topic:  EscapeText(r.Topic),
 			Text:   EscapeText(clip(r.Text)),

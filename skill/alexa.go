@@ -3,6 +3,8 @@ package skill
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/unsay/unsay/apl"
 )
 
 // Request types this skill answers (alexa.md §1).
@@ -186,10 +188,26 @@ func (s Slot) ResolvedID() (string, bool) {
 	return "", false
 }
 
-// SupportsAPL reports whether the device lists Alexa.Presentation.APL.
+// SupportsAPL reports whether the device lists Alexa.Presentation.APL with
+// a runtime the cards can render on (apl.Renderable: APL 1.4 or later, or
+// no maxVersion given). An older screen gets the voice-only answer.
 func (e *RequestEnvelope) SupportsAPL() bool {
 	_, ok := e.Context.System.Device.SupportedInterfaces[APLInterface]
-	return ok
+	return ok && apl.Renderable(e.APLMaxVersion())
+}
+
+// APLMaxVersion is supportedInterfaces["Alexa.Presentation.APL"].runtime.maxVersion,
+// or "" when the device does not say.
+func (e *RequestEnvelope) APLMaxVersion() string {
+	var iface struct {
+		Runtime struct {
+			MaxVersion string `json:"maxVersion"`
+		} `json:"runtime"`
+	}
+	if raw, ok := e.Context.System.Device.SupportedInterfaces[APLInterface]; ok {
+		_ = json.Unmarshal(raw, &iface)
+	}
+	return iface.Runtime.MaxVersion
 }
 
 // UserID is the Alexa user id, from context.System (or the session when absent).

@@ -274,15 +274,17 @@ func (l *fakeLinks) LinkedPatient(_ context.Context, user string) (string, strin
 
 // reqOpts shapes a request envelope.
 type reqOpts struct {
-	Type      string
-	Intent    string
-	Slots     map[string]Slot
-	APL       bool
-	Session   string
-	SkillID   string
-	Timestamp time.Time
-	Arguments []any
-	Extra     string // a free text put in requestId, to carry non-ASCII bytes
+	Type   string
+	Intent string
+	Slots  map[string]Slot
+	APL    bool
+	// APLVersion is the device's APL runtime.maxVersion (default 2024.3).
+	APLVersion string
+	Session    string
+	SkillID    string
+	Timestamp  time.Time
+	Arguments  []any
+	Extra      string // a free text put in requestId, to carry non-ASCII bytes
 }
 
 func envelope(o reqOpts) []byte {
@@ -300,7 +302,11 @@ func envelope(o reqOpts) []byte {
 	}
 	ifaces := map[string]any{}
 	if o.APL {
-		ifaces[APLInterface] = map[string]any{"runtime": map[string]any{"maxVersion": "2024.3"}}
+		v := o.APLVersion
+		if v == "" {
+			v = "2024.3"
+		}
+		ifaces[APLInterface] = map[string]any{"runtime": map[string]any{"maxVersion": v}}
 	}
 	req := map[string]any{"type": o.Type, "requestId": "amzn1.echo-api.request.1" + o.Extra, "locale": "en-GB",
 		"timestamp": o.Timestamp.UTC().Format(time.RFC3339)}

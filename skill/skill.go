@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/unsay/unsay/apl"
 	"github.com/unsay/unsay/models"
 )
 
@@ -213,6 +214,7 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Skill) respond(ctx context.Context, env *RequestEnvelope) ([]byte, error) {
 	h := s.handle(ctx, env)
 	defer h.release()
+	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
 	b, err := encodeResponse(h.out)
 	if err != nil {
 		return nil, err
@@ -233,6 +235,23 @@ func (s *Skill) respond(ctx context.Context, env *RequestEnvelope) ([]byte, erro
 // (skill/proactive) sends nothing. Voice-only sessions never count: nothing
 // would ask for the announcement before the microphone closes.
 func (s *Skill) SessionOpen(patient string) bool { return s.sessions.open(patient, s.now()) }
+
+// forRuntime makes every RenderDocument one the device's APL runtime can
+// render (apl.ForRuntime), and drops those it cannot.
+func forRuntime(ds []Directive, maxVersion string) []Directive {
+	out := ds[:0:0]
+	for _, d := range ds {
+		if d.Type == RenderDocumentType {
+			doc, ok := apl.ForRuntime(d.Document, maxVersion)
+			if !ok {
+				continue
+			}
+			d.Document = doc
+		}
+		out = append(out, d)
+	}
+	return out
+}
 
 // encodeResponse marshals out; over MaxResponseBytes it drops the APL
 // directives and tries again.

@@ -556,6 +556,7 @@ func (t *turn) card(kind cardKind, spoken []segment) *Directive {
 				Author: v.AuthorLabel,
 				Age:    models.SpokenAge(t.now.Sub(v.WrittenAt)),
 				Stale:  hdr || v.IsStale(t.now),
+				Lead:   v.Domain == domainWeightBearing, Priority: v.Priority, // the order launch speaks them
 			})
 		}
 		return renderDirective(apl.Care(), apl.CareDatasource(c))

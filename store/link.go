@@ -252,3 +252,19 @@ func (s *Store) LinkedPatients(ctx context.Context) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// LiveLinkCodes returns how many unexpired link codes patient has at now
+// and when the oldest of them expires (zero when none): what
+// CreateLinkCode will retire when it is LinkMaxLiveCodes, so the carer
+// can be told. Errors: the database.
+func (s *Store) LiveLinkCodes(ctx context.Context, patient string, now time.Time) (n int, oldestExpires time.Time, err error) {
+	var oldest sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*), MIN(expires_ms) FROM link_codes WHERE patient = ? AND expires_ms > ?`),
+		patient, now.UnixMilli()).Scan(&n, &oldest); err != nil {
+		return 0, time.Time{}, fmt.Errorf("store: live link codes: %w", err)
+	}
+	if oldest.Valid {
+		oldestExpires = time.UnixMilli(oldest.Int64).UTC()
+	}
+	return n, oldestExpires, nil
+}

@@ -43,7 +43,7 @@ func TestDemo_RayHearsTheRetractionOnHisNextTurn(t *testing.T) {
 	})
 	after := d.AfterWrite.Speech()
 	t.Run("the write is acknowledged with a new version", func(t *testing.T) {
-		if !strings.Contains(d.WriteAnswer, `"version"`) {
+		if !strings.Contains(d.WriteAnswer, "saved care://ray/weight_bearing as version 3") {
 			t.Errorf("unsay write printed %q", d.WriteAnswer)
 		}
 	})

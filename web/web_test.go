@@ -282,17 +282,38 @@ func TestPages_CarryTheTestIDsTheBrowserTestsUse(t *testing.T) {
 	}
 }
 
-func TestEcho_NoTokenHelpSaysHowToOpenIt(t *testing.T) {
+// TestEcho_ErrorStatesSpeakToAPatientOrCarer proves the screens a patient
+// or carer meets without a working link say what to do in their words —
+// "Ask your care team for a new link to this screen" — and never name a
+// developer's tool, a token or a scope.
+func TestEcho_ErrorStatesSpeakToAPatientOrCarer(t *testing.T) {
 	s := string(source(t, "echo.html"))
-	i := strings.Index(s, `data-testid="no-token"`)
-	if i < 0 {
-		t.Fatal("no no-token section")
-	}
-	help := s[i:min(len(s), i+400)]
-	for _, w := range []string{"/echo.html#token=", "make run"} {
-		if !strings.Contains(help, w) {
-			t.Errorf("no-token help lacks %q", w)
+	section := func(marker string, n int) string {
+		i := strings.Index(s, marker)
+		if i < 0 {
+			t.Fatalf("no %s in echo.html", marker)
 		}
+		return s[i:min(len(s), i+n)]
+	}
+	const ask = "Ask your care team for a new link to this screen."
+	for _, marker := range []string{`data-testid="no-token"`, `data-testid="refused"`} {
+		if !strings.Contains(section(marker, 400), ask) {
+			t.Errorf("%s does not say %q", marker, ask)
+		}
+	}
+	describe := section("function describe(err)", 700)
+	describe = describe[:strings.Index(describe, "function refused")]
+	noToken := section(`data-testid="no-token"`, 300)
+	noToken = regexp.MustCompile(`<[^>]*>`).ReplaceAllString(noToken[strings.Index(noToken, ">")+1:strings.Index(noToken, "</section>")], " ")
+	for _, text := range []string{noToken, describe} {
+		for _, bad := range []string{"make run", "token", "care.read", "server"} {
+			if strings.Contains(strings.ToLower(text), bad) {
+				t.Errorf("a patient-facing message mentions %q:\n%s", bad, text)
+			}
+		}
+	}
+	if !strings.Contains(s, "please check it with your care team") {
+		t.Error("the stale badge does not say what to do")
 	}
 }
 

@@ -423,6 +423,10 @@ func (a *App) buildNotifier(ctx context.Context) error {
 // URL is the server's public base URL.
 func (a *App) URL() string { return a.publicURL }
 
+// ListenAddr is the address the server actually listens on (port 0
+// resolved), e.g. 127.0.0.1:41873.
+func (a *App) ListenAddr() string { return a.ln.Addr().String() }
+
 // TokenConfig is the token configuration (for minting development tokens in
 // tests, the demo and the bench).
 func (a *App) TokenConfig() auth.Config { return a.tokenCfg }

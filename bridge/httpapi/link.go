@@ -25,6 +25,10 @@ type LinkRequest struct {
 type LinkResponse struct {
 	Code      string `json:"code"`      // six digits, 100000–999999, single use
 	ExpiresAt string `json:"expiresAt"` // RFC 3339, UTC
+	// Note tells the carer when the new code retired the oldest live one
+	// (at most store.LinkMaxLiveCodes per patient): "3 codes were already
+	// live for ray; the oldest, valid until 10:24 UTC, no longer works."
+	Note string `json:"note,omitempty"`
 }
 
 // handleLink serves POST /link {patient}: a carer holding a bearer token
@@ -84,6 +88,10 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "the token is not bound to this patient", "patient")
 		return
 	}
+	var note string
+	if n, oldest, err := a.cfg.Store.LiveLinkCodes(r.Context(), req.Patient, a.now()); err == nil && n >= store.LinkMaxLiveCodes {
+		note = fmt.Sprintf("%d codes were already live for %s; the oldest, valid until %s UTC, no longer works.", n, req.Patient, oldest.Format("15:04"))
+	}
 	code, expires, err := a.cfg.Store.CreateLinkCode(r.Context(), req.Patient, a.now())
 	var ve *store.ValidationError
 	switch {
@@ -96,7 +104,7 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.InfoContext(r.Context(), "link code created", "actor", p.Subject, "patient", req.Patient, "expires_at", expires.UTC())
-	writeJSON(w, http.StatusCreated, LinkResponse{Code: code, ExpiresAt: expires.UTC().Format(timeLayout)})
+	writeJSON(w, http.StatusCreated, LinkResponse{Code: code, ExpiresAt: expires.UTC().Format(timeLayout), Note: note})
 }
 
 // timeLayout is RFC 3339 with milliseconds, UTC.

@@ -77,7 +77,7 @@ func NewPKI() (*PKI, error) {
 
 // WriteFiles writes root.pem and chain.pem into dir and returns their paths.
 func (p *PKI) WriteFiles(dir string) (rootFile, chainFile string, err error) {
-	rootFile, chainFile = filepath.Join(dir, "alexa-root.pem"), filepath.Join(dir, "alexa-chain.pem")
+	rootFile, chainFile = filepath.Join(dir, RootFile), filepath.Join(dir, ChainFile)
 	if err = os.WriteFile(rootFile, p.RootPEM, 0o600); err == nil {
 		err = os.WriteFile(chainFile, p.ChainPEM, 0o600)
 	}
@@ -232,4 +232,65 @@ func (c *Client) Do(body []byte) (Turn, error) {
 		}
 	}
 	return t, nil
+}
+
+// File names of a test CA saved by Save and read by Load.
+const (
+	RootFile  = "alexa-root.pem"     // the trust anchor: serve --alexa-roots
+	ChainFile = "alexa-chain.pem"    // leaf then root: serve --alexa-cert CertURL=…
+	KeyFile   = "alexa-leaf-key.pem" // the leaf's private key (PKCS #8), for signing
+)
+
+// Save writes the root, the chain and the leaf's private key into dir (0600
+// files), so another process — `unsay ask --alexa-test-ca DIR` — can sign
+// with this CA later.
+func (p *PKI) Save(dir string) error {
+	if _, _, err := p.WriteFiles(dir); err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(p.key)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, KeyFile), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// Load reads a test CA saved by Save. Errors name the file.
+func Load(dir string) (*PKI, error) {
+	read := func(name string) (*pem.Block, []byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, nil, err
+		}
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			return nil, nil, fmt.Errorf("%s: no PEM block", filepath.Join(dir, name))
+		}
+		return blk, b, nil
+	}
+	rootBlk, rootPEM, err := read(RootFile)
+	if err != nil {
+		return nil, err
+	}
+	_, chainPEM, err := read(ChainFile)
+	if err != nil {
+		return nil, err
+	}
+	keyBlk, _, err := read(KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	root, err := x509.ParseCertificate(rootBlk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, RootFile), err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(keyBlk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, KeyFile), err)
+	}
+	key, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an RSA key", filepath.Join(dir, KeyFile))
+	}
+	return &PKI{RootPEM: rootPEM, ChainPEM: chainPEM, Root: root, key: key}, nil
 }

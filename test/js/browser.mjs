@@ -98,6 +98,26 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
       const who = (await p.locator('[data-testid="retraction-who"]').textContent()) || '';
       if (!who.includes('Sarah Okafor')) return 'retraction-who is ' + JSON.stringify(who);
     });
+    await step(`echo.html#token at ${tag}: the struck-through sentence is readable at arm's length`, async () => {
+      const st = await p.locator('[data-testid="retraction-old"]').evaluate((e) => {
+        const s = getComputedStyle(e);
+        const value = document.querySelector('[data-testid="fact-row"] .value');
+        return { size: parseFloat(s.fontSize), color: s.color, bg: getComputedStyle(e.closest('[data-testid="retraction"]')).backgroundColor,
+          valueSize: value ? parseFloat(getComputedStyle(value).fontSize) : 0 };
+      });
+      const lum = (c) => {
+        const [r, g, b] = (c.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number).map((v) => {
+          v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+      };
+      const [hi, lo] = [lum(st.color), lum(st.bg)].sort((a, b) => b - a);
+      const contrast = (hi + 0.05) / (lo + 0.05);
+      // As large as the instructions themselves, and never under 16 px.
+      const minPx = Math.max(16, st.valueSize);
+      if (st.size + 0.5 < minPx) return `withdrawn sentence at ${st.size}px, want ≥ ${minPx}px (the instructions' size)`;
+      if (contrast < 7) return `withdrawn sentence contrast ${contrast.toFixed(1)}:1, want ≥ 7:1`;
+    });
     await step(`echo.html#token at ${tag}: nothing overflows the viewport with the retraction on top`, async () => {
       const o = await overflow(p);
       if (o.length) return o.join('; ');
@@ -117,7 +137,28 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const html = await p.content();
     if (html.includes('weight-bearing')) return 'a care fact is on the page without a token';
   });
+  await step('echo.html without a token tells a patient or carer what to do, in their words', async () => {
+    const t = (await p.locator('[data-testid="no-token"]').textContent()) || '';
+    if (!t.includes('Ask your care team for a new link to this screen')) return 'no-token says: ' + t;
+    if (/make run|token|server/i.test(t)) return 'no-token speaks to a developer: ' + t;
+  });
   await p.screenshot({ path: join(artifacts, 'echo-no-token.png') });
+  await ctx.close();
+}
+
+{
+  const { p, ctx } = await page(1280, 800);
+  await step('echo.html with a refused link says to ask the care team, and no "Waiting" under it', async () => {
+    await p.goto(`${base}/echo.html#token=not-a-valid-token`);
+    const box = p.locator('[data-testid="refused"]');
+    await box.waitFor({ state: 'visible', timeout: 15000 });
+    const t = (await box.textContent()) || '';
+    if (!t.includes('Ask your care team for a new link to this screen')) return 'refused says: ' + t;
+    if (/make run|reader token|care\.read/i.test(t)) return 'refusal speaks to a developer: ' + t;
+    if (await p.locator('[data-testid="waiting"]').isVisible()) return '"Waiting for your care notes…" shown under a refusal';
+    if (await p.locator('[data-testid="fact-row"]').count()) return 'fact rows shown under a refusal';
+  });
+  await p.screenshot({ path: join(artifacts, 'echo-refused.png') });
   await ctx.close();
 }
 
@@ -133,12 +174,24 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const html = await p.content();
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
   });
+  await step('clinician: a token the server would refuse is refused at sign-in, not at Save', async () => {
+    const forged = writer.slice(0, writer.lastIndexOf('.') + 1) + 'AAAA' + writer.slice(writer.lastIndexOf('.') + 5);
+    await p.locator('[data-testid="token"]').fill(forged);
+    await p.locator('[data-testid="signin-submit"]').click();
+    const e = p.locator('[data-testid="error-token"]');
+    await p.waitForFunction(() => (document.querySelector('[data-testid="error-token"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+    const t = (await e.textContent()) || '';
+    if (!/refused/i.test(t)) return 'error-token says: ' + t;
+    if (await p.locator('[data-testid="signed-in"]').isVisible()) return 'signed in with a forged token';
+  });
   await step('clinician: signs in with a care.write token', async () => {
     await p.locator('[data-testid="token"]').fill(writer);
     await p.locator('[data-testid="signin-submit"]').click();
     await p.locator('[data-testid="signed-in"]').waitFor({ state: 'visible', timeout: 5000 });
     const err = (await p.locator('[data-testid="error-token"]').textContent()) || '';
     if (err.trim()) return 'sign-in error: ' + err;
+    const who = (await p.locator('[data-testid="signed-in"]').textContent()) || '';
+    for (const w of ['okafor', 'ray', 'care.write', 'care.read.user', 'expires']) if (!who.includes(w)) return `signed-in line lacks ${w}: ${who}`;
   });
   await step('clinician: an empty instruction is refused next to the field, and nothing is sent', async () => {
     await p.locator('[data-testid="patient"]').fill('ray');
@@ -156,7 +209,7 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const r = p.locator('[data-testid="write-result"]');
     await r.waitFor({ state: 'visible', timeout: 10000 });
     const t = (await r.textContent()) || '';
-    if (!/Delivered to \d+ listener/.test(t)) return 'write-result says: ' + t;
+    if (!/Delivered to \d+ listeners? at once \(open Echo Show cards and assistant sessions following this fact\); Ray hears the change at his next turn/.test(t)) return 'write-result says: ' + t;
     if ((await p.locator('[data-testid="error-value"]').textContent() || '').trim()) return 'stale field error left on the page';
   });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {

@@ -1,0 +1,597 @@
+package main
+
+// Tests of the unsay command as an operator meets it: each runs the real
+// command line (this test binary re-executes itself as `unsay`, so main's
+// own dispatch, flags and exit codes are what is tested), against a real
+// `unsay serve` on a free loopback port and real SQLite files.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/unsay/unsay/store"
+	"github.com/unsay/unsay/store/envelope"
+)
+
+const reexecEnv = "UNSAY_MAIN_TEST_REEXEC"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(reexecEnv) == "1" {
+		main() // exits
+	}
+	os.Exit(m.Run())
+}
+
+// result is one finished command.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// unsay runs the command line args with a clean environment (no UNSAY_*
+// from the developer) plus env.
+func unsay(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = cleanEnv(env)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("unsay %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func cleanEnv(extra []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "UNSAY_") {
+			env = append(env, kv)
+		}
+	}
+	return append(append(env, reexecEnv+"=1"), extra...)
+}
+
+// server is a running `unsay serve` (this binary, re-executed).
+type server struct {
+	url, db string
+	cmd     *exec.Cmd
+	stdout  *syncBuf
+	stderr  *syncBuf
+	done    chan struct{}
+}
+
+type syncBuf struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func newSyncBuf() *syncBuf { return &syncBuf{mu: make(chan struct{}, 1)} }
+func (b *syncBuf) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+func (b *syncBuf) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}
+
+var servingRE = regexp.MustCompile(`Unsay is serving (http://127\.0\.0\.1:\d+) \(listening on 127\.0\.0\.1:(\d+)\)`)
+
+// startServe starts `unsay serve --addr 127.0.0.1:0` on a fresh database
+// in a temp folder (development mode: verification off, every device is
+// Ray's) and waits for its banner.
+func startServe(t *testing.T, extra ...string) *server {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "unsay.db")
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--alexa-verify=false", "--default-patient", "ray"}, extra...)
+	s := &server{db: db, stdout: newSyncBuf(), stderr: newSyncBuf(), done: make(chan struct{})}
+	s.cmd = exec.Command(os.Args[0], args...)
+	s.cmd.Env = cleanEnv(nil)
+	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { s.stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if m := servingRE.FindStringSubmatch(s.stdout.String()); m != nil {
+			s.url = m[1]
+			break
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("unsay serve exited:\n%s\n%s", s.stdout, s.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner within 60 s:\n%s\n%s", s.stdout, s.stderr)
+		}
+	}
+	return s
+}
+
+// stop interrupts the server (Ctrl-C) and waits for it to exit.
+func (s *server) stop(t *testing.T) {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		t.Errorf("unsay serve did not stop within 30 s of SIGINT")
+	}
+}
+
+// --- help, version, -h ---------------------------------------------------------
+
+func TestHelp_EveryFormDescribesEveryCommandAndExits0(t *testing.T) {
+	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"-h"}} {
+		r := unsay(t, nil, args...)
+		if r.code != 0 {
+			t.Errorf("unsay %v exited %d, want 0", args, r.code)
+		}
+		for _, c := range commands() {
+			line := regexp.MustCompile(`(?m)^  ` + c.Name + `\s+\S.*\.$`)
+			if !line.MatchString(r.stdout) {
+				t.Errorf("unsay %v: no one-sentence line for %s:\n%s", args, c.Name, r.stdout)
+			}
+		}
+	}
+	// The twin: a command that does not exist is a usage error (2), with a suggestion.
+	r := unsay(t, nil, "serv")
+	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "serv"`) || !strings.Contains(r.stderr, `"serve"`) {
+		t.Errorf("unsay serv: exit %d, stderr %q; want 2, naming it and suggesting serve", r.code, r.stderr)
+	}
+}
+
+func TestDashH_ListsEveryFlagWithItsUNSAYTwinAndTheSecrets(t *testing.T) {
+	for _, c := range commands() {
+		if c.run == nil {
+			continue
+		}
+		r := unsay(t, nil, c.Name, "-h")
+		if r.code != 0 {
+			t.Errorf("unsay %s -h exited %d", c.Name, r.code)
+		}
+		// Flags are declared inside each command: read them from the text,
+		// and `unsay help CMD` must print the same.
+		if again := unsay(t, nil, "help", c.Name); again.stdout != r.stdout || again.code != 0 {
+			t.Errorf("unsay help %s differs from unsay %s -h", c.Name, c.Name)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(r.stdout, -1) {
+			twin := "UNSAY_" + strings.ToUpper(strings.ReplaceAll(m[1], "-", "_"))
+			if !regexp.MustCompile(`(?m)^  --` + m[1] + `\b.*\b` + twin + `\b`).MatchString(r.stdout) {
+				t.Errorf("unsay %s -h: --%s without its twin %s", c.Name, m[1], twin)
+			}
+		}
+		for _, s := range c.Secrets {
+			if !strings.Contains(r.stdout, s.Env) {
+				t.Errorf("unsay %s -h does not name the secret %s", c.Name, s.Env)
+			}
+		}
+	}
+	r := unsay(t, nil, "serve", "-h")
+	for _, f := range []string{"--addr", "--db", "--quiet-hours", "--time-zone", "--alert-budget", "--public-url"} {
+		if !strings.Contains(r.stdout, f) {
+			t.Errorf("unsay serve -h lacks %s", f)
+		}
+	}
+}
+
+func TestVersion_PrintsVersionAndCommit(t *testing.T) {
+	r := unsay(t, nil, "version")
+	if r.code != 0 || !regexp.MustCompile(`^unsay \S+ \(commit \S+`).MatchString(r.stdout) {
+		t.Errorf("unsay version: exit %d, %q", r.code, r.stdout)
+	}
+	old, oldC := version, commit
+	t.Cleanup(func() { version, commit = old, oldC })
+	version, commit = "v1.2.3", "0123456789abcdef0123"
+	if got := versionLine(); !strings.HasPrefix(got, "unsay v1.2.3 (commit 0123456789ab") {
+		t.Errorf("with -ldflags values: %q", got)
+	}
+}
+
+// --- stray arguments (issue 12) -------------------------------------------------
+
+func TestStrayArguments_AreRefusedNeverIgnored(t *testing.T) {
+	other := seededDB(t)
+	for _, args := range [][]string{
+		{"verify", other},
+		{"verify", "--audit", other},
+		{"verify", other, "--audit"},
+		{"rekey", "--envelope", "local", other},
+		{"token", "--patient", "ray", "--scope", "care.read.user", "extra"},
+		{"link", "--patient", "ray", "now"},
+		{"bench", "200"},
+		{"write", "--patient", "ray", "oops"},
+		{"serve", "8080"},
+		{"version", "x"},
+	} {
+		r := unsay(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "takes no arguments") {
+			t.Errorf("unsay %v: exit %d, stderr %q; want 2 and the refusal", args, r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout, "intact") {
+			t.Errorf("unsay %v verified something anyway: %s", args, r.stdout)
+		}
+	}
+	r := unsay(t, nil, "verify", other)
+	if !strings.Contains(r.stderr, "did you mean --db "+other) {
+		t.Errorf("verify PATH does not suggest --db: %q", r.stderr)
+	}
+	// The twin: --db PATH verifies that file (and not ./unsay.db).
+	r = unsay(t, nil, "verify", "--db", other, "--audit")
+	if r.code != 0 || !strings.Contains(r.stdout, "care://ray/weight_bearing intact") || !strings.Contains(r.stdout, "audit log intact") {
+		t.Errorf("verify --db %s: exit %d\n%s%s", other, r.code, r.stdout, r.stderr)
+	}
+}
+
+// seededDB writes the demo seed into a new SQLite file (development audit key).
+func seededDB(t *testing.T) string {
+	t.Helper()
+	return seededDBSealed(t, nil)
+}
+
+func seededDBSealed(t *testing.T, master []byte) string {
+	t.Helper()
+	ctx := context.Background()
+	var sealer store.Sealer
+	if master != nil {
+		var err error
+		if sealer, err = envelope.NewLocal(master); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "other.db")
+	s, err := store.Open(ctx, store.Options{DSN: path, AuditKey: []byte(store.DevAuditKey), Sealer: sealer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := store.Seed(ctx, s, time.Date(2026, 10, 8, 9, 14, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// --- serve: validation, messages, banner -----------------------------------------
+
+func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--quiet-hours", "25:00-08:00"}, []string{"--quiet-hours", "25:00-08:00", "HH:MM-HH:MM", "off"}},
+		{[]string{"--time-zone", "Mars/Olympus"}, []string{"--time-zone", "Mars/Olympus", "Europe/London"}},
+		{[]string{"--alert-budget", "-1"}, []string{"--alert-budget", "-1", "0 (no proactive notifications)"}},
+		{[]string{"--public-url", "notaurl"}, []string{"--public-url", "notaurl", "malformed"}},
+		{[]string{"--seed", "demmo"}, []string{"--seed", "demo, bench or none"}},
+		{[]string{"--log-level", "loud"}, []string{"--log-level", "debug, info, warn or error"}},
+		{[]string{"--addr", "8080"}, []string{"--addr", "host:port"}},
+	} {
+		// Proactive notifications are off (no --alexa-client-id): the flags are checked anyway.
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db")}, tc.args...)
+		if tc.args[0] == "--addr" {
+			args = append([]string{"serve", "--db", filepath.Join(t.TempDir(), "x.db")}, tc.args...)
+		}
+		r := unsay(t, nil, args...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", tc.args, r.code, r.stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%v: message lacks %q: %s", tc.args, w, r.stderr)
+			}
+		}
+		if strings.Contains(r.stdout, "Unsay is serving") {
+			t.Errorf("%v: the server started anyway", tc.args)
+		}
+	}
+}
+
+func TestServe_MissingDatabaseFolderNamesThePathOnce(t *testing.T) {
+	r := unsay(t, nil, "serve", "--addr", "127.0.0.1:0", "--db", "/nonexistent/x.db")
+	if r.code == 0 || strings.Count(r.stderr, "/nonexistent/x.db") != 1 || strings.Contains(r.stderr, "store: store:") {
+		t.Errorf("exit %d, stderr %q: want the path once, no store: store:", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "--db") || !strings.Contains(r.stderr, "does not exist") {
+		t.Errorf("the message names neither the flag nor the fix: %q", r.stderr)
+	}
+}
+
+func TestServe_SealedDatabaseWithoutEnvelopeSuggestsIt(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	db := seededDBSealed(t, key)
+	r := unsay(t, nil, "serve", "--addr", "127.0.0.1:0", "--db", db)
+	if r.code == 0 || !strings.Contains(r.stderr, "--envelope") {
+		t.Errorf("serve on a sealed database: exit %d, %q; want the --envelope hint", r.code, r.stderr)
+	}
+	r = unsay(t, nil, "verify", "--db", db)
+	if r.code == 0 || !strings.Contains(r.stderr, "--envelope local") {
+		t.Errorf("verify on a sealed database: exit %d, %q; want the --envelope hint", r.code, r.stderr)
+	}
+	// The twin: with the envelope and its key, it verifies.
+	r = unsay(t, []string{"UNSAY_MASTER_KEY=" + base64.StdEncoding.EncodeToString(key)}, "verify", "--db", db, "--envelope", "local")
+	if r.code != 0 || !strings.Contains(r.stdout, "intact") {
+		t.Errorf("verify --envelope local: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestServe_BannerNamesTheResolvedAddressWithoutSDKChatterAndCtrlCSaysItStopped(t *testing.T) {
+	s := startServe(t)
+	m := servingRE.FindStringSubmatch(s.stdout.String())
+	if m[2] == "0" {
+		t.Errorf("banner names port 0, not the port listened on")
+	}
+	lines := strings.Split(strings.TrimSpace(s.stdout.String()), "\n")
+	if len(lines) > 8 {
+		t.Errorf("banner is %d lines, want a few:\n%s", len(lines), s.stdout)
+	}
+	for _, want := range []string{"store sqlite at " + s.db, "PLAINTEXT", "ALEXA VERIFICATION OFF", "DEVELOPMENT default secrets", "Ctrl-C"} {
+		if !strings.Contains(s.stdout.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, s.stdout)
+		}
+	}
+	// One Alexa turn makes the speech principal and the SDK busy.
+	if r := unsay(t, nil, "ask", "--url", s.url, "open care notes"); r.code != 0 {
+		t.Fatalf("ask: %d %s", r.code, r.stderr)
+	}
+	s.stop(t)
+	for _, chatter := range []string{"server connecting", "session initialized", "resource subscribed", "server session connected"} {
+		if strings.Contains(s.stderr.String(), chatter) {
+			t.Errorf("SDK chatter %q at the default log level:\n%s", chatter, s.stderr)
+		}
+	}
+	if !strings.Contains(s.stderr.String(), "unsay stopped") {
+		t.Errorf("Ctrl-C did not say it stopped:\n%s", s.stderr)
+	}
+}
+
+// --- token, write, link, rekey -----------------------------------------------------
+
+func jwtClaims(t *testing.T, tok string) map[string]any {
+	t.Helper()
+	parts := strings.Split(strings.TrimSpace(tok), ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", tok)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestToken_UnknownScopeListsTheValidOnes(t *testing.T) {
+	r := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.admin")
+	if r.code != 2 || r.stdout != "" {
+		t.Errorf("exit %d stdout %q; want 2 and no token", r.code, r.stdout)
+	}
+	for _, s := range []string{"care.admin", "care.read.user", "care.read.assistant", "care.write"} {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("message lacks %s: %q", s, r.stderr)
+		}
+	}
+	if r := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.read.user"); r.code != 0 || jwtClaims(t, r.stdout)["scope"] != "care.read.user" {
+		t.Errorf("a valid scope: exit %d %s", r.code, r.stderr)
+	}
+}
+
+func TestToken_WithoutSubMintsAUniqueSubjectAndSaysSo(t *testing.T) {
+	a := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.read.user")
+	b := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.read.user")
+	sa, sb := jwtClaims(t, a.stdout)["sub"], jwtClaims(t, b.stdout)["sub"]
+	if sa == sb || sa == "dev" || !strings.HasPrefix(sa.(string), "dev-") {
+		t.Errorf("subjects %v and %v: want two distinct dev-… subjects", sa, sb)
+	}
+	if !strings.Contains(a.stderr, sa.(string)) || !strings.Contains(a.stderr, "--sub") {
+		t.Errorf("stderr does not name the minted subject and --sub: %q", a.stderr)
+	}
+	c := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.write", "--sub", "okafor")
+	if jwtClaims(t, c.stdout)["sub"] != "okafor" {
+		t.Errorf("--sub okafor gave %v", jwtClaims(t, c.stdout)["sub"])
+	}
+}
+
+func TestWrite_MissingAuthorNamesTheFlag(t *testing.T) {
+	r := unsay(t, nil, "write", "--patient", "ray", "--domain", "weight_bearing", "--value", "x", "--author-label", "Sarah")
+	if r.code != 2 || !strings.Contains(r.stderr, "--author is required") || strings.Contains(r.stderr, "authorId") {
+		t.Errorf("exit %d, %q: want 2 naming --author (not the JSON field)", r.code, r.stderr)
+	}
+}
+
+func TestWriteAndLink_TellAPersonWhatHappened(t *testing.T) {
+	s := startServe(t)
+	w := unsay(t, nil, "write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing",
+		"--value", "Full weight-bearing as tolerated.", "--author", "okafor", "--author-label", "Sarah Okafor, physio")
+	if w.code != 0 || strings.TrimSpace(w.stdout) != "saved care://ray/weight_bearing as version 3; Ray will hear the retraction at his next turn" {
+		t.Errorf("write: exit %d, %q %s", w.code, w.stdout, w.stderr)
+	}
+	j := unsay(t, nil, "write", "--url", s.url, "--json", "--patient", "ray", "--domain", "exercise",
+		"--value", "Heel slides twenty times.", "--author", "okafor", "--author-label", "Sarah Okafor, physio")
+	var ans struct {
+		URI     string `json:"uri"`
+		Version int    `json:"version"`
+	}
+	if j.code != 0 || json.Unmarshal([]byte(j.stdout), &ans) != nil || ans.URI != "care://ray/exercise/v2" {
+		t.Errorf("write --json: exit %d, %q", j.code, j.stdout)
+	}
+	// A refusal names the flag the server's field stands for.
+	bad := unsay(t, nil, "write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing", "--audience", "assistant",
+		"--value", "x", "--author", "okafor", "--author-label", "Sarah Okafor, physio")
+	if bad.code != 1 || !strings.Contains(bad.stderr, "refused") {
+		t.Errorf("audience change: exit %d, %q", bad.code, bad.stderr)
+	}
+
+	l := unsay(t, []string{"TZ=America/New_York"}, "link", "--url", s.url, "--patient", "ray")
+	m := regexp.MustCompile(`^(\d{6})\tvalid for 10 minutes, until (\d\d:\d\d) (E[SD]T)`).FindStringSubmatch(l.stdout)
+	if l.code != 0 || m == nil {
+		t.Fatalf("link: exit %d, %q %s", l.code, l.stdout, l.stderr)
+	}
+	ny, _ := time.LoadLocation("America/New_York")
+	want := time.Now().Add(store.LinkCodeTTL).In(ny)
+	got, _ := time.ParseInLocation("15:04", m[2], ny)
+	if d := (want.Hour()*60 + want.Minute()) - (got.Hour()*60 + got.Minute()); d < -1 || d > 1 {
+		t.Errorf("link says until %s, want about %s (local time)", m[2], want.Format("15:04"))
+	}
+	lj := unsay(t, nil, "link", "--url", s.url, "--patient", "ray", "--json")
+	if !strings.Contains(lj.stdout, `"expiresAt"`) {
+		t.Errorf("link --json: %q", lj.stdout)
+	}
+}
+
+func TestRekey_RefusesWhileAServerHoldsTheDatabase(t *testing.T) {
+	s := startServe(t)
+	key := []string{"UNSAY_MASTER_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
+	// The serve lease is held before the banner is printed.
+	r := unsay(t, key, "rekey", "--db", s.db, "--envelope", "local")
+	if r.code != 1 || !strings.Contains(r.stderr, "a server holds") || !strings.Contains(r.stderr, s.url) || strings.Contains(r.stdout, "re-sealed") {
+		t.Errorf("rekey under a live server: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The twin: once it stopped, rekey runs.
+	s.stop(t)
+	r = unsay(t, key, "rekey", "--db", s.db, "--envelope", "local")
+	if r.code != 0 || !strings.Contains(r.stdout, "re-sealed") {
+		t.Errorf("rekey after the server stopped: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// --- ask -------------------------------------------------------------------------
+
+func TestAsk_SpeaksTheWalkingInstructionAndShowsTheCardWalkingFirst(t *testing.T) {
+	s := startServe(t)
+	r := unsay(t, nil, "ask", "--url", s.url, "what's my walking instruction")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"(CarePlanIntent, topic=\"walking\" → weight_bearing)", "Ray hears: Your walking instruction from", "The card (care) shows:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("ask lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "<speak>") || strings.Contains(r.stdout, "&quot;") {
+		t.Errorf("SSML left in what Ray hears:\n%s", r.stdout)
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout[strings.Index(r.stdout, "The card"):]))
+	sc.Scan() // "The card (care) shows:"
+	sc.Scan() // title
+	sc.Scan()
+	if first := sc.Text(); !strings.Contains(first, "Walking") {
+		t.Errorf("the card's first row is %q, want the walking instruction", first)
+	}
+	// After a write, the next turn withdraws what he heard.
+	if w := unsay(t, nil, "write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing",
+		"--value", "Full weight-bearing as tolerated.", "--author", "okafor", "--author-label", "Sarah Okafor, physio"); w.code != 0 {
+		t.Fatalf("write: %s", w.stderr)
+	}
+	var after result
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		after = unsay(t, nil, "ask", "--url", s.url, "open care notes")
+		if strings.Contains(after.stdout, "Stop — your walking instruction has changed") {
+			break
+		}
+	}
+	if !strings.Contains(after.stdout, "Stop — your walking instruction has changed") || !strings.Contains(after.stdout, "The card (retraction) shows:") {
+		t.Errorf("no retraction after the write:\n%s", after.stdout)
+	}
+	// The twin: a server that verifies signatures refuses an unsigned ask, with the way out.
+	v := startServeVerifying(t)
+	bad := unsay(t, nil, "ask", "--url", v.url, "open care notes")
+	if bad.code != 1 || !strings.Contains(bad.stderr, "--alexa-test-ca") {
+		t.Errorf("unsigned ask to a verifying server: exit %d %q", bad.code, bad.stderr)
+	}
+}
+
+func startServeVerifying(t *testing.T) *server {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "unsay.db")
+	s := &server{db: db, stdout: newSyncBuf(), stderr: newSyncBuf(), done: make(chan struct{})}
+	s.cmd = exec.Command(os.Args[0], "serve", "--addr", "127.0.0.1:0", "--db", db, "--alexa-skill-id", "amzn1.ask.skill.unsay-cli")
+	s.cmd.Env = cleanEnv(nil)
+	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { s.stop(t) })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := servingRE.FindStringSubmatch(s.stdout.String()); m != nil {
+			s.url = m[1]
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner:\n%s%s", s.stdout, s.stderr)
+		}
+	}
+}
+
+func TestAsk_SignedWithATestCAIsAcceptedByAVerifyingServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	first := unsay(t, nil, "ask", "--alexa-test-ca", dir, "open care notes")
+	if first.code != 0 || !strings.Contains(first.stderr, "--alexa-roots") || !strings.Contains(first.stderr, "--alexa-cert") {
+		t.Fatalf("first use: exit %d, %q; want the serve flags", first.code, first.stderr)
+	}
+	flags := regexp.MustCompile(`unsay serve (.*)`).FindStringSubmatch(first.stderr)
+	if flags == nil {
+		t.Fatalf("no serve line in %q", first.stderr)
+	}
+	db := filepath.Join(t.TempDir(), "unsay.db")
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--default-patient", "ray"}, strings.Fields(flags[1])...)
+	s := &server{db: db, stdout: newSyncBuf(), stderr: newSyncBuf(), done: make(chan struct{})}
+	s.cmd = exec.Command(os.Args[0], args...)
+	s.cmd.Env = cleanEnv(nil)
+	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { s.stop(t) })
+	for deadline := time.Now().Add(60 * time.Second); s.url == ""; time.Sleep(20 * time.Millisecond) {
+		if m := servingRE.FindStringSubmatch(s.stdout.String()); m != nil {
+			s.url = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no banner:\n%s%s", s.stdout, s.stderr)
+		}
+	}
+	if !strings.Contains(s.stdout.String(), "alexa verification on") {
+		t.Errorf("the server does not verify:\n%s", s.stdout)
+	}
+	r := unsay(t, nil, "ask", "--url", s.url, "--alexa-test-ca", dir, "what's my walking instruction")
+	if r.code != 0 || !strings.Contains(r.stdout, "Ray hears: Your walking instruction") {
+		t.Errorf("signed ask: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The twin: the same request unsigned is refused by this server.
+	if r := unsay(t, nil, "ask", "--url", s.url, "what's my walking instruction"); r.code != 1 {
+		t.Errorf("unsigned ask accepted by a verifying server: %d", r.code)
+	}
+}
