@@ -63,19 +63,28 @@ func streamServer(t testing.TB, opts StreamOptions, produce func(sw *StreamWrite
 	return ts, got
 }
 
+// pace waits, up to 5 ms, until sw has written everything queued: a
+// producer at the pace of a live change feed, which a reading client keeps
+// up with and a stalled one does not.
+func pace(sw *StreamWriter) {
+	for deadline := time.Now().Add(5 * time.Millisecond); sw.Queued() > 0 && sw.Err() == nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 func event(i int) []byte {
 	return fmt.Appendf(nil, "event: message\nid: _%d\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"care://ray/weight_bearing\"}}\n\n", i)
 }
 
 // TestStreamWriter_AReaderThatNeverReadsFailsTheStreamAndNoWriteWaits: a
 // client that opens a stream and never reads (tiny receive buffer) cannot
-// hold up its writer: 5,000 writes return (the kernel takes the first
-// ~64 KiB, the queue the next 16 KiB, then every Write fails with
-// ErrStreamOverflow at once), Failed closes and OnFail is called once.
-// Twin: a client that reads gets all 5,000 events, in order, and the
-// stream never fails.
+// hold up its writer: 2,000 writes at a change feed's pace return (the
+// kernel takes the first ~16 KiB, its send buffer bounded by SendBuffer;
+// the queue the next 16 KiB; then every Write fails with ErrStreamOverflow
+// at once), Failed closes and OnFail is called once. Twin: a client that
+// reads gets all 2,000 events, in order, and the stream never fails.
 func TestStreamWriter_AReaderThatNeverReadsFailsTheStreamAndNoWriteWaits(t *testing.T) {
-	const n = 5000
+	const n = 2000
 	opts := func(fails chan error) StreamOptions {
 		return StreamOptions{QueueBytes: 16 << 10, SendBuffer: 16 << 10, WriteTimeout: time.Minute, KeepAlive: -1,
 			OnFail: func(err error) { fails <- err }}
@@ -89,6 +98,7 @@ func TestStreamWriter_AReaderThatNeverReadsFailsTheStreamAndNoWriteWaits(t *test
 				if _, err := sw.Write(event(i)); err != nil && first == nil {
 					first = err
 				}
+				pace(sw)
 			}
 			wrote <- first
 		})
@@ -119,15 +129,7 @@ func TestStreamWriter_AReaderThatNeverReadsFailsTheStreamAndNoWriteWaits(t *test
 		fails := make(chan error, 4)
 		ts, _ := streamServer(t, opts(fails), func(sw *StreamWriter) {
 			for i := range n {
-				for {
-					// A reader keeps up eventually; the producer here is
-					// faster than any socket, so it waits for room rather
-					// than overflowing (only this test's producer does).
-					if sw.Queued() < 8<<10 {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
+				pace(sw)
 				if _, err := sw.Write(event(i)); err != nil {
 					t.Errorf("Write %d: %v", i, err)
 					return
