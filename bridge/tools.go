@@ -71,8 +71,8 @@ func whatsChangedOutputSchema() *jsonschema.Schema {
 func whatsChangedTool() *mcp.Tool {
 	return &mcp.Tool{
 		OutputSchema: whatsChangedOutputSchema(),
-		Name:  ToolWhatsChanged,
-		Title: "What changed in the care plan",
+		Name:         ToolWhatsChanged,
+		Title:        "What changed in the care plan",
 		Description: "Call this before answering any care question. Returns every revision written after 'since' that you may read, " +
 			"oldest first, with the previous words and a ready-made retraction. If an entry has a retraction, speak it first, word for word.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
