@@ -261,6 +261,11 @@ func (sw *StreamWriter) Finish(deadline time.Time) {
 		<-sw.done
 	}
 	sw.mu.Lock()
+	if sw.err == nil {
+		// What net/http still writes after the handler (the chunked
+		// terminator) gets a deadline of its own, not a stale one.
+		_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
+	}
 	sw.finished = true
 	sw.mu.Unlock()
 }
