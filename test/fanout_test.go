@@ -119,6 +119,7 @@ func TestFanOut_AStalledReaderDelaysNoSessionNorTheSpeechPrincipal(t *testing.T)
 	write(baseline)
 	waitAll(baseline)
 	logLatencies(t, "without the stalled client", clients, sent, 0, baseline)
+	fanSum, fanCount := fanOutDelay(t, s)
 
 	stalledTok := mintToken(t, s, "stalled-host", "care.read.user")
 	stalled := openStalledSession(t, s, stalledTok, uri)
@@ -127,6 +128,11 @@ func TestFanOut_AStalledReaderDelaysNoSessionNorTheSpeechPrincipal(t *testing.T)
 	total := baseline + stalledWrites
 	waitAll(total)
 	logLatencies(t, "with the stalled client", clients, sent, baseline, total)
+	if sum, count := fanOutDelay(t, s); count > fanCount && fanCount > 0 {
+		t.Logf("server-side fan-out (commit → every session's frame queued), mean: %v without the stalled client, %v with it",
+			time.Duration(fanSum/fanCount*float64(time.Second)).Round(time.Microsecond),
+			time.Duration((sum-fanSum)/(count-fanCount)*float64(time.Second)).Round(time.Microsecond))
+	}
 	for i, cl := range clients {
 		if n := cl.count(); n != total {
 			t.Errorf("reading session %d received %d updates, want %d", i, n, total)
@@ -388,6 +394,29 @@ func speechLastEvent(s *harness.Server) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return body.Speech.LastEventAt, true
+}
+
+var fanOutRE = regexp.MustCompile(`(?m)^unsay_change_fanout_delay_seconds_(sum|count) ([0-9.e+-]+)$`)
+
+// fanOutDelay reads the sum (seconds) and count of the server's
+// unsay_change_fanout_delay_seconds histogram.
+func fanOutDelay(t *testing.T, s *harness.Server) (sum, count float64) {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, m := range fanOutRE.FindAllStringSubmatch(string(b), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "sum" {
+			sum = v
+		} else {
+			count = v
+		}
+	}
+	return sum, count
 }
 
 var closedRE = regexp.MustCompile(`(?m)^unsay_mcp_sessions_closed_total\{[^}]*\} ([0-9.e+]+)$`)
