@@ -41,7 +41,8 @@ const (
 //     patients check, TokenInfo.UserID, stays behind it); such a token's
 //     expiry becomes the session's (a refreshed token extends it);
 //   - a request opening a session (a POST without Mcp-Session-Id: an
-//     initialize) is refused 429 when its principal already holds
+//     initialize, on this path; 2026-07-28's stateless requests must be
+//     routed before it) is refused 429 when its principal already holds
 //     maxSessions sessions;
 //   - every response is written through a StreamWriter (P-25): its own
 //     bounded queue and per-write deadline. A standalone GET stream that

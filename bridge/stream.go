@@ -47,6 +47,9 @@ var (
 	ErrStreamAborted = errors.New("stream aborted")
 )
 
+// writeSegment is the most written to the connection under one deadline.
+const writeSegment = 32 << 10
+
 // keepAliveComment is the SSE comment written on a silent stream. Clients
 // ignore lines starting with ":" (HTML Living Standard, server-sent events).
 var keepAliveComment = []byte(": keep-alive\n\n")
@@ -61,9 +64,9 @@ type StreamOptions struct {
 	// empty fails the stream with ErrStreamOverflow (a single chunk larger
 	// than QueueBytes is accepted into an empty queue).
 	QueueBytes int
-	// WriteTimeout is the deadline of each write and flush on the
-	// connection (http.ResponseController.SetWriteDeadline); one that passes
-	// it fails the stream with ErrStreamTimeout.
+	// WriteTimeout is the deadline of each write (of at most 32 KiB) and
+	// flush on the connection (http.ResponseController.SetWriteDeadline);
+	// one that passes it fails the stream with ErrStreamTimeout.
 	WriteTimeout time.Duration
 	// KeepAlive: once the response is an event stream (Content-Type
 	// text/event-stream), a comment line is written after this long without
@@ -355,9 +358,16 @@ func (sw *StreamWriter) writeBatch(batch []streamItem, counted bool) error {
 			sw.w.WriteHeader(it.status)
 			continue
 		}
-		_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
-		if _, err := sw.w.Write(it.data); err != nil {
-			return classifyWriteErr(err)
+		// A large chunk (a long tool result) is written in segments, each
+		// under its own deadline: the deadline bounds a stall, not the
+		// time a slow but moving link needs for megabytes.
+		for rest := it.data; len(rest) > 0; {
+			seg := rest[:min(len(rest), writeSegment)]
+			rest = rest[len(seg):]
+			_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
+			if _, err := sw.w.Write(seg); err != nil {
+				return classifyWriteErr(err)
+			}
 		}
 		written += len(it.data)
 		if sw.opts.OnEvent != nil {
