@@ -340,3 +340,49 @@ func TestSSEEventID(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamWriter_AnEventStreamOutlivesTheServersReadTimeout: an
+// http.Server ReadTimeout cancels a request whose connection is still
+// being read past it (net/http's background read), which ended every
+// stream after ReadTimeout; an event stream clears its read deadline once
+// it starts, so an event written after three ReadTimeouts still arrives.
+// Twin: the same server's ordinary response is served as usual.
+func TestStreamWriter_AnEventStreamOutlivesTheServersReadTimeout(t *testing.T) {
+	const readTimeout = 200 * time.Millisecond
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/plain" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		sw := NewStreamWriter(w, r, StreamOptions{KeepAlive: -1})
+		sw.WriteHeader(http.StatusOK)
+		select {
+		case <-time.After(3 * readTimeout):
+		case <-r.Context().Done():
+		}
+		_, _ = sw.Write(event(1))
+		sw.Finish(time.Now().Add(time.Second))
+	}))
+	ts.Config.ReadTimeout = readTimeout
+	ts.Start()
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "id: _1") {
+		t.Errorf("the event written after the read timeout did not arrive: %q", b)
+	}
+	resp, err = http.Get(ts.URL + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" {
+		t.Errorf("plain response %q", b)
+	}
+}
