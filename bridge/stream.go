@@ -108,9 +108,7 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // stream. A client that falls QueueBytes behind, or lets one write pass its
 // deadline, fails the stream (Err, Failed, OnFail); later Writes return
 // that error at once. An event stream's response carries
-// "X-Accel-Buffering: no" so nginx-style proxies pass events through, and
-// its request's read deadline is cleared once the response starts, so the
-// server's ReadTimeout does not end it.
+// "X-Accel-Buffering: no" so nginx-style proxies pass events through.
 //
 // The SDK (or any handler) writes to it as to any ResponseWriter; each
 // Write should be one whole SSE event, as the MCP SDK's are, so comment
@@ -177,10 +175,6 @@ func (sw *StreamWriter) WriteHeader(code int) {
 	if strings.HasPrefix(sw.w.Header().Get("Content-Type"), "text/event-stream") {
 		sw.sse = true
 		sw.w.Header().Set("X-Accel-Buffering", "no")
-		// An event stream outlives the server's ReadTimeout, whose expiry
-		// would cancel the request (net/http's background read): the
-		// request body has been read by now, so its deadline goes.
-		_ = sw.rc.SetReadDeadline(time.Time{})
 	}
 	sw.queue = append(sw.queue, streamItem{status: code})
 	sw.mu.Unlock()
