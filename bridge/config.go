@@ -21,11 +21,17 @@ const (
 	// DefaultSessionTimeout closes an MCP session that sent no POST for 30
 	// minutes (an open GET stream alone does not count as activity in the SDK).
 	DefaultSessionTimeout = 30 * time.Minute
-	// DefaultKeepAlive pings every session every 5 minutes; a session whose
-	// client fails 3 pings in a row is closed. A client listening on its GET
-	// stream answers the pings (a POST), which keeps its session from the
-	// idle timeout: the speech principal stays connected overnight.
+	// DefaultKeepAlive pings every session with a GET stream attached every
+	// 5 minutes; one whose client leaves KeepAliveMisses pings in a row
+	// unanswered is closed. A client listening on its GET stream answers the
+	// pings (a POST), which keeps its session from the idle timeout: the
+	// speech principal stays connected overnight. A session with no stream
+	// attached is not pinged (it could not receive the ping): it lives until
+	// the idle timeout.
 	DefaultKeepAlive = 5 * time.Minute
+	// KeepAliveMisses is how many keep-alive pings in a row a session may
+	// leave unanswered before it is closed: 3.
+	KeepAliveMisses = 3
 )
 
 // ProtocolVersion is the MCP protocol version this server speaks over
@@ -73,6 +79,27 @@ type Config struct {
 	// KeepAlive is the server→client ping interval; 0 means
 	// DefaultKeepAlive, negative means no pings.
 	KeepAlive time.Duration
+	// MaxSessionsPerPrincipal caps the open MCP sessions of one principal
+	// (subject, patients and scopes); 0 means DefaultMaxSessionsPerPrincipal
+	// (32), negative means no cap.
+	MaxSessionsPerPrincipal int
+	// StreamQueueBytes bounds what each response stream has queued and not
+	// yet written (P-25); 0 means DefaultStreamQueueBytes (64 KiB).
+	StreamQueueBytes int
+	// StreamWriteTimeout is the deadline of each write to a response
+	// stream; 0 means DefaultStreamWriteTimeout (10 s).
+	StreamWriteTimeout time.Duration
+	// StreamKeepAlive is how long a response stream may be silent before a
+	// ": keep-alive" comment is written; 0 means DefaultStreamKeepAlive
+	// (15 s), negative means none.
+	StreamKeepAlive time.Duration
+	// StreamSendBuffer is the SO_SNDBUF asked for on a standalone GET
+	// stream's TCP connection (with Server.ConnContext on the http.Server);
+	// 0 means DefaultStreamSendBuffer (64 KiB), negative leaves the kernel's.
+	StreamSendBuffer int
+	// WhatsChangedLimit bounds the revisions of one whats_changed answer; 0
+	// means DefaultWhatsChangedLimit (200).
+	WhatsChangedLimit int
 	// Version is the implementation version reported in initialize; "" means "dev".
 	Version string
 }

@@ -18,14 +18,29 @@
 //   - the principal of a request is read from req.Extra.TokenInfo, never from
 //     the handler's context (which holds the initialize request's token);
 //   - resources/updated, list_changed and revision logs are re-authorized per
-//     session at send time against the session's current principal (P-9),
-//     and withheld altogether while that principal's token has expired;
-//   - a session is bound to its creator's subject AND patients
-//     (TokenInfo.UserID = auth.SessionUserID): a token of the same subject
-//     for other patients is refused 403 on POST, GET and DELETE (P-21); a
-//     token of the same subject and patients with narrowed scopes resumes it;
+//     session at send time against the session's principal and the
+//     principal of the request that opened its stream (P-9), and withheld
+//     altogether while the session's latest token has expired;
+//   - a session is bound to its creator's full principal — subject,
+//     patients and scopes (principalKey): any other token is refused 403 on
+//     POST, GET and DELETE before the SDK runs, whose own subject-and-
+//     patients check (TokenInfo.UserID = auth.SessionUserID) stays behind
+//     it (P-21); one principal holds at most MaxSessionsPerPrincipal;
+//   - every response is written through a StreamWriter (stream.go): a
+//     bounded queue drained by its own goroutine, each write under a
+//     deadline, so no client delays another; a standalone stream that
+//     cannot keep up closes its session (P-25). The SDK's ResourceUpdated
+//     still visits sessions one after another (go-sdk #1265); each visit
+//     now only queues;
+//   - the event store is the bridge's own (eventLog): a Last-Event-ID past
+//     the end is refused, and a GET without one resumes after the last
+//     event delivered; keep-alive pings are the bridge's own too, sent only
+//     to sessions with a stream attached;
+//   - the SDK's log records are demoted from INFO to DEBUG with session ids
+//     hashed (sessionRef), and repetitive lines are rate-limited;
 //   - Close returns within CloseTimeout: server→client requests (keepalive
-//     pings) still waiting for an answer are cancelled, not waited out.
+//     pings) still waiting for an answer are cancelled, not waited out, and
+//     /mcp answers 503 from its start.
 //
 // The router (chi) adds Host and Origin checks before anything runs, the
 // bearer-token middleware of package bridge/auth in front of /mcp, the

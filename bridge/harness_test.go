@@ -87,6 +87,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	ts.Config.Handler = srv.Handler()
+	ts.Config.ConnContext = srv.ConnContext
 	ts.Start()
 	t.Cleanup(func() {
 		srv.Close()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -23,7 +22,7 @@ func (s *Server) routes() chi.Router {
 	r.Use(s.countRequests, s.checkHostOrigin)
 
 	mcpChain := s.verifier.Middleware(s.pub.base + "/.well-known/oauth-protected-resource/mcp")(
-		s.checkProtocolVersion(s.recordPrincipal(s.mcpHTTP)))
+		s.checkProtocolVersion(http.HandlerFunc(s.serveMCP)))
 	r.Handle("/mcp", mcpChain)
 
 	r.Get("/healthz", s.healthz)
@@ -93,10 +92,10 @@ func (s *Server) checkHostOrigin(next http.Handler) http.Handler {
 		hdr := w.Header()
 		hdr.Add("Vary", "Origin")
 		hdr.Set("Access-Control-Allow-Origin", origin)
-		hdr.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+		hdr.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, Retry-After")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			hdr.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-			hdr.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, X-Unsay-Timestamp, X-Unsay-Signature")
+			hdr.Set("Access-Control-Allow-Headers", corsAllowHeaders)
 			hdr.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -142,24 +141,6 @@ func (s *Server) checkProtocolVersion(next http.Handler) http.Handler {
 		if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !slices.Contains(supportedProtocolVersions, v) {
 			http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(supportedProtocolVersions, ",")+")", http.StatusBadRequest)
 			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// recordPrincipal runs after the bearer middleware: it records the
-// verified principal of every request that names a session, with its
-// token's expiry, as that session's current principal — only when the
-// token's session identity (subject and patients, auth.SessionUserID) is
-// the session's; the SDK then refuses any other with 403 — so sending
-// middleware and replay re-authorize against the latest token seen (P-9).
-func (s *Server) recordPrincipal(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-			ti := sdkauth.TokenInfoFromContext(r.Context())
-			if p, ok := s.principalOf(ti); ok {
-				s.sessions.record(id, p, ti.Expiration)
-			}
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -17,6 +17,7 @@ type metrics struct {
 	replayWithheld        prometheus.Counter     // unsay_mcp_replay_frames_withheld_total
 	publish               prometheus.Histogram   // unsay_publish_latency_seconds
 	fanOut                prometheus.Histogram   // unsay_change_fanout_delay_seconds
+	sessionsClosed        *prometheus.CounterVec // unsay_mcp_sessions_closed_total{reason}
 }
 
 func newMetrics(sessions, subscriptions func() float64) *metrics {
@@ -49,8 +50,12 @@ func newMetrics(sessions, subscriptions func() float64) *metrics {
 			Help:    "Time from a change's commit to the end of its notification fan-out, in seconds.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 5},
 		}),
+		sessionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "unsay_mcp_sessions_closed_total",
+			Help: "MCP sessions the server closed because their client did not keep up, by reason: overflow (stream queue full), write_timeout, keepalive (pings unanswered).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.notificationsSent, m.notificationsWithheld, m.replayWithheld, m.publish, m.fanOut,
+	reg.MustRegister(m.requests, m.notificationsSent, m.notificationsWithheld, m.replayWithheld, m.publish, m.fanOut, m.sessionsClosed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "unsay_mcp_sessions",
 			Help: "Open MCP sessions.",

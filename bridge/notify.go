@@ -30,6 +30,10 @@ const ReauthPingTimeout = 30 * time.Second
 // (a keepalive ping) started or still waiting once Close has begun.
 var ErrClosing = errors.New("bridge: server closing")
 
+// ErrSessionClosed is returned for a server-to-client request still
+// waiting when its session is closed by the bridge (dropSession).
+var ErrSessionClosed = errors.New("bridge: session closed")
+
 // watch follows the store's change feed from seq after and fans each change
 // out to sessions, off the write path. It restarts the feed (from the last
 // change it handled) if the channel closes before ctx ends.
@@ -104,11 +108,13 @@ func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 }
 
 // sendFilter is the sending middleware. It re-authorizes every outgoing
-// care notification (updated, list_changed, notifications/message) against
-// the session's CURRENT principal at send time, and swallows the ones it
-// must not carry (a swallowed frame is neither written nor stored for
-// replay) (P-2, P-9) — all of them while the session's latest token has
-// expired; the first one withheld for that reason pings the session once
+// care notification (updated, list_changed, notifications/message) at send
+// time against the session's principal and, while a standalone stream is
+// attached, the principal of the request that opened that stream (where
+// these notifications are written), and swallows the ones it must not
+// carry (a swallowed frame is neither written nor stored for replay) (P-2,
+// P-9) — all of them while the session's latest token has expired; the
+// first one withheld for that reason pings the session once
 // (promptReauth).
 //
 // Server-to-client requests (the SDK's keepalive ping) wait for the
@@ -129,6 +135,12 @@ func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 				stop()
 				cancel(nil)
 			}()
+			if ss := req.GetSession(); ss != nil {
+				if st := s.sessions.get(ss.ID()); st != nil {
+					stopSession := context.AfterFunc(st.ctx, func() { cancel(ErrSessionClosed) })
+					defer stopSession()
+				}
+			}
 			return next(cctx, method, req)
 		}
 		if !s.allowSend(method, req) {
@@ -136,7 +148,7 @@ func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 			if ss := req.GetSession(); ss != nil {
 				sid = ss.ID()
 			}
-			s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sid)
+			s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sessionRef(sid))
 			s.metrics.notificationsWithheld.WithLabelValues(method).Inc()
 			return nil, nil
 		}
@@ -172,13 +184,19 @@ func (s *Server) allowSend(method string, req mcp.Request) bool {
 		s.promptReauth(sess, st)
 		return false
 	}
+	canSee := func(uri string) bool {
+		if !canSeeURI(st.principal, uri) {
+			return false
+		}
+		sp, attached := st.streamPrincipal()
+		return !attached || canSeeURI(sp, uri)
+	}
 	switch p := req.GetParams().(type) {
 	case *mcp.ResourceUpdatedNotificationParams:
 		st.mu.Lock()
 		_, subscribed := st.subs[p.URI]
-		principal := st.principal
 		st.mu.Unlock()
-		return subscribed && canSeeURI(principal, p.URI)
+		return subscribed && canSee(p.URI)
 	case *mcp.ResourceListChangedParams:
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -194,7 +212,7 @@ func (s *Server) allowSend(method string, req mcp.Request) bool {
 		if !has {
 			return p.Logger != RevisionLogger
 		}
-		return canSeeURI(st.currentPrincipal(), uri)
+		return canSee(uri)
 	}
 	return false
 }
@@ -232,9 +250,9 @@ func (s *Server) promptReauth(sess mcp.Session, st *sessionState) {
 	}
 	st.reauthPinged = true
 	st.mu.Unlock()
-	s.logger.Info("MCP session token expired: notifications withheld; pinging the client to re-authenticate", "session", ss.ID())
+	s.logger.Info("MCP session token expired: notifications withheld; pinging the client to re-authenticate", "session", sessionRef(ss.ID()))
 	go func() {
-		ctx, cancel := context.WithTimeout(s.closeCtx, ReauthPingTimeout)
+		ctx, cancel := context.WithTimeout(st.ctx, ReauthPingTimeout)
 		defer cancel()
 		_ = ss.Ping(ctx, nil)
 	}()

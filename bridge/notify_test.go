@@ -225,7 +225,48 @@ func TestRevisionLog_OnlyForSessionsThatSetALevel(t *testing.T) {
 	}
 }
 
-func TestUpdated_StopsOnceTheSessionPrincipalNarrows(t *testing.T) {
+// TestUpdated_AUserTokenCannotListenOnADualScopeSession is issue 12's
+// attack: a user-scoped token of the dual-scope host's own subject and
+// patients names the host's session and opens its GET stream. It is
+// refused 403, and the host's session keeps its stream and its internal
+// notifications. Twin: the host receives the internal update before and
+// after the attempt.
+func TestUpdated_AUserTokenCannotListenOnADualScopeSession(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	host := h.connect(h.token("dev", dualScopes))
+	for _, u := range []string{"care-internal://ray/risk", "care://ray/weight_bearing"} {
+		if err := host.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; a second fall on the ward.")
+	host.waitFor(t, isEvent("updated care-internal://ray/risk"))
+
+	user := h.token("dev", userScopes)
+	ch, status, cancel := h.openStream(user, host.cs.ID(), "")
+	defer cancel()
+	if status != http.StatusForbidden {
+		t.Fatalf("a user token on the dual-scope session's GET stream: %d, want 403", status)
+	}
+	if r := h.do("POST", "/mcp", user, map[string]string{"Mcp-Session-Id": host.cs.ID(), "MCP-Protocol-Version": ProtocolVersion}, pingBody); r.status != http.StatusForbidden {
+		t.Errorf("a user token on the dual-scope session's POST: %d, want 403", r.status)
+	}
+	for ev := range ch {
+		t.Errorf("the refused stream carried %s", ev.data)
+	}
+	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; walking aid at all times.")
+	host.waitFor(t, isEvent("updated care-internal://ray/risk"))
+}
+
+// TestSendFilter_AuthorizesFramesAgainstTheStreamOpenersPrincipal: what is
+// written to the standalone stream is authorized against the principal of
+// the request that opened that stream too, not only the session's: with a
+// narrower stream principal (which binding makes impossible over HTTP, so
+// the test sets it), the internal update is withheld and the speakable one
+// delivered. Twin: with the stream opened by the session's own principal,
+// both arrive.
+func TestSendFilter_AuthorizesFramesAgainstTheStreamOpenersPrincipal(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	c := h.connect(h.token("reasoner", dualScopes))
@@ -234,53 +275,48 @@ func TestUpdated_StopsOnceTheSessionPrincipalNarrows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Control: the wide principal receives the internal update.
+	st := h.srv.sessions.get(c.cs.ID())
+	waitUntil(t, st.attached)
 	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; a second fall on the ward.")
 	c.waitFor(t, isEvent("updated care-internal://ray/risk"))
 
-	// Same subject, narrowed token; any request records it for the session.
-	c.bearer.tok.Store(h.token("reasoner", userScopes))
-	if err := c.cs.Ping(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if n := h.srv.Subscribers(models.NewURI(models.AudienceAssistant, "ray", "risk")); n != 0 {
-		t.Errorf("Subscribers(risk) = %d after narrowing, want 0", n)
-	}
+	st.mu.Lock()
+	st.stream.principal = models.Principal{Subject: "reasoner", Scopes: userScopes, Patients: []string{"ray"}}
+	st.mu.Unlock()
 	h.publish("risk", models.AudienceAssistant, "Fall risk HIGH; walking aid at all times.")
 	h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
 	got := c.waitFor(t, isEvent("updated care://ray/weight_bearing"))
 	got = append(got, c.drain(100*time.Millisecond)...)
 	for _, e := range got {
 		if strings.Contains(e, "care-internal") {
-			t.Errorf("narrowed session received %q", e)
+			t.Errorf("a stream opened by a user-scoped principal carried %q", e)
 		}
 	}
 }
 
-func TestRecordPrincipal_IgnoresATokenOfAnotherSubjectOrPatientSet(t *testing.T) {
+func TestRecordPrincipal_IgnoresATokenOfAnotherPrincipal(t *testing.T) {
 	h := newHarness(t)
 	sid := h.rawInit(h.token("alice", dualScopes))
-	exp := time.Now().Add(time.Hour)
-	if !h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: userScopes, Patients: []string{"ray"}}, exp) {
-		t.Fatal("a token of the session's own subject and patients was not recorded")
+	exp := time.Now().Add(2 * time.Hour)
+	for _, p := range []models.Principal{
+		{Subject: "mallory", Scopes: dualScopes, Patients: []string{"ray"}},
+		{Subject: "alice", Scopes: dualScopes, Patients: []string{"bob"}},
+		{Subject: "alice", Scopes: dualScopes, Patients: []string{"ray", "bob"}},
+		{Subject: "alice", Scopes: userScopes, Patients: []string{"ray"}},
+	} {
+		if h.srv.sessions.record(sid, p, exp) {
+			t.Errorf("a token of %+v was recorded for alice's session", p)
+		}
 	}
-	if h.srv.sessions.record(sid, models.Principal{Subject: "mallory", Scopes: dualScopes, Patients: []string{"ray"}}, exp) {
-		t.Fatal("a token of another subject replaced the session's principal")
+	if _, got := h.srv.sessions.get(sid).current(); got.Equal(exp) {
+		t.Error("a refused token's expiry became the session's")
 	}
-	if h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: dualScopes, Patients: []string{"bob"}}, exp) {
-		t.Fatal("a token of the same subject bound to another patient replaced the session's principal")
+	// Twin: the same principal (scopes in another order) is recorded.
+	if !h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: []models.Scope{models.ScopeReadAssistant, models.ScopeReadUser}, Patients: []string{"ray"}}, exp) {
+		t.Fatal("a token of the session's own principal was not recorded")
 	}
-	if h.srv.sessions.record(sid, models.Principal{Subject: "alice", Scopes: dualScopes, Patients: []string{"ray", "bob"}}, exp) {
-		t.Fatal("a token of the same subject bound to more patients replaced the session's principal")
-	}
-	if p := h.srv.sessions.get(sid).currentPrincipal(); p.Subject != "alice" || p.Can(models.ScopeReadAssistant) {
-		t.Errorf("principal %+v", p)
-	}
-	// Over HTTP, the SDK refuses the other subject outright.
-	r := h.do("POST", "/mcp", h.token("mallory", dualScopes), map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion},
-		`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-	if r.status != 403 {
-		t.Errorf("another subject on the session: %d, want 403", r.status)
+	if _, got := h.srv.sessions.get(sid).current(); !got.Equal(exp) {
+		t.Errorf("expiry %v, want %v", got, exp)
 	}
 }
 

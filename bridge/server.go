@@ -47,6 +47,7 @@ type Server struct {
 	api         *httpapi.API
 	extra       Extra
 	logger      *slog.Logger
+	sdkLogger   *slog.Logger // the SDK's: INFO demoted, session ids hashed
 	now         func() time.Time
 	pageSize    int
 	echo        []byte
@@ -59,6 +60,18 @@ type Server struct {
 	sessions *sessionRegistry
 	metrics  *metrics
 	router   chi.Router
+
+	// streamOpts bound every MCP response stream (P-25); sendBuffer is the
+	// SO_SNDBUF of a standalone GET stream's connection (0: the kernel's).
+	streamOpts  StreamOptions
+	sendBuffer  int
+	maxSessions int // per principal; 0: no cap
+	keepAlive   time.Duration
+	// streams are the response streams being served, aborted by Close.
+	streamsMu sync.Mutex
+	streams   map[*StreamWriter]struct{}
+	// sweeps counts completed keep-alive sweeps (tests wait on it).
+	sweeps atomic.Int64
 
 	cancel    context.CancelFunc
 	watchDone chan struct{}
@@ -104,11 +117,32 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		cursorKey:   make([]byte, 32),
 		principalOf: auth.PrincipalOf,
 		sessions:    newSessionRegistry(),
+		streams:     make(map[*StreamWriter]struct{}),
 		watchDone:   make(chan struct{}),
 	}
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
 	if s.logger == nil {
 		s.logger = slog.Default()
+	}
+	limiter := newLineLimiter(DefaultLogBurst, DefaultLogWindow)
+	s.sdkLogger = slog.New(&limitedHandler{next: s.logger.Handler(), lim: limiter, sdk: true})
+	s.logger = slog.New(&limitedHandler{next: s.logger.Handler(), lim: limiter})
+	s.streamOpts = StreamOptions{QueueBytes: cfg.StreamQueueBytes, WriteTimeout: cfg.StreamWriteTimeout, KeepAlive: cfg.StreamKeepAlive}.withDefaults()
+	switch {
+	case cfg.StreamSendBuffer == 0:
+		s.sendBuffer = DefaultStreamSendBuffer
+	case cfg.StreamSendBuffer > 0:
+		s.sendBuffer = cfg.StreamSendBuffer
+	}
+	switch {
+	case cfg.MaxSessionsPerPrincipal == 0:
+		s.maxSessions = DefaultMaxSessionsPerPrincipal
+	case cfg.MaxSessionsPerPrincipal > 0:
+		s.maxSessions = cfg.MaxSessionsPerPrincipal
+	}
+	s.keepAlive = cfg.KeepAlive
+	if s.keepAlive == 0 {
+		s.keepAlive = DefaultKeepAlive
 	}
 	if s.now == nil {
 		s.now = st.Now
@@ -138,7 +172,7 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 	s.mcpHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		EventStore:     s.events,
 		SessionTimeout: timeout,
-		Logger:         s.logger,
+		Logger:         s.sdkLogger,
 		// Host and Origin are checked by this package for every route,
 		// against the public URL (see hostAllowed); the SDK's loopback-only
 		// check would refuse a proxied public host.
@@ -159,6 +193,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		}
 	}()
 	go s.watch(wctx, after)
+	if s.keepAlive > 0 {
+		go s.runKeepAlive(wctx, s.keepAlive)
+	}
 	return s, nil
 }
 
@@ -167,17 +204,12 @@ func (s *Server) newMCPServer() *mcp.Server {
 	if version == "" {
 		version = "dev"
 	}
-	keepAlive := s.cfg.KeepAlive
-	if keepAlive == 0 {
-		keepAlive = DefaultKeepAlive
-	} else if keepAlive < 0 {
-		keepAlive = 0
-	}
+	// Keep-alive pings are the bridge's own (runKeepAlive): only sessions
+	// with a stream attached are pinged, so a session whose client never
+	// opened its GET stream lives until the session timeout.
 	srv := mcp.NewServer(&mcp.Implementation{Name: "unsay", Title: "Unsay care plan", Version: version}, &mcp.ServerOptions{
 		Instructions:              Instructions,
-		KeepAlive:                 keepAlive,
-		KeepAliveFailureThreshold: 3,
-		Logger:                    s.logger,
+		Logger:                    s.sdkLogger,
 		CompletionHandler:         s.complete,
 		SubscribeHandler:          s.subscribe,
 		UnsubscribeHandler:        s.unsubscribe,
@@ -209,9 +241,12 @@ func (s *Server) receiveMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "initialize":
 			res, err := next(ctx, method, req)
 			if err == nil {
-				if ss := req.GetSession(); ss != nil && ss.ID() != "" {
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 					p, exp := s.readToken(req)
-					s.sessions.open(ss.ID(), p, exp)
+					st := s.sessions.open(ss.ID(), p, exp)
+					st.mu.Lock()
+					st.ss = ss
+					st.mu.Unlock()
 				}
 			}
 			return res, err
@@ -268,19 +303,23 @@ func (s *Server) subscriptionCount() int {
 }
 
 // Close stops the change-feed watcher and closes every MCP session, which
-// ends their streams so an http.Server can shut down. It returns within
-// CloseTimeout (2 s) however many sessions are open: server-to-client
-// requests still waiting for an answer (keepalive pings to clients that are
-// gone) are cancelled first, the sessions are closed concurrently, and a
-// session still closing at the deadline (its stream blocked on a client
-// that does not read) is left to finish in the background and logged. It is
-// idempotent, safe for concurrent use, and does not close the store.
+// ends their streams so an http.Server can shut down at once. From its
+// start, /mcp answers 503 and every /mcp request still being served has
+// its context cancelled and its response stream aborted — so a stream
+// opened after the sessions were closed ends too, and Shutdown never waits
+// on one. It returns within CloseTimeout (2 s) however many sessions are
+// open: server-to-client requests still waiting for an answer (keep-alive
+// pings to clients that are gone) are cancelled first, the sessions are
+// closed concurrently, and a session still closing at the deadline is left
+// to finish in the background and logged. It is idempotent, safe for
+// concurrent use, and does not close the store.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		deadline := time.NewTimer(CloseTimeout)
 		defer deadline.Stop()
 		s.closeCancel()
 		s.cancel()
+		s.abortStreams()
 		var wg sync.WaitGroup
 		var closing atomic.Int64 // sessions whose Close has not returned
 		for ss := range s.mcp.Sessions() {

@@ -1,31 +1,83 @@
 package bridge
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/models"
 )
 
+// DefaultMaxSessionsPerPrincipal caps the open MCP sessions of one
+// principal (subject, patients and scopes): 32. An initialize beyond it is
+// answered 429 until one of them is closed (DELETE) or times out.
+const DefaultMaxSessionsPerPrincipal = 32
+
+// principalKey is the identity a session is bound to: the principal's
+// subject, its patient binding and its scopes, "sub|p1,p2|s1 s2" with
+// patients and scopes sorted and deduplicated (auth.SessionUserID plus the
+// scopes). Two tokens with the same key are the same principal; a request
+// on a session with any other is refused (403).
+func principalKey(p models.Principal) string {
+	scopes := make([]string, len(p.Scopes))
+	for i, s := range p.Scopes {
+		scopes[i] = string(s)
+	}
+	slices.Sort(scopes)
+	scopes = slices.Compact(scopes)
+	return auth.SessionUserID(p) + "|" + strings.Join(scopes, " ")
+}
+
+// sessionRef is how logs name a session: "s-" and 8 hex digits of the
+// SHA-256 of its id — enough to follow one session through a log, never
+// the id itself (which, with a token of its principal, addresses it).
+func sessionRef(id string) string {
+	if id == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "s-" + hex.EncodeToString(sum[:4])
+}
+
 // sessionState is what the bridge knows about one MCP session, beyond what
-// the SDK keeps. Every field is guarded by mu.
+// the SDK keeps. principal, key, ctx and cancel are set at open and never
+// change; every other field is guarded by mu.
 type sessionState struct {
-	mu sync.Mutex
-	// identity is auth.SessionUserID of the principal that initialized the
-	// session (its subject and patient binding, the SDK's session UserID);
-	// the principal is replaced only by a token of the same identity.
-	identity string
-	// principal is the session's CURRENT principal: the latest verified
-	// token seen on any request of this session (P-9: re-authorize at send).
+	// principal is the principal that initialized the session; key is its
+	// principalKey. Every later request must carry a token of the same key.
 	principal models.Principal
-	// expires is the expiry ("exp") of the token that carried principal.
-	// Once it has passed, the session receives no care notification (see
+	key       string
+	// ctx ends when the session closes (or is closed for not keeping up):
+	// server-to-client requests of the session run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	// ss is the SDK session (nil until initialize completed).
+	ss *mcp.ServerSession
+	// expires is the expiry ("exp") of the latest token of the session's
+	// principal seen on any request: a refreshed token extends it. Once it
+	// has passed the session receives no care notification (see
 	// Server.tokenExpired; zero counts as expired).
 	expires time.Time
+	// stream is the standalone GET stream while one is attached.
+	stream *attachedStream
+	// delivered is the index of the last standalone-stream event written to
+	// a client's connection (-1: none): a GET without Last-Event-ID resumes
+	// after it, so it repeats nothing the client was sent.
+	delivered int
+	// pingMisses counts keep-alive pings in a row left unanswered.
+	pingMisses int
 	// reauthPinged is set once a withheld notification has pinged the
-	// session to re-authenticate (promptReauth); a newly recorded token
-	// clears it.
+	// session to re-authenticate (promptReauth); a later expiry clears it.
 	reauthPinged bool
 	// listServed arms list_changed once a resources/list was served (P-8).
 	listServed bool
@@ -39,20 +91,99 @@ type sessionState struct {
 	lastRead map[string]models.Version
 }
 
-func (s *sessionState) currentPrincipal() models.Principal {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.principal
+// attachedStream is the standalone GET stream of a session: the principal
+// of the request that opened it (every frame written to it is authorized
+// against that principal, P-9) and its writer.
+type attachedStream struct {
+	principal models.Principal
+	w         *StreamWriter
 }
 
-// sessionRegistry maps MCP session ids to their state. Safe for concurrent use.
+func (s *sessionState) currentPrincipal() models.Principal { return s.principal }
+
+// current returns the session's principal and its latest token's expiry.
+func (s *sessionState) current() (models.Principal, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal, s.expires
+}
+
+// streamPrincipal returns the principal of the request that opened the
+// attached standalone stream, if one is attached.
+func (s *sessionState) streamPrincipal() (models.Principal, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == nil {
+		return models.Principal{}, false
+	}
+	return s.stream.principal, true
+}
+
+// attached reports whether a standalone GET stream is attached.
+func (s *sessionState) attached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stream != nil
+}
+
+func (s *sessionState) attach(p models.Principal, w *StreamWriter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stream = &attachedStream{principal: p, w: w}
+	s.pingMisses = 0
+}
+
+func (s *sessionState) detach(w *StreamWriter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil && s.stream.w == w {
+		s.stream = nil
+	}
+}
+
+// noteDelivered records that the standalone event with SSE id id ("_N")
+// reached the client's connection.
+func (s *sessionState) noteDelivered(id string) {
+	stream, idx, ok := parseEventID(id)
+	if !ok || stream != "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delivered = max(s.delivered, idx)
+}
+
+func (s *sessionState) lastDelivered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delivered
+}
+
+// parseEventID splits an SSE event id "<stream>_<index>" as the SDK writes
+// them; ok is false for anything else.
+func parseEventID(id string) (stream string, idx int, ok bool) {
+	stream, n, found := strings.Cut(id, "_")
+	if !found || strings.Contains(n, "_") {
+		return "", 0, false
+	}
+	idx, err := strconv.Atoi(n)
+	if err != nil || idx < 0 {
+		return "", 0, false
+	}
+	return stream, idx, true
+}
+
+// sessionRegistry maps MCP session ids to their state, and counts sessions
+// per principal key for the cap. Safe for concurrent use.
 type sessionRegistry struct {
-	mu sync.RWMutex
-	m  map[string]*sessionState
+	mu       sync.RWMutex
+	m        map[string]*sessionState
+	perKey   map[string]int // open sessions per principal key
+	reserved map[string]int // initializes in flight per principal key
 }
 
 func newSessionRegistry() *sessionRegistry {
-	return &sessionRegistry{m: make(map[string]*sessionState)}
+	return &sessionRegistry{m: make(map[string]*sessionState), perKey: make(map[string]int), reserved: make(map[string]int)}
 }
 
 // get returns the session's state, or nil if unknown.
@@ -62,11 +193,27 @@ func (r *sessionRegistry) get(id string) *sessionState {
 	return r.m[id]
 }
 
-// current returns the session's current principal and its token's expiry.
-func (s *sessionState) current() (models.Principal, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.principal, s.expires
+// reserve makes room for one more session of the principal key: it fails
+// when the key's open sessions and in-flight reservations already reach
+// limit (limit ≤ 0: no cap). The caller releases the reservation once the
+// initialize request is over (its session, if any, then counts itself).
+func (r *sessionRegistry) reserve(key string, limit int) (release func(), ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if limit > 0 && r.perKey[key]+r.reserved[key] >= limit {
+		return nil, false
+	}
+	r.reserved[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.reserved[key]--; r.reserved[key] <= 0 {
+				delete(r.reserved, key)
+			}
+		})
+	}, true
 }
 
 // open registers a session initialized by p, whose token expires at exp. A
@@ -77,40 +224,50 @@ func (r *sessionRegistry) open(id string, p models.Principal, exp time.Time) *se
 	if s, ok := r.m[id]; ok {
 		return s
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	s := &sessionState{
-		identity:  auth.SessionUserID(p),
 		principal: p,
+		key:       principalKey(p),
+		ctx:       ctx,
+		cancel:    cancel,
 		expires:   exp,
+		delivered: -1,
 		subs:      make(map[string]struct{}),
 		lastRead:  make(map[string]models.Version),
 	}
 	r.m[id] = s
+	r.perKey[s.key]++
 	return s
 }
 
-// close forgets a session.
+// close forgets a session and ends its context.
 func (r *sessionRegistry) close(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s, ok := r.m[id]
+	if !ok {
+		return
+	}
+	s.cancel()
 	delete(r.m, id)
+	if r.perKey[s.key]--; r.perKey[s.key] <= 0 {
+		delete(r.perKey, s.key)
+	}
 }
 
-// record replaces the session's current principal with p, whose token
-// expires at exp, when p has the session's identity (auth.SessionUserID:
-// same subject, same patients; the SDK refuses any other with 403 after
-// this runs); it reports whether it did. Unknown sessions are ignored (the
-// SDK answers 404 for them).
+// record extends the session's token expiry to exp when p is the
+// session's principal (same principalKey), and reports whether it is.
+// Unknown sessions are ignored (the SDK answers 404 for them).
 func (r *sessionRegistry) record(id string, p models.Principal, exp time.Time) bool {
 	s := r.get(id)
 	if s == nil {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p.Subject == "" || auth.SessionUserID(p) != s.identity {
+	if p.Subject == "" || principalKey(p) != s.key {
 		return false
 	}
-	s.principal = p
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !exp.Equal(s.expires) {
 		s.expires = exp
 		s.reauthPinged = false

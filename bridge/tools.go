@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
@@ -19,8 +20,19 @@ type WhatsChangedInput struct {
 // WhatsChangedOutput is the whats_changed tool's structured output.
 type WhatsChangedOutput struct {
 	AsOf    string     `json:"asOf" jsonschema:"the server clock when the answer was built, RFC 3339 UTC"`
-	Changes []Revision `json:"changes" jsonschema:"every revision since 'since' the caller may read, oldest first"`
+	Changes []Revision `json:"changes" jsonschema:"every revision since 'since' the caller may read, oldest first (only each fact's latest when olderRevisionsOmitted is set)"`
+	// OlderRevisionsOmitted is set when the window held more revisions than
+	// one answer carries: Changes then holds each fact's latest revision
+	// only (with its retraction and previous words), and this counts the
+	// earlier revisions left out.
+	OlderRevisionsOmitted int `json:"olderRevisionsOmitted,omitempty" jsonschema:"set when more revisions were written since 'since' than one answer carries: changes then holds only each fact's latest revision (with its retraction), and this counts the earlier ones left out"`
 }
+
+// DefaultWhatsChangedLimit bounds one whats_changed answer: 200
+// revisions. A window with more is answered with each fact's latest
+// revision only; one in which more facts than that changed is a tool error
+// naming the limit.
+const DefaultWhatsChangedLimit = 200
 
 // Revision is one entry of whats_changed.
 type Revision struct {
@@ -40,10 +52,27 @@ type Revision struct {
 // ToolWhatsChanged is the name of the tool.
 const ToolWhatsChanged = "whats_changed"
 
+// whatsChangedOutputSchema is the inferred schema of WhatsChangedOutput
+// with "changes" typed as an array: the SDK infers ["null","array"] for a
+// slice, but the answer always carries an array (empty when nothing
+// changed).
+func whatsChangedOutputSchema() *jsonschema.Schema {
+	sch, err := jsonschema.For[WhatsChangedOutput](nil)
+	if err != nil {
+		panic("bridge: whats_changed output schema: " + err.Error()) // a static type: cannot fail
+	}
+	if c := sch.Properties["changes"]; c != nil {
+		c.Types = nil
+		c.Type = "array"
+	}
+	return sch
+}
+
 func whatsChangedTool() *mcp.Tool {
 	return &mcp.Tool{
-		Name:  ToolWhatsChanged,
-		Title: "What changed in the care plan",
+		OutputSchema: whatsChangedOutputSchema(),
+		Name:         ToolWhatsChanged,
+		Title:        "What changed in the care plan",
 		Description: "Call this before answering any care question. Returns every revision written after 'since' that you may read, " +
 			"oldest first, with the previous words and a ready-made retraction. If an entry has a retraction, speak it first, word for word.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
@@ -57,6 +86,28 @@ func boolPtr(b bool) *bool { return &b }
 // errSince is the tool-level error for a bad 'since'; it becomes a result
 // with isError: true (not a protocol error).
 var errSince = errors.New("since")
+
+// errWindow is the tool-level error for a window too large for one answer.
+var errWindow = errors.New("too many changes")
+
+func (s *Server) whatsChangedLimit() int {
+	if s.cfg.WhatsChangedLimit > 0 {
+		return s.cfg.WhatsChangedLimit
+	}
+	return DefaultWhatsChangedLimit
+}
+
+// latestPerFact keeps, of versions (oldest first), only each fact's latest
+// one (last: fact → latest version), in the same order.
+func latestPerFact(versions []models.Version, last map[models.URI]int) []models.Version {
+	out := make([]models.Version, 0, len(last))
+	for _, v := range versions {
+		if v.N == last[v.FactURI()] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 // whatsChanged implements the tool: every revision since in.Since readable
 // by the request's principal, oldest first. A malformed or future 'since'
@@ -87,6 +138,16 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 		last[u] = max(last[u], v.N)
 	}
+	omitted := 0
+	if limit := s.whatsChangedLimit(); len(versions) > limit {
+		if len(last) > limit {
+			return nil, WhatsChangedOutput{}, fmt.Errorf("%w: %d facts you may read changed since %s, more than the %d one answer carries; ask again with a later since, or read each fact you need (resources/read carries its retraction)",
+				errWindow, len(last), since.UTC().Format(time.RFC3339), limit)
+		}
+		latest := latestPerFact(versions, last)
+		omitted = len(versions) - len(latest)
+		versions = latest
+	}
 	// versionAt returns version n of fact u: from the window itself, or read
 	// once through the partition and remembered (each is needed both as one
 	// entry's previous value and as the version withdrawn).
@@ -106,7 +167,7 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		known[k] = pr.Version
 		return pr.Version, true
 	}
-	out := WhatsChangedOutput{AsOf: now.UTC().Format(models.TimeLayout), Changes: make([]Revision, 0, len(versions))}
+	out := WhatsChangedOutput{AsOf: now.UTC().Format(models.TimeLayout), Changes: make([]Revision, 0, len(versions)), OlderRevisionsOmitted: omitted}
 	for _, v := range versions {
 		if !p.CanRead(v.Patient, v.Audience) { // defence in depth (P-1)
 			continue

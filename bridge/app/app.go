@@ -459,6 +459,7 @@ func (a *App) StartupLine() string {
 // returns nil after ctx ends, or the HTTP server's error if it stopped first.
 func (a *App) Serve(ctx context.Context) error {
 	hs := &http.Server{Handler: a.Bridge.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs.ConnContext = a.Bridge.ConnContext // bounds a GET stream's kernel send buffer (P-25)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(a.ln) }()
 	runCtx, cancel := context.WithCancel(ctx)

@@ -1,0 +1,207 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/unsay/unsay/models"
+)
+
+// corsAllowHeaders are the request headers a browser MCP client may send
+// cross-origin: both protocol eras' (Mcp-Method and Mcp-Name are
+// 2026-07-28's), the bearer token, and the signed-write headers.
+const corsAllowHeaders = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, X-Unsay-Timestamp, X-Unsay-Signature"
+
+// closeDrain bounds how long a stream still being served when Close begins
+// may take to write what it has queued: 100 ms.
+const closeDrain = 100 * time.Millisecond
+
+// Reasons a session is closed by the bridge (the label of
+// unsay_mcp_sessions_closed_total).
+const (
+	closedOverflow     = "overflow"      // its stream's queue filled up
+	closedWriteTimeout = "write_timeout" // a write to its stream passed its deadline
+	closedKeepAlive    = "keepalive"     // it left keep-alive pings unanswered
+)
+
+// serveMCP serves /mcp (2025-11-25, stateful) after the bearer middleware,
+// in front of the SDK's handler:
+//
+//   - once Close has begun it answers 503, and the request it serves is
+//     cancelled when Close begins;
+//   - a request naming a session must carry a token of the session's
+//     principal — the same subject, patients AND scopes (principalKey) —
+//     or it is refused 403 before the SDK runs (the SDK's own subject and
+//     patients check, TokenInfo.UserID, stays behind it); such a token's
+//     expiry becomes the session's (a refreshed token extends it);
+//   - a request opening a session (a POST without Mcp-Session-Id: an
+//     initialize, on this path; 2026-07-28's stateless requests must be
+//     routed before it) is refused 429 when its principal already holds
+//     maxSessions sessions;
+//   - every response is written through a StreamWriter (P-25): its own
+//     bounded queue and per-write deadline. A standalone GET stream that
+//     cannot keep up closes its session (serveStandalone); a POST's
+//     response that cannot only ends that response.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if s.closeCtx.Err() != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Service Unavailable: the server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.closeCtx, cancel)
+	defer stop()
+	r = r.WithContext(ctx)
+
+	ti := sdkauth.TokenInfoFromContext(ctx)
+	p, _ := s.principalOf(ti)
+	var exp time.Time
+	if ti != nil {
+		exp = ti.Expiration
+	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	var st *sessionState
+	switch {
+	case sid != "":
+		if st = s.sessions.get(sid); st != nil {
+			if principalKey(p) != st.key {
+				http.Error(w, "Forbidden: this session belongs to another principal", http.StatusForbidden)
+				return
+			}
+			s.sessions.record(sid, p, exp)
+		}
+	case r.Method == http.MethodPost:
+		release, ok := s.sessions.reserve(principalKey(p), s.maxSessions)
+		if !ok {
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, fmt.Sprintf("Too Many Requests: this principal already has %d open MCP sessions (the limit); end one with DELETE /mcp or let it time out", s.maxSessions),
+				http.StatusTooManyRequests)
+			return
+		}
+		defer release()
+	}
+	if r.Method == http.MethodGet && st != nil {
+		s.serveStandalone(w, r, sid, st, p, cancel)
+		return
+	}
+	sw := NewStreamWriter(w, r, s.streamOpts)
+	s.trackStream(sw, true)
+	defer s.trackStream(sw, false)
+	s.mcpHTTP.ServeHTTP(sw, r)
+	sw.Finish(s.finishDeadline())
+}
+
+// serveStandalone serves a GET on a known session: the standalone stream,
+// or the replay of another stream (Last-Event-ID "<stream>_<n>").
+//
+// A GET without Last-Event-ID resumes the standalone stream after the last
+// event that reached the client's connection (never before the oldest one
+// retained), so it repeats nothing the client was already sent and still
+// gets what was stored while no stream was attached. The standalone stream
+// is attached to the session (its frames authorized against p, the
+// principal of this request) once the SDK accepts it; its StreamWriter asks
+// for a small kernel send buffer, and when it cannot keep up — its queue
+// full or a write past its deadline — the session is closed (dropSession)
+// and the request cancelled: the client re-initializes and re-reads.
+func (s *Server) serveStandalone(w http.ResponseWriter, r *http.Request, sid string, st *sessionState, p models.Principal, cancel context.CancelFunc) {
+	standalone := true
+	if lei := r.Header.Values("Last-Event-ID"); len(lei) > 0 {
+		stream, _, ok := parseEventID(lei[0])
+		standalone = ok && stream == ""
+	} else if first, next, ok := s.events.log.bounds(sid, ""); ok && next > 0 {
+		if from := max(st.lastDelivered(), first-1); from >= 0 {
+			r = r.Clone(r.Context())
+			r.Header.Set("Last-Event-ID", "_"+strconv.Itoa(from))
+		}
+	}
+	opts := s.streamOpts
+	var sw *StreamWriter
+	if standalone {
+		opts.SendBuffer = s.sendBuffer
+		opts.OnEvent = st.noteDelivered
+		opts.OnWriteHeader = func(code int) {
+			if code == http.StatusOK {
+				st.attach(p, sw)
+			}
+		}
+		opts.OnFail = func(err error) {
+			if reason := closeReason(err); reason != "" {
+				s.dropSession(sid, st, reason)
+			}
+			cancel()
+		}
+	}
+	sw = NewStreamWriter(w, r, opts)
+	s.trackStream(sw, true)
+	defer s.trackStream(sw, false)
+	s.mcpHTTP.ServeHTTP(sw, r)
+	st.detach(sw)
+	sw.Finish(s.finishDeadline())
+}
+
+// closeReason maps a stream failure to the reason its session is closed,
+// or "" when the session stays (the client went away, or the stream was
+// aborted by the server: the client resumes with Last-Event-ID).
+func closeReason(err error) string {
+	switch {
+	case errors.Is(err, ErrStreamOverflow):
+		return closedOverflow
+	case errors.Is(err, ErrStreamTimeout):
+		return closedWriteTimeout
+	}
+	return ""
+}
+
+// dropSession closes a session that cannot keep up (P-25): its pending
+// server-to-client requests are cancelled and the SDK session is closed in
+// the background, so no other session waits on it. Its client finds the
+// session gone (404) and re-initializes, re-reading what it follows.
+func (s *Server) dropSession(sid string, st *sessionState, reason string) {
+	st.cancel()
+	st.mu.Lock()
+	ss := st.ss
+	st.mu.Unlock()
+	s.metrics.sessionsClosed.WithLabelValues(reason).Inc()
+	s.logger.Warn("MCP session closed: its client is not keeping up; it re-reads on reconnect",
+		"reason", reason, "session", sessionRef(sid))
+	if ss != nil {
+		go func() { _ = ss.Close() }()
+	}
+}
+
+// finishDeadline is how long a response stream may take to write what it
+// still has queued once its handler returned: one write timeout, or
+// closeDrain once Close has begun.
+func (s *Server) finishDeadline() time.Time {
+	if s.closeCtx.Err() != nil {
+		return time.Now().Add(closeDrain)
+	}
+	return time.Now().Add(s.streamOpts.WriteTimeout)
+}
+
+// trackStream adds (on) or removes a stream from those Close aborts.
+func (s *Server) trackStream(sw *StreamWriter, on bool) {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if on {
+		s.streams[sw] = struct{}{}
+	} else {
+		delete(s.streams, sw)
+	}
+}
+
+// abortStreams aborts every response stream being served.
+func (s *Server) abortStreams() {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	for sw := range s.streams {
+		sw.Abort()
+	}
+}
