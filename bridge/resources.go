@@ -288,10 +288,11 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		lastRead = n
 	}
 	if uri == EchoURI {
-		res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+		res := newReadResult(req)
+		res.Contents = []*mcp.ResourceContents{{
 			URI: EchoURI, MIMEType: EchoMIMEType, Text: string(s.echo),
 			Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": false}},
-		}}}
+		}}
 		res.CacheScope = "private"
 		return res, nil
 	}
@@ -344,11 +345,23 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 			meta[MetaRetraction] = r
 		}
 	}
-	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
-		URI: uri, MIMEType: "text/plain", Text: text, Meta: meta,
-	}}}
+	res := newReadResult(req)
+	res.Contents = []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text, Meta: meta}}
 	res.CacheScope = "private"
 	return res, nil
+}
+
+// newReadResult is an empty resources/read result for req. On the
+// 2026-07-28 path it carries resultType "complete", which every result
+// must (SEP-2322): the SDK sets it only on results its own read handler
+// built, and its setter is unexported, so the field is set the one public
+// way there is — by decoding it.
+func newReadResult(req mcp.Request) *mcp.ReadResourceResult {
+	res := &mcp.ReadResourceResult{}
+	if isModernRequest(req) {
+		_ = json.Unmarshal([]byte(`{"resultType":"complete"}`), res)
+	}
+	return res
 }
 
 // lastReadVersion returns the MetaLastReadVersion of a read's _meta: 0 when
