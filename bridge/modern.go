@@ -204,6 +204,15 @@ func (s *Server) newModernServer() *mcp.Server {
 		SubscribeHandler:          s.subscribeModern,
 		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		SupportedProtocolVersions: SupportedProtocolVersions(),
+		// Declared, not inferred: the tool and the prompt never change
+		// while the server runs, so no list_changed is offered for them
+		// (a listen asking for one is acknowledged without it); logging is
+		// deprecated in 2026-07-28 and this path sends none. The resources
+		// capability is inferred: listChanged and subscribe.
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:   &mcp.ToolCapabilities{},
+			Prompts: &mcp.PromptCapabilities{},
+		},
 	})
 	srv.AddResource(echoResource(), s.echoHandler)
 	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
