@@ -133,7 +133,7 @@ func (l *listFlag) Set(v string) error {
 // cmdServe runs the server: `unsay serve [flags]`. It opens the store
 // (SQLite at --db by default; seeded with the demo on an empty database at
 // --seed-clock), serves MCP at /mcp, /write, /link, /verify, /alexa, the web
-// pages, /healthz, /readyz and /metrics, runs the speech principal (an MCP
+// pages, /healthz and /readyz (details and /metrics on --admin-addr), runs the speech principal (an MCP
 // client of this server holding care.read.user only, P-18) and, with
 // --alexa-client-id, the out-of-session notifier. It prints ONE startup line
 // naming the store backend, the encryption mode (PLAINTEXT when none),
@@ -171,6 +171,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	quiet := fs.String("quiet-hours", "21:00-08:00", "no proactive notifications in this window, patient's time (off to disable)")
 	tz := fs.String("time-zone", "Europe/London", "the patient's IANA time zone, for quiet hours")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	adminAddr := fs.String("admin-addr", "", "operators' listen address for readiness details and /metrics (off when empty; keep it private)")
+	adminPprof := fs.Bool("admin-pprof", false, "also serve net/http/pprof under /debug/pprof/ on --admin-addr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -187,7 +189,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	cfg := app.Config{
-		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed,
+		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed, AdminAddr: *adminAddr, AdminPprof: *adminPprof,
 		AllowedOrigins: origins, AuthorizationServers: authServers,
 		Envelope: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion,
 		TokenSecret: []byte(os.Getenv("UNSAY_TOKEN_SECRET")), WriteSecret: []byte(os.Getenv("UNSAY_WRITE_SECRET")),
