@@ -221,9 +221,17 @@ func start(ctx context.Context, o Options) (*Server, error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				// The startup line is printed before serving starts.
-				if m := adminURLRE.FindStringSubmatch(s.out.String()); m != nil {
-					s.AdminURL = m[1]
+				// The startup line is printed before serving starts, but
+				// reaches s.out through a pipe: wait for it (up to 10 s).
+				for wait := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					if m := adminURLRE.FindStringSubmatch(s.out.String()); m != nil {
+						s.AdminURL = m[1]
+						break
+					}
+					if time.Now().After(wait) {
+						s.Stop()
+						return nil, fmt.Errorf("harness: no admin listener in the startup line within 10 s:\n%s", s.out.String())
+					}
 				}
 				return s, nil
 			}
