@@ -201,10 +201,11 @@ func TestServe_ConcurrentConnectionsAreCapped(t *testing.T) {
 }
 
 // The speech principal does not count against the public cap: with the cap
-// at one connection, held by a stranger, Ray's turn still hears his
-// instruction. Twin: the stranger is not served.
+// at one connection, held by a stranger, the speech principal still opens a
+// new session for a newly followed patient and holds his facts. Twin: a
+// second stranger is not served.
 func TestServe_TheSpeechPrincipalIsNotKeptOutByTheConnectionCap(t *testing.T) {
-	a := serveApp(t, app.Config{HTTP: app.HTTPLimits{MaxConnections: 1}, SpeechPatients: []string{"ray"}})
+	a := serveApp(t, app.Config{HTTP: app.HTTPLimits{MaxConnections: 1}})
 	addr := hostport(t, a)
 	stranger, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -214,12 +215,20 @@ func TestServe_TheSpeechPrincipalIsNotKeptOutByTheConnectionCap(t *testing.T) {
 	if _, err := io.WriteString(stranger, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
+	_ = stranger.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if resp, err := http.ReadResponse(bufio.NewReader(stranger), nil); err != nil {
-		t.Fatal(err)
+		t.Fatalf("the stranger was not served the only public connection: %v", err)
 	} else {
 		resp.Body.Close()
 	}
-	eventually(t, "the speech principal to hold Ray's facts while a stranger holds the only public connection", func() bool {
+	// A new patient set is a new MCP session: new requests, new connections.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	eventually(t, "the speech principal's first session", func() bool { return a.Speech.State().Connected })
+	if err := a.Speech.AddPatient(ctx, "ray"); err != nil {
+		t.Fatalf("the speech principal could not follow ray while a stranger holds the only public connection: %v", err)
+	}
+	eventually(t, "the speech principal to hold Ray's facts", func() bool {
 		f, err := a.Speech.Facts(context.Background(), "ray")
 		return err == nil && len(f) > 0
 	})
