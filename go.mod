@@ -15,7 +15,6 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	golang.org/x/crypto v0.59.0
-	golang.org/x/net v0.62.0
 	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.62.0
 )

@@ -49,7 +49,7 @@ func TestEdge_TheCLIAndProbesReachAnInstanceWithAPublicHost(t *testing.T) {
 	t.Cleanup(func() { _ = s.Stop() })
 
 	out, err := s.Write(ctx, "ray", "weight_bearing", "Full weight-bearing as tolerated.", "okafor", "Sarah Okafor, physio")
-	if err != nil || !strings.Contains(out, `"version"`) {
+	if err != nil || !strings.Contains(out, " as version ") {
 		t.Fatalf("unsay write --url %s on the box: %v %s", s.URL, err, out)
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/unsay/unsay/bridge"
 )
 
@@ -116,9 +114,56 @@ func (a *App) adminServer() *http.Server {
 	}
 }
 
-// limitListener caps ln at n concurrent connections
-// (golang.org/x/net/netutil).
-func limitListener(ln net.Listener, n int) net.Listener { return netutil.LimitListener(ln, n) }
+// limitListener caps ln at n concurrent connections: Accept waits while n
+// are open (the kernel's backlog holds the rest). Unlike
+// golang.org/x/net/netutil's, each connection it returns keeps the accepted
+// net.Conn reachable through NetConn (as tls.Conn does), so the bridge can
+// bound a stream's kernel send buffer (bridge.Server.ConnContext, P-25).
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	slots     chan struct{} // one per open connection
+	done      chan struct{} // closed by Close: Accept stops waiting for a slot
+	closeOnce sync.Once
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// limitedConn gives its slot back once, on the first Close.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// NetConn returns the accepted connection (a *net.TCPConn on TCP).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
 
 // streamDeadlines lifts the server-wide read and write deadlines for a GET
 // /mcp request — the long-lived server-sent-event stream of an MCP session
