@@ -14,10 +14,10 @@ type window struct{ From, To int }
 // observation is what is known about one fact when its latest version is
 // read.
 type observation struct {
-	Latest   int   // the version just read: the fact's current version
-	Heard    int   // the version Ray last heard; 0 if never
-	Baseline int   // the version the fact had when he was first followed; 0 if it did not exist then
-	Same     bool  // the words of Heard and Latest are the same (meaningful when Heard > 0)
+	Latest   int     // the version just read: the fact's current version
+	Heard    int     // the version Ray last heard; 0 if never
+	Baseline int     // the version the fact had when he was first followed; 0 if it did not exist then
+	Same     bool    // the words of Heard and Latest are the same (meaningful when Heard > 0)
 	Pending  *window // the announcement already queued for the fact, if any
 }
 

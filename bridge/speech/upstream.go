@@ -50,9 +50,9 @@ type event struct {
 // dialConfig is what dial needs: where, how, and where events go.
 type dialConfig struct {
 	url       string
-	http      *http.Client // carries the bearer token
+	http      *http.Client  // carries the bearer token
 	keepAlive time.Duration // between pings; 0: none
-	events    chan<- event // receives every event until stop closes
+	events    chan<- event  // receives every event until stop closes
 	stop      <-chan struct{}
 }
 
