@@ -146,7 +146,7 @@ func (p *Principal) confirm(ctx context.Context, up upstream, patient string, sy
 			if targets[i].Version == 0 {
 				facts = append(facts, r.v)
 			}
-		case isResourceError(r.err):
+		case isGone(r.err):
 			p.log.Warn("speech: fact not confirmed; not spoken", "uri", targets[i].String(), "err", r.err)
 		default:
 			return nil, r.err

@@ -57,7 +57,7 @@ func (p *Principal) listFacts(ctx context.Context, up upstream, patient string, 
 		}
 		v, err := p.read(ctx, up, u, true)
 		if err != nil {
-			if isResourceError(err) {
+			if isGone(err) {
 				continue
 			}
 			return nil, err
@@ -113,7 +113,7 @@ func (p *Principal) announcements(ctx context.Context, up upstream, patient stri
 		}
 		cur, err := current(u, r.To)
 		if err != nil {
-			if isResourceError(err) || errors.Is(err, errNotCurrent) {
+			if isGone(err) || errors.Is(err, errNotCurrent) {
 				p.log.Warn("speech: pending version not spoken", "uri", r.URI, "version", r.To, "err", err)
 				continue
 			}
@@ -123,7 +123,7 @@ func (p *Principal) announcements(ctx context.Context, up upstream, patient stri
 		if r.From > 0 {
 			hv, err := p.versionAt(ctx, up, u, r.From)
 			if err != nil {
-				if isResourceError(err) {
+				if isGone(err) {
 					p.log.Warn("speech: heard version unreadable", "uri", r.URI, "version", r.From, "err", err)
 					continue
 				}

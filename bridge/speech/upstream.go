@@ -159,3 +159,18 @@ func isResourceError(err error) bool {
 	var we *jsonrpc.Error
 	return errors.As(err, &we) || errors.Is(err, ErrBadResource)
 }
+
+// codeResourceNotFound is the JSON-RPC error of every read the Unsay server
+// does not serve (P-2).
+const codeResourceNotFound = -32002
+
+// isGone reports whether err says the server does not serve this resource
+// to this principal (-32002), or serves contents it cannot speak — as
+// opposed to a server that failed to answer (any other error).
+func isGone(err error) bool {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		return we.Code == codeResourceNotFound
+	}
+	return errors.Is(err, ErrBadResource)
+}
