@@ -146,8 +146,8 @@ type fakeCare struct {
 	calls    atomic.Int64 // Turn calls
 	failFact error
 	offered  map[int64]bool // Offered ids
-	discard  bool          // MarkHeard records nothing (benchmarks)
-	delay    time.Duration // MarkHeard waits this long first (widens races)
+	discard  bool           // MarkHeard records nothing (benchmarks)
+	delay    time.Duration  // MarkHeard waits this long first (widens races)
 }
 
 type heardCall struct {
