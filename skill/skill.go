@@ -234,10 +234,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	ctx := r.Context()
 	h := s.handle(ctx, env)
 	defer h.release()
-	if err := checkResponse(h.out); err != nil {
-		s.log.Error("alexa response not sent: ill-formed; nothing marked heard", "patient", h.patient, "err", err)
-		h.out, h.marks, h.offered = safeResponse(), nil, nil
-	}
+	h = s.deliverable(h)
 	b, err := encodeResponse(h.out)
 	if err != nil {
 		s.log.Error("alexa response", "err", err)
@@ -279,6 +276,16 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
 			screen: env.SupportsAPL(), ended: end != nil && *end})
 	}
+}
+
+// deliverable returns h, or — when its SSML is not well-formed — a fixed
+// apology that marks nothing and offers nothing (P-24).
+func (s *Skill) deliverable(h handled) handled {
+	if err := checkResponse(h.out); err != nil {
+		s.log.Error("alexa response not sent: ill-formed; nothing marked heard", "patient", h.patient, "err", err)
+		h.out, h.marks, h.offered = safeResponse(), nil, nil
+	}
+	return h
 }
 
 // ledgerTimeout bounds recording a response's offers and marks.
