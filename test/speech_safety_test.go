@@ -23,7 +23,7 @@ import (
 // The speech-safety suite (P-24): heard means delivered, across a SIGKILL;
 // /readyz tells the truth about the speech principal.
 
-const safetyPart = "speech safety (P-24)"
+const safetyPart = "8 speech safety (P-24)"
 
 const revision = "Full weight-bearing as tolerated."
 
@@ -93,7 +93,7 @@ func waitOutput(t *testing.T, s *harness.Server, want string) {
 // written but before the heard ledger's commit: the retraction is spoken
 // again on the next turn, saying so — repeated, never lost. And once
 // delivered and committed, it is not spoken again.
-func TestKill_BetweenTheResponseWriteAndTheLedgerCommitTheRetractionIsSpokenAgain(t *testing.T) {
+func TestSpeechSafety_KillBetweenTheResponseWriteAndTheLedgerCommitTheRetractionIsSpokenAgain(t *testing.T) {
 	dir := t.TempDir()
 	heardAndRevised(t, dir)
 
@@ -119,7 +119,7 @@ func TestKill_BetweenTheResponseWriteAndTheLedgerCommitTheRetractionIsSpokenAgai
 
 // A server killed after it built the response but before it wrote it:
 // Ray never got it, and the next turn speaks the retraction.
-func TestKill_BeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTurn(t *testing.T) {
+func TestSpeechSafety_KillBeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTurn(t *testing.T) {
 	dir := t.TempDir()
 	heardAndRevised(t, dir)
 
@@ -260,7 +260,7 @@ func waitReady(t *testing.T, base string, status int, limit time.Duration, what 
 // /readyz tells the truth: 503 within a few seconds of the speech
 // principal's event stream being stalled (a change the store committed
 // goes unread) or cut, and 200 again once it recovers.
-func TestReadyz_Goes503WhenTheSpeechStreamIsStalledOrCutAnd200WhenItRecovers(t *testing.T) {
+func TestSpeechSafety_Readyz503WhenTheSpeechStreamIsStalledOrCutAnd200WhenItRecovers(t *testing.T) {
 	proxy := newStallProxy(t)
 	s := startWith(t, safetyPart, harness.Options{Args: []string{"--speech-patient", "ray", "--speech-mcp-url", proxy.srv.URL + "/mcp"}})
 	u, _ := url.Parse(s.URL)
