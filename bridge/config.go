@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // Defaults for Config.
@@ -35,9 +37,9 @@ const (
 )
 
 // ProtocolVersion is the MCP protocol version this server speaks over
-// stateful Streamable HTTP. Older stateful-era versions are also accepted in
+// stateful Streamable HTTP (models.ProtocolVersion, the read contract's). Older stateful-era versions are also accepted in
 // the MCP-Protocol-Version header (see SupportedProtocolVersions).
-const ProtocolVersion = "2025-11-25"
+const ProtocolVersion = models.ProtocolVersion
 
 // SupportedProtocolVersions are the versions a stateful Streamable HTTP
 // session may negotiate, newest first. 2026-07-28 is stateless-only in the

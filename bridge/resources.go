@@ -45,18 +45,20 @@ func invalidParams(msg string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + msg}
 }
 
-// _meta keys on a fact's resources/read contents.
+// _meta keys on a fact's resources/read contents: the read contract is
+// defined once, in models (ReadMeta); these names are kept for this
+// package's readers.
 const (
-	MetaVersion      = "unsay/version"       // int, the version served
-	MetaVersionHash  = "unsay/versionHash"   // lowercase hex SHA-256 (P-5)
-	MetaPrevHash     = "unsay/prevHash"      // lowercase hex; "" for version 1
-	MetaAudience     = "unsay/audience"      // "user" | "assistant"
-	MetaLastModified = "unsay/lastModified"  // RFC 3339 UTC, ms: when the version was written
-	MetaStale        = "unsay/stale"         // bool, at the server clock (P-7)
-	MetaAuthor       = "unsay/author"        // the author's label ("Sarah Okafor, physio")
-	MetaAuthorID     = "unsay/authorId"      // the author's id
-	MetaRetraction   = "unsay/retraction"    // the sentence withdrawing what this session read (P-17)
-	MetaLatest       = "unsay/latestVersion" // int, the fact's latest version
+	MetaVersion      = models.MetaVersion
+	MetaVersionHash  = models.MetaVersionHash
+	MetaPrevHash     = models.MetaPrevHash
+	MetaAudience     = models.MetaAudience
+	MetaLastModified = models.MetaLastModified
+	MetaStale        = models.MetaStale
+	MetaAuthor       = models.MetaAuthor
+	MetaAuthorID     = models.MetaAuthorID
+	MetaRetraction   = models.MetaRetraction
+	MetaLatest       = models.MetaLatest
 )
 
 // readPrincipal is the principal of one MCP request: from req.Extra.TokenInfo,
@@ -256,35 +258,17 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, NotFoundError(uri)
 	}
 	now := s.now()
-	meta := mcp.Meta{
-		MetaVersion:      v.N,
-		MetaLatest:       rr.Latest,
-		MetaVersionHash:  v.Hash,
-		MetaPrevHash:     v.PrevHash,
-		MetaAudience:     string(v.Audience),
-		MetaLastModified: v.WrittenAt.UTC().Format(models.TimeLayout),
-		MetaAuthor:       v.AuthorLabel,
-		MetaAuthorID:     v.AuthorID,
-	}
-	var text string
-	if v.N < rr.Latest {
-		// An old version asked for by /v{n}: marked, never a retraction.
-		text = fmt.Sprintf("[SUPERSEDED — this is version %d; version %d is current at %s; do not speak this as current]\n%s",
-			v.N, rr.Latest, v.FactURI(), v.Value)
-		meta[MetaStale] = false
-	} else {
-		stale := v.IsStale(now)
-		meta[MetaStale] = stale
-		text = v.Value
-		if stale {
-			text = models.StaleHeader(v, now) + "\n" + v.Value
-		}
+	// The read contract (models.ReadMeta): an old version asked for by
+	// /v{n} is marked SUPERSEDED and never retracts; a stale current one
+	// starts with the STALE header (P-7).
+	m := models.NewReadMeta(v, rr.Latest, now)
+	text := models.ReadText(v, m, now)
+	if !m.Superseded() {
 		if st, _ := s.sessionOf(req); st != nil {
-			if r := s.noteRead(st, v, now); r != "" {
-				meta[MetaRetraction] = r
-			}
+			m.Retraction = s.noteRead(st, v, now)
 		}
 	}
+	meta := mcp.Meta(m.Map())
 	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
 		URI: uri, MIMEType: "text/plain", Text: text, Meta: meta,
 	}}}

@@ -8,12 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// xmlChar reports whether r is an XML 1.0 Char (§2.2): #x9 | #xA | #xD |
-// [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
-func xmlChar(r rune) bool {
-	return r == 0x9 || r == 0xA || r == 0xD || (r >= 0x20 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
-}
-
 // speakText parses doc as XML and returns the character data inside it;
 // ok is false when doc is not well-formed.
 func speakText(doc string) (string, bool) {
@@ -38,8 +32,8 @@ func speakText(doc string) (string, bool) {
 // never close <speak> or open a tag. For text of XML characters, the
 // escaped text inside <speak> is well-formed and reads back as exactly the
 // input (nothing lost or added); for other input (control characters, U+FFFE,
-// invalid UTF-8), whatever well-formed SSML comes out reads back as the
-// input without those characters.
+// invalid UTF-8), the SSML is well-formed too and reads back as the input
+// without those characters.
 func FuzzEscapeSSML(f *testing.F) {
 	for _, s := range []string{
 		"Full weight-bearing as tolerated.",
@@ -88,7 +82,12 @@ func FuzzEscapeSSML(f *testing.F) {
 			}
 			return
 		}
-		if wellFormed {
+		// Forbidden characters are dropped (P-24), so the output is
+		// well-formed whatever the input.
+		if !wellFormed {
+			t.Fatalf("EscapeSSML(%q) inside <speak> is not well-formed XML: %q", s, doc)
+		}
+		{
 			// Invalid UTF-8 may be dropped or read as U+FFFD (as encoding/json
 			// writes it); forbidden characters must be gone.
 			strip := func(invalid string) string {

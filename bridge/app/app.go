@@ -223,6 +223,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
+	if skillCfg.TestPause, err = testPause(cfg); err != nil {
+		return nil, err
+	}
+	if skillCfg.TestPause.For > 0 {
+		a.notes = append(a.notes, "TEST PAUSE "+skillCfg.TestPause.At+" "+skillCfg.TestPause.For.String()+" on Alexa responses ("+TestPauseEnv+", tests only)")
+	}
 	if a.Skill, err = skill.New(skillCfg, a.Speech, links); err != nil {
 		return nil, fmt.Errorf("alexa skill: %w", err)
 	}
@@ -249,8 +255,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa: a.Skill,
 		Ready: func(context.Context) map[string]any {
+			// Ready only while the speech principal is connected, caught up
+			// with the store (speech.DefaultMaxLag) and confirming facts at speak
+			// time (P-24): Alexa traffic goes only to such an instance.
 			st := a.Speech.State()
-			return map[string]any{"speech": map[string]any{"ok": st.Connected, "connected": st.Connected,
+			return map[string]any{"speech": map[string]any{"ok": st.Ready, "connected": st.Connected,
+				"lagSeconds": st.LagSeconds, "confirming": st.Confirming,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
 				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
 		},
@@ -537,6 +547,8 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go run("speech principal", a.Speech.Run)
+	wg.Add(1)
+	go run("speech readiness feed", a.feedSpeech)
 	if a.Notifier != nil {
 		wg.Add(1)
 		go run("proactive notifier", a.Notifier.Run)
@@ -560,6 +572,23 @@ func (a *App) Serve(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// feedSpeech tells the speech principal of every change the store commits
+// from now on (URI, version, time: never a value), so its readiness
+// compares what it has read with what the store holds (P-24). It returns
+// when ctx ends.
+func (a *App) feedSpeech(ctx context.Context) error {
+	seq, err := a.Store.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	for c := range a.Store.Watch(ctx, seq) {
+		if c.Audience == models.AudienceUser {
+			a.Speech.Committed(c.URI, c.Version, c.At)
+		}
+	}
+	return nil
 }
 
 // Close releases the listener and the store. Safe to call more than once.
@@ -656,6 +685,42 @@ func (a *App) speakFor(patient string) {
 			a.log.Error("speech lease keeper stopped", "patient", patient, "err", err)
 		}
 	}()
+}
+
+// TestPauseEnv names the test-only variable that holds every Alexa
+// response carrying something to mark heard at one point of its delivery:
+// "before-write:30s" (announcements recorded as offered, response not yet
+// written) or "before-heard:30s" (written and flushed, not yet marked
+// heard). Whole-program tests kill the server there (P-24). It is refused
+// on anything but loopback.
+const TestPauseEnv = "UNSAY_TEST_ALEXA_PAUSE"
+
+// testPause reads TestPauseEnv: "" is off; anything else must be
+// POINT:DURATION on a loopback address.
+func testPause(cfg Config) (skill.TestPause, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	v := getenv(TestPauseEnv)
+	if v == "" {
+		return skill.TestPause{}, nil
+	}
+	point, dur, ok := strings.Cut(v, ":")
+	d, err := time.ParseDuration(dur)
+	if !ok || err != nil || d <= 0 || (point != skill.TestPauseBeforeWrite && point != skill.TestPauseBeforeHeard) {
+		return skill.TestPause{}, fmt.Errorf("%s=%q: want %s:DURATION or %s:DURATION", TestPauseEnv, v, skill.TestPauseBeforeWrite, skill.TestPauseBeforeHeard)
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil || !isLoopbackHost(host) {
+		return skill.TestPause{}, fmt.Errorf("%s is for tests on loopback only; refusing it on %s", TestPauseEnv, cfg.Addr)
+	}
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || !isLoopbackHost(u.Hostname()) {
+			return skill.TestPause{}, fmt.Errorf("%s is for tests on loopback only; refusing it with --public-url %s", TestPauseEnv, cfg.PublicURL)
+		}
+	}
+	return skill.TestPause{At: point, For: d}, nil
 }
 
 // instanceID names this process for leases: host, pid and a random part.
