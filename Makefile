@@ -8,8 +8,12 @@ ADDR    ?= 127.0.0.1:8080
 URL     ?= http://$(ADDR)
 DB      ?= ./unsay.db
 BENCH_N ?= 200
+# fuzz: time per target; FUZZ_TARGETS lists package:FuzzName pairs
+FUZZTIME ?= 60s
+FUZZFLAGS ?=
+FUZZ_TARGETS ?= ./skill:FuzzEscapeSSML ./skill:FuzzVerifyRequestBody ./skill:FuzzNormalizeCertURL ./bridge:FuzzCursor
 
-.PHONY: all build run test test-e2e demo bench skill-package clean
+.PHONY: all build run test test-e2e demo bench fuzz skill-package clean
 
 all: build
 
@@ -58,6 +62,15 @@ bench: build
 	@echo "== $$(nproc) cores; $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	$(BIN) bench --n $(BENCH_N)
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_N)x ./store/... ./bridge/... ./skill/... | grep -E '^(Benchmark|FAIL|panic)'
+
+## fuzz: run every fuzz target for FUZZTIME each (default 60s; FUZZFLAGS=-parallel=1 on a
+## shared machine). New failing inputs land in the package's testdata/fuzz/ and then fail
+## `make test` (go test runs every committed corpus entry) until fixed.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "== $$fn ($$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+	done
 
 ## skill-package: write skill-package/build/ (ask-resources.json + skill-package/) with the
 ## endpoint PUBLIC_URL/alexa; then `cd skill-package/build && ask deploy`

@@ -223,14 +223,14 @@ const ServeLease = "unsay/serve"
 // first, whether or not its feature is on (quiet hours, time zone, budget,
 // URLs), then opens the store (SQLite at --db by default; seeded with the
 // demo on an empty database at --seed-clock), serves MCP at /mcp, /write,
-// /link, /verify, /alexa, the web pages, /healthz, /readyz and /metrics,
-// runs the speech principal (an MCP client of this server holding
-// care.read.user only, P-18) and, with --alexa-client-id, the
-// out-of-session notifier. It prints a short banner: the address actually
-// listened on (port 0 resolved), the store backend, the encryption mode
-// (PLAINTEXT when none), Alexa verification, and every development default
-// secret in use; the MCP SDK's per-session lines are DEBUG. It stops
-// gracefully when ctx ends, and says so.
+// /link, /verify, /alexa, the web pages, /healthz and /readyz (details and
+// /metrics on --admin-addr), runs the speech principal (an MCP client of
+// this server holding care.read.user only, P-18) and, with
+// --alexa-client-id, the out-of-session notifier. It prints a short banner:
+// the address actually listened on (port 0 resolved), the store backend,
+// the encryption mode (PLAINTEXT when none), Alexa verification, and every
+// development default secret in use; the MCP SDK's per-session lines are
+// DEBUG. It stops gracefully when ctx ends, and says so.
 func cmdServe(ctx context.Context, args []string) error {
 	c, fs := newCommand("serve")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address host:port (port 0 picks a free one)")
@@ -261,6 +261,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	quiet := fs.String("quiet-hours", "21:00-08:00", "no proactive notifications in this window, patient's time: HH:MM-HH:MM, or off")
 	tz := fs.String("time-zone", "Europe/London", "the patient's IANA time zone, for quiet hours")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	adminAddr := fs.String("admin-addr", "", "operators' listen address for readiness details and /metrics (off when empty; keep it private)")
+	adminPprof := fs.Bool("admin-pprof", false, "also serve net/http/pprof under /debug/pprof/ on --admin-addr")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
@@ -323,7 +325,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		bad("log-level", "%q: want debug, info, warn or error", *logLevel)
 	}
 	cfg := app.Config{
-		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed,
+		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed, AdminAddr: *adminAddr, AdminPprof: *adminPprof,
 		AllowedOrigins: origins, AuthorizationServers: authServers,
 		Envelope: strings.TrimSpace(*env), KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion,
 		TokenSecret: []byte(os.Getenv("UNSAY_TOKEN_SECRET")), WriteSecret: []byte(os.Getenv("UNSAY_WRITE_SECRET")),

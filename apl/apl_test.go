@@ -257,3 +257,26 @@ func TestDocuments_TypeGrowsWithTheViewport(t *testing.T) {
 		}
 	}
 }
+
+// P-24 on the screen: a stale row and a stale retraction lead with the age
+// and say it is past its review date; their fresh twins do not.
+func TestDatasources_StaleFormsLeadWithTheAge(t *testing.T) {
+	care := CareDatasource(CareCard{Rows: []CareRow{
+		{Topic: "Blood thinner", Text: "x", Author: "Dr Mensah, GP", Age: "nine days ago", Stale: true},
+		{Topic: "Walking", Text: "y", Author: "Sarah Okafor, physio", Age: "nine days ago"},
+	}})["care"].(careData).Rows
+	if care[0].Byline != "Nine days ago · Dr Mensah, GP" || care[0].StaleNote != StaleNote {
+		t.Errorf("stale row byline %q note %q", care[0].Byline, care[0].StaleNote)
+	}
+	if care[1].Byline != "Sarah Okafor, physio · nine days ago" {
+		t.Errorf("fresh row byline %q", care[1].Byline)
+	}
+	stale := RetractionDatasource(RetractionCard{Current: "Full.", Author: "Sarah Okafor, physio", Age: "nine days ago", Stale: true})["retraction"].(retractionData)
+	if !stale.Stale || !strings.HasPrefix(stale.Byline, "Nine days ago · Sarah Okafor, physio") || !strings.Contains(stale.Byline, "Please check it with your care team.") {
+		t.Errorf("stale retraction byline %q", stale.Byline)
+	}
+	fresh := RetractionDatasource(RetractionCard{Current: "Full.", Author: "Sarah Okafor, physio", Age: "just now"})["retraction"].(retractionData)
+	if fresh.Stale || fresh.StaleNote != "" || fresh.Byline != "Sarah Okafor, physio · just now" {
+		t.Errorf("fresh retraction %+v", fresh)
+	}
+}

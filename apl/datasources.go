@@ -3,6 +3,7 @@ package apl
 import (
 	"cmp"
 	"slices"
+	"strings"
 )
 
 // CareRow is one speakable fact on the care card. All fields are plain text;
@@ -12,7 +13,7 @@ type CareRow struct {
 	Text   string // the clinician's words, as written
 	Author string // "Sarah Okafor, physio"
 	Age    string // "two days ago"
-	Stale  bool   // past its review date (P-7): drawn in amber
+	Stale  bool   // past its review date (P-7, judged when drawn): drawn in amber, the age first
 	// Lead marks the fact the skill speaks first at launch (the walking
 	// instruction); Priority is the fact's 0…1 hint. Both only order rows.
 	Lead     bool
@@ -85,6 +86,7 @@ func CareDatasource(c CareCard) map[string]any {
 			Stale:  r.Stale,
 		}
 		if r.Stale {
+			row.Byline = EscapeText(staleByline(r.Author, r.Age))
 			row.StaleNote = StaleNote
 		}
 		d.Rows = append(d.Rows, row)
@@ -99,6 +101,7 @@ type RetractionCard struct {
 	Current   string // the new sentence
 	Author    string // "Sarah Okafor, physio"
 	Age       string // "just now"
+	Stale     bool   // the new sentence is past its review date (P-24): the byline leads with the age and says so
 	More      string // "" or a note such as "1 more change was spoken"
 }
 
@@ -109,14 +112,18 @@ type retractionData struct {
 	CurrentLabel   string `json:"currentLabel"`
 	Current        string `json:"current"`
 	Byline         string `json:"byline"`
+	Stale          bool   `json:"stale"`
+	StaleNote      string `json:"staleNote"`
 	More           string `json:"more"`
 	ButtonText     string `json:"buttonText"`
 }
 
 // RetractionDatasource returns the datasources object for Retraction():
 // {"retraction": {title, withdrawnLabel, withdrawn, currentLabel, current,
-// byline, more, buttonText}}, every string markup-escaped. The byline reads
-// "Sarah Okafor, physio · just now".
+// byline, stale, staleNote, more, buttonText}}, every string markup-escaped.
+// The byline reads "Sarah Okafor, physio · just now"; when the new sentence
+// is stale it leads with the age and says so: "Nine days ago · Sarah
+// Okafor, physio · Past its review date. Please check it with your care team."
 func RetractionDatasource(c RetractionCard) map[string]any {
 	d := retractionData{
 		Title:        EscapeText(c.Title),
@@ -124,11 +131,16 @@ func RetractionDatasource(c RetractionCard) map[string]any {
 		CurrentLabel: "Now",
 		Current:      EscapeText(clip(c.Current)),
 		Byline:       EscapeText(byline(c.Author, c.Age)),
+		Stale:        c.Stale,
 		More:         EscapeText(c.More),
 		ButtonText:   EscapeText(WhatsChangedLabel),
 	}
 	if c.Withdrawn != "" {
 		d.WithdrawnLabel = "No longer"
+	}
+	if c.Stale {
+		d.StaleNote = StaleNote
+		d.Byline = EscapeText(staleByline(c.Author, c.Age) + " · " + StaleNote)
 	}
 	return map[string]any{"retraction": d}
 }
@@ -164,4 +176,16 @@ func byline(author, age string) string {
 		return author
 	}
 	return author + " · " + age
+}
+
+// staleByline leads with the age: "Nine days ago · Dr Mensah, GP".
+func staleByline(author, age string) string {
+	if age == "" {
+		return author
+	}
+	age = strings.ToUpper(age[:1]) + age[1:]
+	if author == "" {
+		return age
+	}
+	return age + " · " + author
 }

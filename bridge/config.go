@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // Defaults for Config.
@@ -35,9 +37,10 @@ const (
 )
 
 // ProtocolVersion is the MCP protocol version this server speaks over
-// stateful Streamable HTTP (sessions opened with initialize). Older
-// stateful-era versions are also accepted (see SupportedProtocolVersions).
-const ProtocolVersion = "2025-11-25"
+// stateful Streamable HTTP, sessions opened with initialize
+// (models.ProtocolVersion, the read contract's). Older stateful-era
+// versions are also accepted (see LegacyProtocolVersions).
+const ProtocolVersion = models.ProtocolVersion
 
 // ModernProtocolVersion is the MCP protocol version served statelessly on
 // the same endpoint: per-request _meta, server/discover,
@@ -137,9 +140,16 @@ type Extra struct {
 	// Web serves GET /, /echo.html and /clinician (package web:
 	// web.Handler()). Nil: web.Handler() is used.
 	Web http.Handler
-	// Ready adds entries to GET /readyz (e.g. the speech principal's state).
-	// A value {"ok": false} under any key makes /readyz answer 503.
+	// Ready adds entries to the admin GET /readyz (e.g. the speech
+	// principal's state). A value {"ok": false} under any key makes /readyz
+	// answer 503 on both listeners; the public one names only the key
+	// ("speech not ready").
 	Ready func(ctx context.Context) map[string]any
+	// StoreWritable, if set, reports whether the store can commit a write
+	// now (nil error) — a full or read-only disk, a lost database. An error
+	// makes /readyz answer 503 with the reason "store cannot commit writes".
+	// Nil: not checked (only that the store answers).
+	StoreWritable func(ctx context.Context) error
 }
 
 // ErrConfig wraps every configuration error New returns.

@@ -42,8 +42,11 @@
 //     pings) still waiting for an answer are cancelled, not waited out, and
 //     /mcp answers 503 from its start.
 //
-// The router (chi) adds Host and Origin checks before anything runs, the
-// bearer-token middleware of package bridge/auth in front of /mcp, the
-// routes of bridge/httpapi, /healthz, /readyz and /metrics (Prometheus,
+// The router (chi) sets X-Content-Type-Options: nosniff and checks Host and
+// Origin before anything runs (probes answer by address), puts the
+// bearer-token middleware of package bridge/auth in front of /mcp, and
+// serves the routes of bridge/httpapi, /healthz and a /readyz that says
+// only ready / not ready and why. AdminHandler, for an operators-only
+// listen address, serves the readiness details and /metrics (Prometheus,
 // names prefixed unsay_).
 package bridge

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,18 +75,19 @@ func TestHTTP_ForeignOriginAndHostAre403BeforeAnythingRuns(t *testing.T) {
 	h := newHarness(t)
 	tok := h.token("host", userScopes)
 	for _, tc := range []struct {
-		name   string
-		hdr    map[string]string
-		host   string
-		status int
+		name    string
+		hdr     map[string]string
+		host    string
+		status  int
+		healthz int // the probe answers whatever the Host (README "Host rule")
 	}{
-		{"foreign origin", map[string]string{"Origin": "https://evil.example"}, "", 403},
-		{"null origin", map[string]string{"Origin": "null"}, "", 403},
-		{"foreign host (DNS rebinding)", nil, "evil.example", 403},
-		{"own origin", map[string]string{"Origin": h.base}, "", 200},
-		{"allowed origin", map[string]string{"Origin": "https://carer.example"}, "", 200},
-		{"no origin", nil, "", 200},
-		{"localhost host on a loopback public URL", nil, "localhost:1234", 200},
+		{"foreign origin", map[string]string{"Origin": "https://evil.example"}, "", 403, 403},
+		{"null origin", map[string]string{"Origin": "null"}, "", 403, 403},
+		{"foreign host (DNS rebinding)", nil, "evil.example", 403, 200},
+		{"own origin", map[string]string{"Origin": h.base}, "", 200, 200},
+		{"allowed origin", map[string]string{"Origin": "https://carer.example"}, "", 200, 200},
+		{"no origin", nil, "", 200, 200},
+		{"localhost host on a loopback public URL", nil, "localhost:1234", 200, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/mcp", "/healthz"} {
@@ -108,8 +110,12 @@ func TestHTTP_ForeignOriginAndHostAre403BeforeAnythingRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
-				if resp.StatusCode != tc.status {
-					t.Errorf("%s %s: %d, want %d", req.Method, path, resp.StatusCode, tc.status)
+				want := tc.status
+				if path == "/healthz" {
+					want = tc.healthz
+				}
+				if resp.StatusCode != want {
+					t.Errorf("%s %s: %d, want %d", req.Method, path, resp.StatusCode, want)
 				}
 			}
 		})
@@ -122,12 +128,15 @@ func TestHostAllowed_NonLoopbackPublicURLAcceptsOnlyItsHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Server{pub: pub}
+	const remote = "203.0.113.7:50000"
 	for host, want := range map[string]bool{
 		"care.example.org": true, "CARE.example.org:443": true,
 		"127.0.0.1:8080": false, "localhost": false, "evil.example": false, "care.example.org.evil": false, "": false,
 	} {
-		if got := s.hostAllowed(host); got != want {
-			t.Errorf("hostAllowed(%q) = %v, want %v", host, got, want)
+		r := httptest.NewRequest("GET", "/mcp", nil)
+		r.Host, r.RemoteAddr = host, remote
+		if got := s.hostAllowed(r); got != want {
+			t.Errorf("hostAllowed(%q from %s) = %v, want %v", host, remote, got, want)
 		}
 	}
 }
@@ -159,17 +168,17 @@ func TestHTTP_HealthReadyMetrics(t *testing.T) {
 	if r := h.do("GET", "/healthz", "", nil, ""); r.status != 200 {
 		t.Errorf("/healthz %d", r.status)
 	}
-	r := h.do("GET", "/readyz", "", nil, "")
+	r := h.admin("GET", "/readyz", nil)
 	var body map[string]any
 	if err := json.Unmarshal(r.body, &body); err != nil || r.status != 200 || body["ok"] != true {
-		t.Fatalf("/readyz %d %s", r.status, r.body)
+		t.Fatalf("admin /readyz %d %s", r.status, r.body)
 	}
 	if st, _ := body["store"].(map[string]any); st["ok"] != true || st["backend"] != "sqlite" {
-		t.Errorf("/readyz store %v", body["store"])
+		t.Errorf("admin /readyz store %v", body["store"])
 	}
 	c := h.connect(h.token("host", userScopes))
 	c.listAll(t)
-	m := h.do("GET", "/metrics", "", nil, "")
+	m := h.admin("GET", "/metrics", nil)
 	for _, want := range []string{
 		`unsay_http_requests_total{code="200",route="/mcp"}`,
 		`unsay_mcp_sessions 1`,
@@ -177,7 +186,7 @@ func TestHTTP_HealthReadyMetrics(t *testing.T) {
 		`unsay_publish_latency_seconds_count`,
 	} {
 		if !strings.Contains(string(m.body), want) {
-			t.Errorf("/metrics lacks %s", want)
+			t.Errorf("admin /metrics lacks %s", want)
 		}
 	}
 	if strings.Contains(string(m.body), "Bearer") {
@@ -195,8 +204,12 @@ func TestHTTP_ReadyzIs503WhenAReadyHookReportsNotOK(t *testing.T) {
 		return map[string]any{"speech": map[string]any{"ok": false, "state": "reconnecting"}}
 	}
 	r := h.do("GET", "/readyz", "", nil, "")
-	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "reconnecting") {
-		t.Errorf("/readyz with a failing hook: %d %s", r.status, r.body)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "speech not ready") || strings.Contains(string(r.body), "reconnecting") {
+		t.Errorf("public /readyz with a failing hook: %d %s (want 503, the reason in general terms only)", r.status, r.body)
+	}
+	a := h.admin("GET", "/readyz", nil)
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.body), "reconnecting") {
+		t.Errorf("admin /readyz with a failing hook: %d %s (want 503 with the details)", a.status, a.body)
 	}
 }
 

@@ -70,18 +70,20 @@ func invalidParams(msg string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + msg}
 }
 
-// _meta keys on a fact's resources/read contents.
+// _meta keys on a fact's resources/read contents: the read contract is
+// defined once, in models (ReadMeta); these names are kept for this
+// package's readers.
 const (
-	MetaVersion      = "unsay/version"       // int, the version served
-	MetaVersionHash  = "unsay/versionHash"   // lowercase hex SHA-256 (P-5)
-	MetaPrevHash     = "unsay/prevHash"      // lowercase hex; "" for version 1
-	MetaAudience     = "unsay/audience"      // "user" | "assistant"
-	MetaLastModified = "unsay/lastModified"  // RFC 3339 UTC, ms: when the version was written
-	MetaStale        = "unsay/stale"         // bool, at the server clock (P-7)
-	MetaAuthor       = "unsay/author"        // the author's label ("Sarah Okafor, physio")
-	MetaAuthorID     = "unsay/authorId"      // the author's id
-	MetaRetraction   = "unsay/retraction"    // the sentence withdrawing what this session read (P-17)
-	MetaLatest       = "unsay/latestVersion" // int, the fact's latest version
+	MetaVersion      = models.MetaVersion
+	MetaVersionHash  = models.MetaVersionHash
+	MetaPrevHash     = models.MetaPrevHash
+	MetaAudience     = models.MetaAudience
+	MetaLastModified = models.MetaLastModified
+	MetaStale        = models.MetaStale
+	MetaAuthor       = models.MetaAuthor
+	MetaAuthorID     = models.MetaAuthorID
+	MetaRetraction   = models.MetaRetraction
+	MetaLatest       = models.MetaLatest
 )
 
 // MetaLastReadVersion is the _meta key of a resources/read request (params
@@ -308,45 +310,25 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, notFoundFor(req, uri)
 	}
 	now := s.now()
-	meta := mcp.Meta{
-		MetaVersion:      v.N,
-		MetaLatest:       rr.Latest,
-		MetaVersionHash:  v.Hash,
-		MetaPrevHash:     v.PrevHash,
-		MetaAudience:     string(v.Audience),
-		MetaLastModified: v.WrittenAt.UTC().Format(models.TimeLayout),
-		MetaAuthor:       v.AuthorLabel,
-		MetaAuthorID:     v.AuthorID,
-	}
-	var text string
-	if v.N < rr.Latest {
-		// An old version asked for by /v{n}: marked, never a retraction.
-		text = fmt.Sprintf("[SUPERSEDED — this is version %d; version %d is current at %s; do not speak this as current]\n%s",
-			v.N, rr.Latest, v.FactURI(), v.Value)
-		meta[MetaStale] = false
-	} else {
-		stale := v.IsStale(now)
-		meta[MetaStale] = stale
-		text = v.Value
-		if stale {
-			text = models.StaleHeader(v, now) + "\n" + v.Value
-		}
-		st, _ := s.sessionOf(req)
-		var r string
+	// The read contract (models.ReadMeta): an old version asked for by
+	// /v{n} is marked SUPERSEDED and never retracts; a stale current one
+	// starts with the STALE header (P-7). The retraction withdraws the
+	// version the request names (MetaLastReadVersion), or else the one its
+	// session read before.
+	m := models.NewReadMeta(v, rr.Latest, now)
+	text := models.ReadText(v, m, now)
+	if !m.Superseded() {
 		if lastRead > 0 {
-			r = s.retractionSince(ctx, p, v, lastRead, now)
+			m.Retraction = s.retractionSince(ctx, p, v, lastRead, now)
 		}
-		if st != nil {
-			if sr := s.noteRead(st, v, now); r == "" && lastRead == 0 {
-				r = sr
+		if st, _ := s.sessionOf(req); st != nil {
+			if sr := s.noteRead(st, v, now); lastRead == 0 {
+				m.Retraction = sr
 			}
-		}
-		if r != "" {
-			meta[MetaRetraction] = r
 		}
 	}
 	res := newReadResult(req)
-	res.Contents = []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text, Meta: meta}}
+	res.Contents = []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text, Meta: mcp.Meta(m.Map())}}
 	res.CacheScope = "private"
 	return res, nil
 }

@@ -286,16 +286,18 @@ func (s *Server) receiveMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// Handler is the HTTP surface (a chi router): /mcp, the bridge/httpapi
-// routes, POST /alexa, the web pages, /healthz, /readyz and /metrics, all
-// behind the Host and Origin checks.
+// Handler is the public HTTP surface (a chi router): /mcp, the
+// bridge/httpapi routes, POST /alexa, the web pages, /healthz and the
+// public /readyz, all behind the Host and Origin checks. /metrics and the
+// readiness details are on AdminHandler.
 func (s *Server) Handler() http.Handler { return s.router }
 
 // MCPServer is the underlying SDK server of the 2025-11-25 path (for
 // in-process wiring and tests).
 func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
-// Metrics is the server's own Prometheus registry (served at /metrics).
+// Metrics is the server's own Prometheus registry (served at the admin
+// handler's /metrics).
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
 
 // Subscribers counts the sessions subscribed to the unversioned URI uri,

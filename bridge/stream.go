@@ -3,7 +3,6 @@ package bridge
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -429,8 +428,14 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 // ConnContext recorded one; best effort.
 func setSendBuffer(ctx context.Context, n int) {
 	c, _ := ctx.Value(connKey{}).(net.Conn)
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	// Unwrap tls.Conn and listener wrappers (a connection limit) to the
+	// socket: each exposes the connection it wraps as NetConn.
+	for range 4 {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
 	}
 	if tcp, ok := c.(*net.TCPConn); ok {
 		_ = tcp.SetWriteBuffer(n)

@@ -47,10 +47,3 @@ func SpokenAge(d time.Duration) string {
 		return SpellNumber(int(d/(24*time.Hour))) + " days ago"
 	}
 }
-
-// StaleHeader is the text that starts a stale fact's value wherever it is
-// served (P-7): "[STALE — last changed {age} by {author label}; say this age aloud]".
-// The age is computed from writtenAt and the server clock now.
-func StaleHeader(v Version, now time.Time) string {
-	return fmt.Sprintf("[STALE — last changed %s by %s; say this age aloud]", SpokenAge(now.Sub(v.WrittenAt)), v.AuthorLabel)
-}

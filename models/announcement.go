@@ -11,21 +11,56 @@ type Announcement struct {
 	Patient string   // patient id
 	Heard   *Version // the version the patient last heard; nil if never
 	Current Version  // the latest version, read over MCP as care.read.user
+	// Again: it was put in a response before whose delivery was never
+	// confirmed (a failed write, a crash before the heard ledger's commit),
+	// so it is spoken again saying so (P-24).
+	Again bool
 }
 
 // URI is the unversioned URI of the announced fact.
 func (a Announcement) URI() URI { return a.Current.FactURI() }
 
 // Render returns the sentence to speak at now: RenderRetraction(heard,
-// current) when he heard an older version, RenderFirstHearing otherwise.
-// It returns ErrUnchanged when the words he heard did not change (nothing
-// to say), and ErrAssistantAudience for an assistant-only version.
+// current) when he heard an older version, RenderFirstHearing otherwise,
+// each judging Current's review date at now (P-24). With Again it opens
+// "Stop — as I may not have told you properly: …" (a first hearing: "As I
+// may not have told you properly: your …"). It returns ErrUnchanged when
+// the words he heard did not change (nothing to say), and
+// ErrAssistantAudience for an assistant-only version.
 func (a Announcement) Render(now time.Time) (string, error) {
-	if a.Heard == nil {
-		return RenderFirstHearing(a.Current, now)
+	if a.Heard != nil {
+		return renderRetraction(*a.Heard, a.Current, now, a.Again)
 	}
-	return RenderRetraction(*a.Heard, a.Current, now)
+	s, err := RenderFirstHearing(a.Current, now)
+	if err != nil || !a.Again {
+		return s, err
+	}
+	return capitalize(RedeliveryPhrase) + ": " + lowerFirst(s), nil
 }
 
 // IsRetraction reports whether speaking a withdraws something he heard.
 func (a Announcement) IsRetraction() bool { return a.Heard != nil }
+
+// Snapshot is what may be said to a patient on one turn (P-24): his
+// speakable facts and the announcements he is owed, each confirmed to be
+// the fact's current version with the care store when the snapshot was
+// taken, and each version's staleness as the server judged it then.
+type Snapshot struct {
+	// Facts are the patient's current speakable facts, sorted by URI.
+	Facts []Version
+	// Pending are the announcements he is owed, every retraction before
+	// any first hearing, each group oldest first (P-17, P-19).
+	Pending []Announcement
+	// Withdrawn is set only alongside an error, when the snapshot could not
+	// be confirmed: the facts whose version he heard is known, from the
+	// durable heard ledger, to be superseded. Their new words are not
+	// given — they could not be confirmed current.
+	Withdrawn []URI
+}
+
+func lowerFirst(s string) string {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return s
+	}
+	return string(s[0]+'a'-'A') + s[1:]
+}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Errors returned by RenderRetraction.
@@ -18,12 +20,24 @@ var (
 	ErrDifferentFact = errors.New("versions belong to different facts")
 )
 
+// Words of the review-date warning a stale fact is spoken with, in every
+// form (P-7, P-24), and of an announcement spoken again because its
+// delivery could not be confirmed (P-24).
+const (
+	PastReviewSentence = "It is now past its review date."
+	CheckWithTeam      = "Please check it with your care team."
+	RedeliveryPhrase   = "as I may not have told you properly"
+)
+
 // RenderRetraction builds the sentence that withdraws what the patient heard
 // (P-17), only from record fields:
 //
 //  1. stop first: "Stop — your {topic} instruction has changed."
 //  2. the withdrawn sentence: "I told you: “{heard.Value}”"
-//  3. the new one: "{current.AuthorLabel} changed it {age}: “{current.Value}”"
+//  3. the new one: "{current.AuthorLabel} changed it {age}: “{current.Value}”";
+//     when current is past its review date at now (P-7, P-24) it leads with
+//     the age and says so: "{Age}, {author} changed it to: “…” It is now
+//     past its review date. … Please check it with your care team."
 //  4. glosses from a closed glossary that restate and never advise (see Glosses).
 //
 // heard is the version the patient actually heard (P-19), not necessarily
@@ -31,6 +45,10 @@ var (
 // assistant-only, ErrDifferentFact if they name different facts, and
 // ErrUnchanged when the words are the same (after trimming space).
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
+	return renderRetraction(heard, current, now, false)
+}
+
+func renderRetraction(heard, current Version, now time.Time, again bool) (string, error) {
 	if heard.Audience != AudienceUser || current.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
@@ -40,12 +58,23 @@ func RenderRetraction(heard, current Version, now time.Time) (string, error) {
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) {
 		return "", ErrUnchanged
 	}
-	parts := []string{
-		fmt.Sprintf("Stop — your %s instruction has changed.", Topic(current.Domain)),
-		fmt.Sprintf("I told you: %s", Quote(heard.Value)),
-		fmt.Sprintf("%s changed it %s: %s", Appositive(current.AuthorLabel), SpokenAge(now.Sub(current.WrittenAt)), Quote(current.Value)),
+	stop := fmt.Sprintf("Stop — your %s instruction has changed.", Topic(current.Domain))
+	if again {
+		stop = fmt.Sprintf("Stop — %s: your %s instruction has changed.", RedeliveryPhrase, Topic(current.Domain))
 	}
-	if g := GlossSentence(current.Value); g != "" {
+	parts := []string{stop, fmt.Sprintf("I told you: %s", Quote(heard.Value))}
+	age := SpokenAge(now.Sub(current.WrittenAt))
+	g := GlossSentence(current.Value)
+	if current.IsStale(now) {
+		parts = append(parts, fmt.Sprintf("%s, %s changed it to: %s", capitalize(age), Appositive(speaker(current.AuthorLabel)), Quote(current.Value)), PastReviewSentence)
+		if g != "" {
+			parts = append(parts, g)
+		}
+		parts = append(parts, CheckWithTeam)
+		return strings.Join(parts, " "), nil
+	}
+	parts = append(parts, fmt.Sprintf("%s changed it %s: %s", capitalize(Appositive(speaker(current.AuthorLabel))), age, Quote(current.Value)))
+	if g != "" {
 		parts = append(parts, g)
 	}
 	return strings.Join(parts, " "), nil
@@ -60,19 +89,59 @@ func Appositive(label string) string {
 	return label
 }
 
-// RenderFirstHearing is what the patient hears of a fact he never heard
-// before (a creation, or his first time): no "I told you" (P-19).
-// "Your {topic} instruction from {author label}, {age}: “{value}”".
+// speaker is the author label as spoken; "your care team" when it is empty.
+func speaker(label string) string {
+	if strings.TrimSpace(label) == "" {
+		return "your care team"
+	}
+	return label
+}
+
+// RenderFact is how one speakable fact is spoken — answering a question,
+// at Launch, and as the first hearing of a fact he never heard (P-19: no
+// "I told you"):
+//
+//	"Your {topic} instruction from {author label}, {age}: “{value}” {gloss}"
+//
+// or, when v is past its review date at now (P-7, P-24), age first:
+//
+//	"{Age}, {author label} wrote your {topic} instruction: “{value}” It is
+//	now past its review date. {gloss} Please check it with your care team."
+//
 // It returns ErrAssistantAudience for an assistant-only version.
-func RenderFirstHearing(v Version, now time.Time) (string, error) {
+func RenderFact(v Version, now time.Time) (string, error) {
 	if v.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
-	s := fmt.Sprintf("Your %s instruction from %s, %s: %s", Topic(v.Domain), v.AuthorLabel, SpokenAge(now.Sub(v.WrittenAt)), Quote(v.Value))
-	if g := GlossSentence(v.Value); g != "" {
+	age := SpokenAge(now.Sub(v.WrittenAt))
+	topic := Topic(v.Domain)
+	g := GlossSentence(v.Value)
+	if v.IsStale(now) {
+		s := fmt.Sprintf("%s, %s wrote your %s instruction: %s %s", capitalize(age), Appositive(speaker(v.AuthorLabel)), topic, Quote(v.Value), PastReviewSentence)
+		if g != "" {
+			s += " " + g
+		}
+		return s + " " + CheckWithTeam, nil
+	}
+	s := fmt.Sprintf("Your %s instruction from %s, %s: %s", topic, speaker(v.AuthorLabel), age, Quote(v.Value))
+	if g != "" {
 		s += " " + g
 	}
 	return s, nil
+}
+
+// RenderFirstHearing is what the patient hears of a fact he never heard
+// before (a creation, or his first time): RenderFact, with no "I told you"
+// (P-19). It returns ErrAssistantAudience for an assistant-only version.
+func RenderFirstHearing(v Version, now time.Time) (string, error) { return RenderFact(v, now) }
+
+// capitalize upper-cases the first letter of s.
+func capitalize(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 // Quote wraps a clinician's words in curly quotes, ending them with a full

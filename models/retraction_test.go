@@ -166,3 +166,89 @@ func TestRenderFirstHearing_NoIToldYou(t *testing.T) {
 		t.Fatalf("RenderFirstHearing =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// P-24: a review date that has passed is judged at speak time, in every
+// form, and every stale form leads with the age and says it is past its
+// review date.
+func TestRender_StaleFormsLeadWithTheAgeAndSayPastReview(t *testing.T) {
+	stale := func(v Version) Version { v.StaleAfter = demoNow.Add(-time.Minute); return v }
+	heard := wb(1, "Partial weight-bearing.", "Mr Adeyemi, surgical team", 9*24*time.Hour)
+	cur := wb(2, "Ankle pumps hourly.", "Sarah Okafor, physio", 9*24*time.Hour)
+	tests := []struct {
+		name   string
+		render func(Version) (string, error)
+		lead   string // how the fact's own sentence opens in the stale form
+	}{
+		{"fact", func(v Version) (string, error) { return RenderFact(v, demoNow) }, "Nine days ago, Sarah Okafor, physio, wrote your walking instruction: “Ankle pumps hourly.”"},
+		{"first hearing", func(v Version) (string, error) {
+			return Announcement{Current: v}.Render(demoNow)
+		}, "Nine days ago, Sarah Okafor, physio, wrote your walking instruction"},
+		{"the new sentence of a retraction", func(v Version) (string, error) {
+			return Announcement{Heard: &heard, Current: v}.Render(demoNow)
+		}, "Nine days ago, Sarah Okafor, physio, changed it to: “Ankle pumps hourly.”"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.render(stale(cur))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(got, tt.lead) || !strings.Contains(got, PastReviewSentence) || !strings.HasSuffix(got, CheckWithTeam) {
+				t.Errorf("stale form = %q, want %q …, %q and %q last", got, tt.lead, PastReviewSentence, CheckWithTeam)
+			}
+			// Twin: the same version one minute before its review date is
+			// said the ordinary way.
+			fresh := cur
+			fresh.StaleAfter = demoNow.Add(time.Minute)
+			got, err = tt.render(fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(got, "review date") || strings.Contains(got, "Nine days ago") || !strings.Contains(got, "nine days ago") {
+				t.Errorf("fresh form = %q, want the age in its ordinary place", got)
+			}
+		})
+	}
+}
+
+func TestAnnouncement_AgainSaysItMayNotHaveBeenToldProperly(t *testing.T) {
+	heard := wb(1, "Partial weight-bearing.", "Mr Adeyemi, surgical team", time.Hour)
+	cur := wb(2, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", time.Minute)
+	r, err := Announcement{Heard: &heard, Current: cur, Again: true}.Render(demoNow)
+	if err != nil || !strings.HasPrefix(r, "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “Partial") {
+		t.Errorf("retraction again = %q, %v", r, err)
+	}
+	f, err := Announcement{Current: cur, Again: true}.Render(demoNow)
+	if err != nil || !strings.HasPrefix(f, "As I may not have told you properly: your walking instruction from Sarah Okafor") {
+		t.Errorf("first hearing again = %q, %v", f, err)
+	}
+	// Twin: delivered once, said plainly.
+	if r, _ := (Announcement{Heard: &heard, Current: cur}).Render(demoNow); strings.Contains(r, RedeliveryPhrase) {
+		t.Errorf("plain retraction = %q", r)
+	}
+}
+
+// MaxSpeakableValueRunes holds: the longest frame a value is spoken in —
+// a repeated retraction, a 64-character topic, a 200-byte author label,
+// the stale words and a gloss — stays within SpeechFrameChars even when
+// every character of the label escapes to a six-character entity.
+func TestLimits_TheLongestRetractionFrameFitsBesideAValueAtTheLimit(t *testing.T) {
+	label := strings.Repeat(`"`, 200)
+	domain := strings.Repeat("d", 64)
+	heard := Version{Patient: "ray", Domain: domain, N: 1, Audience: AudienceUser, Value: "x", AuthorLabel: label, WrittenAt: demoNow.Add(-9999 * 24 * time.Hour)}
+	cur := heard
+	cur.N, cur.Value, cur.StaleAfter = 2, "Full weight-bearing as tolerated", demoNow.Add(-time.Hour)
+	s, err := Announcement{Heard: &heard, Current: cur, Again: true}.Render(demoNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := strings.Replace(s, cur.Value, "", 1)
+	escaped := len([]rune(frame)) + 5*strings.Count(frame, `"`)
+	const tags = len("<speak></speak>") + len(`<break time="500ms"/>`) + len(" Say more to continue. What would you like to know?")
+	if escaped+tags > SpeechFrameChars {
+		t.Fatalf("frame of %d characters (escaped, with tags) > SpeechFrameChars %d", escaped+tags, SpeechFrameChars)
+	}
+	if MaxSpeakableValueRunes+SpeechFrameChars > MaxSpeechChars {
+		t.Fatalf("limits do not add up")
+	}
+}

@@ -13,11 +13,20 @@ import (
 // that holds care.read.user and nothing else, so the skill has no code path
 // to an assistant-only fact (P-18, T-7). Tests use an in-memory fake.
 type CareSource interface {
-	// Facts returns the patient's current speakable facts (audience user), sorted by URI.
-	Facts(ctx context.Context, patient string) ([]models.Version, error)
-	// Pending returns announcements the patient must hear first, oldest first (P-19).
-	Pending(ctx context.Context, patient string) ([]models.Announcement, error)
-	// MarkHeard records that the patient heard version of the fact uri (unversioned) — called only for what was put in outputSpeech, after the response is built.
+	// Turn returns what may be said to the patient now: his speakable
+	// facts and the announcements he must hear first (retractions first,
+	// oldest first, P-19), every version confirmed current with the care
+	// store at speak time and its staleness judged then (P-24). On error
+	// nothing may be said as current; the snapshot may still name, in
+	// Withdrawn, facts whose version he heard is known to be superseded.
+	Turn(ctx context.Context, patient string) (models.Snapshot, error)
+	// Offered records, durably, that the announcements ids are in a
+	// response about to be written: until MarkHeard settles them they are
+	// owed, and spoken again saying so (models.Announcement.Again, P-24).
+	Offered(ctx context.Context, patient string, ids []int64) error
+	// MarkHeard records that the patient heard version of the fact uri
+	// (unversioned) — called only for what a response carried in full, and
+	// only after that response was written to Alexa's connection (P-24).
 	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
 }
 

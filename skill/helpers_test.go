@@ -143,10 +143,11 @@ type fakeCare struct {
 	facts    map[string][]models.Version
 	pending  map[string][]models.Announcement
 	heard    []heardCall
-	calls    atomic.Int64 // Facts + Pending calls
+	calls    atomic.Int64 // Turn calls
 	failFact error
-	discard  bool          // MarkHeard records nothing (benchmarks)
-	delay    time.Duration // MarkHeard waits this long first (widens races)
+	offered  map[int64]bool // Offered ids
+	discard  bool           // MarkHeard records nothing (benchmarks)
+	delay    time.Duration  // MarkHeard waits this long first (widens races)
 }
 
 type heardCall struct {
@@ -155,23 +156,42 @@ type heardCall struct {
 	Version int
 }
 
-func (f *fakeCare) Facts(_ context.Context, patient string) ([]models.Version, error) {
+// Turn answers the facts and pending announcements as set, the way the
+// speech principal does once it has confirmed them (sorted by URI;
+// failFact fails the whole turn, naming the pending retractions).
+func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, error) {
 	f.calls.Add(1)
-	if f.failFact != nil {
-		return nil, f.failFact
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := append([]models.Version(nil), f.facts[patient]...)
-	sort.Slice(out, func(i, j int) bool { return out[i].FactURI().String() < out[j].FactURI().String() })
-	return out, nil
+	if f.failFact != nil {
+		var snap models.Snapshot
+		for _, a := range f.pending[patient] {
+			if a.IsRetraction() {
+				snap.Withdrawn = append(snap.Withdrawn, a.URI())
+			}
+		}
+		return snap, f.failFact
+	}
+	facts := append([]models.Version(nil), f.facts[patient]...)
+	sort.Slice(facts, func(i, j int) bool { return facts[i].FactURI().String() < facts[j].FactURI().String() })
+	pending := append([]models.Announcement(nil), f.pending[patient]...)
+	for i := range pending {
+		pending[i].Again = pending[i].Again || f.offered[pending[i].ID]
+	}
+	return models.Snapshot{Facts: facts, Pending: pending}, nil
 }
 
-func (f *fakeCare) Pending(_ context.Context, patient string) ([]models.Announcement, error) {
-	f.calls.Add(1)
+// Offered records the announcements put in a response about to be written.
+func (f *fakeCare) Offered(_ context.Context, _ string, ids []int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]models.Announcement(nil), f.pending[patient]...), nil
+	if f.offered == nil {
+		f.offered = map[int64]bool{}
+	}
+	for _, id := range ids {
+		f.offered[id] = true
+	}
+	return nil
 }
 
 func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int) error {
@@ -365,6 +385,37 @@ type rig struct {
 	now     time.Time
 	nowMu   sync.Mutex
 	logs    *bytes.Buffer
+	// inflight counts requests the handler has not finished: marks are
+	// recorded after the response is written, so turn waits for them.
+	inflight inflight
+}
+
+// inflight counts running handlers; wait returns once none runs.
+type inflight struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+func (f *inflight) add(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cond == nil {
+		f.cond = sync.NewCond(&f.mu)
+	}
+	f.n += d
+	f.cond.Broadcast()
+}
+
+func (f *inflight) wait() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cond == nil {
+		f.cond = sync.NewCond(&f.mu)
+	}
+	for f.n > 0 {
+		f.cond.Wait()
+	}
 }
 
 func newRig(tb testing.TB, mutate func(*Config)) *rig {
@@ -381,7 +432,11 @@ func newRig(tb testing.TB, mutate func(*Config)) *rig {
 		tb.Fatal(err)
 	}
 	r.skill = s
-	r.srv = httptest.NewServer(s)
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.inflight.add(1)
+		defer r.inflight.add(-1)
+		s.ServeHTTP(w, req)
+	}))
 	tb.Cleanup(r.srv.Close)
 	return r
 }
@@ -415,6 +470,7 @@ func (r *rig) post(body []byte, certURL, sig string) (int, []byte) {
 	defer resp.Body.Close()
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
+	r.inflight.wait() // the handler marks heard after writing
 	return resp.StatusCode, b.Bytes()
 }
 

@@ -18,10 +18,12 @@ const (
 
 // sessionState is what one session needs for Repeat and More.
 type sessionState struct {
-	patient string
-	last    []segment // the last answer spoken, for Repeat
-	rest    []segment // the unspoken rest of a cut answer, for More
-	expires time.Time
+	patient  string
+	last     []segment // the last answer spoken, for Repeat
+	rest     []segment // the unspoken rest of a cut answer, for More
+	question string    // the question the last answer asked (or will ask after More), for Repeat
+	reprompt string
+	expires  time.Time
 }
 
 // SessionOpenWindow is how recently a screen session must have had a turn

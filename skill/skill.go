@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +67,28 @@ type Config struct {
 	HTTPClient *http.Client
 	// Fetcher, if set, replaces HTTPClient for chain downloads (tests).
 	Fetcher CertFetcher
+	// TestPause is for whole-program tests of P-24 only: it holds every
+	// response that carries something to mark heard, at one point of its
+	// delivery, so a test can kill the server there. Zero: off. The
+	// command sets it from UNSAY_TEST_ALEXA_PAUSE, on loopback only.
+	TestPause TestPause
 }
+
+// TestPause holds responses at one point of their delivery (tests only).
+type TestPause struct {
+	At  string        // TestPauseBeforeWrite or TestPauseBeforeHeard
+	For time.Duration // how long
+}
+
+// Points of a response's delivery where TestPause can hold it.
+const (
+	// TestPauseBeforeWrite: its announcements are recorded as offered; the
+	// response is not written yet.
+	TestPauseBeforeWrite = "before-write"
+	// TestPauseBeforeHeard: the response was written in full and flushed;
+	// nothing is marked heard yet.
+	TestPauseBeforeHeard = "before-heard"
+)
 
 // Skill serves POST /alexa. It is safe for concurrent use.
 type Skill struct {
@@ -199,33 +221,85 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request verification failed", http.StatusBadRequest)
 		return
 	}
-	b, err := s.respond(r.Context(), env)
+	s.respond(w, r, env)
+}
+
+// respond handles a verified request and delivers the response (P-24):
+// its SSML is checked well-formed (an ill-formed response is replaced by
+// a fixed apology and marks nothing); the announcements it carries are
+// recorded as offered; it is written in full and flushed to Alexa's
+// connection; only then is what it spoke marked heard — all under the
+// patient's turn lock. A write that fails marks nothing: what it carried
+// stays owed and is spoken again on the next turn, saying so.
+func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope) {
+	ctx := r.Context()
+	h := s.handle(ctx, env)
+	defer h.release()
+	h = s.deliverable(h)
+	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
+	b, err := encodeResponse(h.out)
 	if err != nil {
 		s.log.Error("alexa response", "err", err)
 		http.Error(w, "cannot build response", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-	_, _ = w.Write(b)
-}
-
-// respond handles a verified request and encodes the response; once it is
-// built, what it speaks is marked heard (P-19), under the patient's turn lock.
-func (s *Skill) respond(ctx context.Context, env *RequestEnvelope) ([]byte, error) {
-	h := s.handle(ctx, env)
-	defer h.release()
-	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	b, err := encodeResponse(h.out)
-	if err != nil {
-		return nil, err
+	// The ledger is written after the response whatever the request's
+	// context does once Alexa has its answer.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+	defer cancel()
+	if len(h.offered) > 0 {
+		if err := s.care.Offered(lctx, h.patient, h.offered); err != nil {
+			s.log.Error("alexa announcements not recorded as offered", "patient", h.patient, "err", err)
+		}
 	}
-	s.markHeard(ctx, h.patient, h.marks)
+	carries := len(h.marks) > 0
+	if carries {
+		s.testPause(TestPauseBeforeWrite)
+	}
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	n, err := w.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil {
+		s.log.Warn("alexa response not delivered; nothing marked heard", "patient", h.patient, "err", err)
+		return
+	}
+	if carries {
+		s.testPause(TestPauseBeforeHeard)
+	}
+	s.markHeard(lctx, h.patient, h.marks)
 	if env.Request.Type != TypeSessionEnded {
 		end := h.out.Response.ShouldEndSession
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
 			screen: env.SupportsAPL(), ended: end != nil && *end})
 	}
-	return b, nil
+}
+
+// deliverable returns h, or — when its SSML is not well-formed — a fixed
+// apology that marks nothing and offers nothing (P-24).
+func (s *Skill) deliverable(h handled) handled {
+	if err := checkResponse(h.out); err != nil {
+		s.log.Error("alexa response not sent: ill-formed; nothing marked heard", "patient", h.patient, "err", err)
+		h.out, h.marks, h.offered = safeResponse(), nil, nil
+	}
+	return h
+}
+
+// ledgerTimeout bounds recording a response's offers and marks.
+const ledgerTimeout = 5 * time.Second
+
+// testPause holds a response at point when Config.TestPause asks for it.
+func (s *Skill) testPause(point string) {
+	if s.cfg.TestPause.At != point || s.cfg.TestPause.For <= 0 {
+		return
+	}
+	s.log.Warn("TEST PAUSE: holding an Alexa response "+point, "for", s.cfg.TestPause.For)
+	time.Sleep(s.cfg.TestPause.For)
 }
 
 // SessionOpen reports whether patient has a skill session open on a screen
@@ -252,28 +326,6 @@ func forRuntime(ds []Directive, maxVersion string) []Directive {
 	}
 	return out
 }
-
-// encodeResponse marshals out; over MaxResponseBytes it drops the APL
-// directives and tries again.
-func encodeResponse(out ResponseEnvelope) ([]byte, error) {
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) <= MaxResponseBytes {
-		return b, nil
-	}
-	out.Response.Directives = nil
-	b, err = json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxResponseBytes {
-		return nil, fmt.Errorf("response of %d bytes over %d", len(b), MaxResponseBytes)
-	}
-	return b, nil
-}
-
 func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark) {
 	latest := map[models.URI]int{}
 	var order []models.URI

@@ -1,6 +1,10 @@
 package skill
 
 import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -10,8 +14,9 @@ import (
 
 // Speech limits.
 const (
-	// MaxSSMLChars caps outputSpeech.ssml, tags included (8,000 characters).
-	MaxSSMLChars = 8000
+	// MaxSSMLChars caps outputSpeech.ssml, tags included (8,000 characters,
+	// models.MaxSpeechChars).
+	MaxSSMLChars = models.MaxSpeechChars
 	// MoreCue ends a cut answer; "more" speaks the rest.
 	MoreCue = "Say more to continue."
 	// pause follows an announcement, before the answer (SSML, 500 ms).
@@ -27,14 +32,97 @@ type mark struct {
 // segment is one unit of speech: plain text (escaped when rendered) and the
 // facts that count as heard when the whole segment is in outputSpeech.
 type segment struct {
-	Text  string
-	Marks []mark
-	Fact  models.URI // the fact this segment speaks, if any (zero otherwise)
-	Pause bool       // a 500 ms break after it
+	Text    string
+	Marks   []mark
+	Fact    models.URI // the fact this segment speaks, if any (zero otherwise)
+	Version int        // the version of Fact it speaks
+	Ann     int64      // the announcement it speaks, if any (its queue id)
+	Pause   bool       // a 500 ms break after it
+	// What it was rendered from, when it is a whole rendering (not a part
+	// cut for "more"): Repeat renders it again at the time it is repeated.
+	fact *models.Version
+	ann  *models.Announcement
 }
 
-// EscapeSSML escapes a data string for SSML: & < > " ' become entities.
-func EscapeSSML(s string) string { return ssmlEscaper.Replace(s) }
+// EscapeSSML escapes a data string for SSML: & < > " ' become entities, and
+// every character XML 1.0 forbids (NUL, the C0 controls but tab, line feed
+// and carriage return, U+FFFE, U+FFFF, lone surrogates, invalid UTF-8) is
+// dropped — defence in depth: /write refuses them (P-24).
+func EscapeSSML(s string) string { return ssmlEscaper.Replace(dropNonXML(s)) }
+
+// xmlChar reports whether XML 1.0 allows r in character data (§2.2 Char).
+func xmlChar(r rune) bool {
+	return r == 0x9 || r == 0xA || r == 0xD || (r >= 0x20 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
+}
+
+// dropNonXML removes what XML 1.0 cannot carry, returning s itself when
+// there is nothing to remove.
+func dropNonXML(s string) string {
+	ok := func(r rune, n int) bool { return xmlChar(r) && (r != utf8.RuneError || n > 1) }
+	clean := true
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !ok(r, n) {
+			clean = false
+			break
+		}
+		i += n
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if ok(r, n) {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// errIllFormed: a response's SSML is not well-formed XML; it is never sent.
+var errIllFormed = errors.New("SSML is not well-formed")
+
+// checkSSML parses ssml with encoding/xml: one <speak> root holding text
+// and <break/> elements only. A response whose outputSpeech or reprompt
+// fails is never sent, and marks nothing (P-24).
+func checkSSML(ssml string) error {
+	dec := xml.NewDecoder(strings.NewReader(ssml))
+	depth, roots := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", errIllFormed, err)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				roots++
+				if el.Name.Local != "speak" {
+					return fmt.Errorf("%w: root <%s>", errIllFormed, el.Name.Local)
+				}
+			} else if el.Name.Local != "break" {
+				return fmt.Errorf("%w: element <%s>", errIllFormed, el.Name.Local)
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 0 && strings.TrimSpace(string(el)) != "" {
+				return fmt.Errorf("%w: text outside <speak>", errIllFormed)
+			}
+		}
+	}
+	if roots != 1 || depth != 0 {
+		return fmt.Errorf("%w: want one <speak> root", errIllFormed)
+	}
+	return nil
+}
 
 // ssmlEscaper is immutable and safe for concurrent use.
 var ssmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")
@@ -69,6 +157,52 @@ func renderSSML(segs []segment, closing string) string {
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
 
+// cost is what a segment adds to the SSML: its escaped text, the joining
+// space and its pause.
+func cost(s segment) int {
+	t := strings.TrimSpace(s.Text)
+	if t == "" {
+		return 0
+	}
+	c := runes(EscapeSSML(t)) + 1
+	if s.Pause {
+		c += runes(pause)
+	}
+	return c
+}
+
+// cutBudget is what a response cut for "more" has for its segments.
+func cutBudget(max int) int { return max - runes(renderSSML(nil, MoreCue)) - 1 }
+
+// ahead orders a turn's speech when it does not fit in one response, so
+// that no announcement blocks the ones queued behind it (P-24): after the
+// prefix, every announcement that fits whole (in queue order: retractions
+// first), then those that do not (the first is cut, its rest said with
+// "more"), then the answer. When everything fits, the order is unchanged.
+func ahead(prefix, anns, answer []segment, closing string, max int) []segment {
+	all := make([]segment, 0, len(prefix)+len(anns)+len(answer))
+	all = append(append(append(all, prefix...), anns...), answer...)
+	if runes(renderSSML(all, closing)) <= max {
+		return all
+	}
+	budget, used := cutBudget(max), 0
+	for _, s := range prefix {
+		used += cost(s)
+	}
+	var fit, over []segment
+	for _, a := range anns {
+		if c := cost(a); used+c <= budget {
+			fit = append(fit, a)
+			used += c
+		} else {
+			over = append(over, a)
+		}
+	}
+	out := make([]segment, 0, len(all))
+	out = append(append(append(append(out, prefix...), fit...), over...), answer...)
+	return out
+}
+
 // fitSpeech splits segs into what fits in MaxSSMLChars together with
 // closing, and the rest. When something is cut, the spoken part must leave
 // room for MoreCue instead of closing; a segment cut in the middle keeps its
@@ -97,9 +231,9 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 		}
 		head, tail := cutText(t, budget-used-1)
 		if head != "" {
-			spoken = append(spoken, segment{Text: head, Fact: s.Fact})
+			spoken = append(spoken, segment{Text: head, Fact: s.Fact, Version: s.Version, Ann: s.Ann})
 		}
-		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Pause: s.Pause})
+		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause})
 		rest = append(rest, segs[i+1:]...)
 		return spoken, rest
 	}

@@ -95,7 +95,7 @@ func TestLaunch_DrawsCareCardOnlyWithAPLAndMarksOnlySpokenFacts(t *testing.T) {
 	if !strings.Contains(string(raw), `"rows":[`) || strings.Count(string(raw), `"byline":`) != 4 {
 		t.Errorf("care card must list all four facts: %s", raw)
 	}
-	if !strings.Contains(string(raw), `"staleNote":"Past its review date`) {
+	if !strings.Contains(string(raw), `"staleNote":"Past its review date. Please check it with your care team."`) {
 		t.Errorf("stale row not marked on the card")
 	}
 	// Exercise and contact are on the screen but were not spoken: not heard.

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Verification errors (P-22, alexa.md §3). Each refused request is answered
@@ -35,7 +37,7 @@ var (
 	// ErrSignature: the Signature-256 header is not base64 or does not verify
 	// over the raw body with the leaf's key.
 	ErrSignature = errors.New("signature does not verify")
-	// ErrMalformed: the (authentic) body is not a JSON request envelope.
+	// ErrMalformed: the body is not a JSON request envelope.
 	ErrMalformed = errors.New("malformed request body")
 	// ErrTimestamp: request.timestamp is missing, unparsable or outside the window.
 	ErrTimestamp = errors.New("request timestamp outside the allowed window")
@@ -65,6 +67,32 @@ const (
 	CertCacheTTL = 24 * time.Hour
 	// certCacheMax bounds the number of cached chains.
 	certCacheMax = 64
+
+	// CertFailureBackoff is how long a certificate URL whose chain could not
+	// be fetched or verified is refused without another fetch: 5 s after the
+	// first failure, doubling with each further failure of the same URL up
+	// to CertFailureBackoffMax (5 min). A passing hiccup on Amazon's URL
+	// costs seconds; a forged URL sent over and over is fetched a dozen
+	// times an hour, not once per request.
+	CertFailureBackoff = 5 * time.Second
+	// CertFailureBackoffMax caps CertFailureBackoff's doubling: 5 minutes.
+	CertFailureBackoffMax = 5 * time.Minute
+	// certFailuresMax bounds the remembered failures (1,024 URLs), kept apart
+	// from the verified chains so that failures never push a verified chain
+	// out of the cache.
+	certFailuresMax = 1024
+	// CertFetchesInFlight is the most chain downloads under way at once (4);
+	// a request that would start another is refused (ErrCertificate)
+	// without a fetch. Requests for a URL already being fetched wait for
+	// that download and do not count.
+	CertFetchesInFlight = 4
+	// CertFetchBurst and CertFetchEvery bound the rate of downloads of
+	// chains not in the cache: a burst of 10, then one every 6 s. Alexa
+	// signs with one or two chains a year, each downloaded once per
+	// process; a request over the rate is refused (ErrCertificate) without
+	// a fetch.
+	CertFetchBurst = 10
+	CertFetchEvery = 6 * time.Second
 )
 
 // NormalizeCertURL applies the SignatureCertChainUrl rules and returns the
@@ -205,15 +233,30 @@ type VerifierConfig struct {
 // Verifier checks that a request comes from Alexa, for this skill, now
 // (P-22, alexa.md §3). It is safe for concurrent use; verified chains are
 // cached per certificate URL until the earliest NotAfter of the chain or
-// CertCacheTTL, whichever is first.
+// CertCacheTTL, whichever is first. So that forged requests cannot make it
+// fetch on their behalf, a URL that failed is refused without a fetch for
+// a backoff (CertFailureBackoff), downloads under way are capped
+// (CertFetchesInFlight), and downloads start at a bounded rate
+// (CertFetchBurst, CertFetchEvery).
 type Verifier struct {
 	skillID string
 	roots   *x509.CertPool
 	fetch   CertFetcher
 	now     func() time.Time
 
-	mu     sync.Mutex
-	chains map[string]*chainEntry
+	slots   chan struct{} // one token per download under way
+	limiter *rate.Limiter // starts of downloads
+
+	mu       sync.Mutex
+	chains   map[string]*chainEntry
+	failures map[string]*failedURL
+}
+
+// failedURL remembers a URL whose chain could not be fetched or verified.
+type failedURL struct {
+	err     error         // what failed, returned to the requests refused meanwhile
+	until   time.Time     // refused without a fetch before this
+	backoff time.Duration // the last backoff; doubled on the next failure
 }
 
 type chainEntry struct {
@@ -228,7 +271,10 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.SkillID == "" {
 		return nil, errors.New("skill: a verifier needs the skill id")
 	}
-	v := &Verifier{skillID: cfg.SkillID, roots: cfg.Roots, fetch: cfg.Fetcher, now: cfg.Clock, chains: map[string]*chainEntry{}}
+	v := &Verifier{skillID: cfg.SkillID, roots: cfg.Roots, fetch: cfg.Fetcher, now: cfg.Clock,
+		chains: map[string]*chainEntry{}, failures: map[string]*failedURL{},
+		slots:   make(chan struct{}, CertFetchesInFlight),
+		limiter: rate.NewLimiter(rate.Every(CertFetchEvery), CertFetchBurst)}
 	if v.roots == nil {
 		p, err := x509.SystemCertPool()
 		if err != nil {
@@ -246,13 +292,14 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 }
 
 // Verify checks the headers and raw body of one request, in this order:
-// both headers present; the certificate URL rules (NormalizeCertURL) — no
-// fetch happens for a URL that breaks them; the signature is base64; the
-// chain (cached) is trusted, valid now, with SAN echo-api.amazon.com; the
-// RSA-SHA256 signature verifies over body exactly as received; the body
-// parses; request.timestamp is within ±150 s of now (±3,600 s for
-// AlexaSkillEvent.*); and context.System.application.applicationId is the
-// skill id. It returns the parsed envelope, or an error wrapping one of
+// both headers present; the certificate URL rules (NormalizeCertURL); the
+// signature is base64; the body parses; request.timestamp is within ±150 s
+// of now (±3,600 s for AlexaSkillEvent.*); context.System.application.
+// applicationId is the skill id; the chain (cached) is trusted, valid now,
+// with SAN echo-api.amazon.com; and the RSA-SHA256 signature verifies over
+// body exactly as received. Everything that needs no certificate is checked
+// before the chain is fetched, so a request that breaks any of it causes no
+// download. It returns the parsed envelope, or an error wrapping one of
 // ErrMissingHeader, ErrCertURL, ErrSignature, ErrCertificate, ErrMalformed,
 // ErrTimestamp, ErrSkillID.
 func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*RequestEnvelope, error) {
@@ -269,14 +316,6 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err != nil || len(sig) == 0 {
 		return nil, fmt.Errorf("%w: Signature-256 is not base64", ErrSignature)
 	}
-	key, err := v.chainKey(ctx, norm, now)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(body)
-	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
-		return nil, fmt.Errorf("%w: RSA-SHA256 over the raw body", ErrSignature)
-	}
 	env := new(RequestEnvelope)
 	if err := json.Unmarshal(body, env); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -286,6 +325,14 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	}
 	if got := env.Context.System.Application.ApplicationID; got != v.skillID {
 		return nil, fmt.Errorf("%w: got %q", ErrSkillID, got)
+	}
+	key, err := v.chainKey(ctx, norm, now)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
+		return nil, fmt.Errorf("%w: RSA-SHA256 over the raw body", ErrSignature)
 	}
 	return env, nil
 }
@@ -309,6 +356,8 @@ func checkTimestamp(r *Request, now time.Time) error {
 // chainKey returns the verified leaf key for a normalized URL, from the
 // cache when an entry is still valid at now, else by fetching and
 // verifying the chain once (concurrent callers wait for the same fetch).
+// A URL that failed within its backoff is refused without a fetch, and a
+// fetch is started only within CertFetchesInFlight and the download rate.
 func (v *Verifier) chainKey(ctx context.Context, certURL string, now time.Time) (*rsa.PublicKey, error) {
 	v.mu.Lock()
 	e := v.chains[certURL]
@@ -326,19 +375,38 @@ func (v *Verifier) chainKey(ctx context.Context, certURL string, now time.Time) 
 		}
 	}
 	if e == nil {
+		if f := v.failures[certURL]; f != nil && now.Before(f.until) {
+			v.mu.Unlock()
+			return nil, fmt.Errorf("%w (not fetched again before %s)", f.err, f.until.UTC().Format(time.RFC3339))
+		}
+		select {
+		case v.slots <- struct{}{}:
+		default:
+			v.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d certificate downloads already under way", ErrCertificate, CertFetchesInFlight)
+		}
+		if !v.limiter.AllowN(now, 1) {
+			<-v.slots
+			v.mu.Unlock()
+			return nil, fmt.Errorf("%w: certificate download rate exceeded (a burst of %d, then one per %s)", ErrCertificate, CertFetchBurst, CertFetchEvery)
+		}
 		e = &chainEntry{ready: make(chan struct{})}
 		v.evictLocked(now)
 		v.chains[certURL] = e
 		v.mu.Unlock()
 		e.key, e.expires, e.err = v.loadChain(ctx, certURL, now)
+		<-v.slots
 		close(e.ready)
+		v.mu.Lock()
 		if e.err != nil {
-			v.mu.Lock()
 			if v.chains[certURL] == e {
 				delete(v.chains, certURL)
 			}
-			v.mu.Unlock()
+			v.rememberFailureLocked(certURL, e.err, now)
+		} else {
+			delete(v.failures, certURL)
 		}
+		v.mu.Unlock()
 		return e.key, e.err
 	}
 	v.mu.Unlock()
@@ -354,6 +422,31 @@ func (v *Verifier) chainKey(ctx context.Context, certURL string, now time.Time) 
 		return nil, fmt.Errorf("%w: certificate expired", ErrCertificate)
 	}
 	return e.key, nil
+}
+
+// rememberFailureLocked refuses certURL without a fetch for its next
+// backoff: CertFailureBackoff after a first failure, double the last one
+// (at most CertFailureBackoffMax) after a repeated one. Past
+// certFailuresMax remembered URLs, the one whose refusal ends first is
+// forgotten. v.mu must be held.
+func (v *Verifier) rememberFailureLocked(certURL string, err error, now time.Time) {
+	f := v.failures[certURL]
+	if f == nil {
+		if len(v.failures) >= certFailuresMax {
+			var first string
+			var at time.Time
+			for k, g := range v.failures {
+				if first == "" || g.until.Before(at) {
+					first, at = k, g.until
+				}
+			}
+			delete(v.failures, first)
+		}
+		f = &failedURL{}
+		v.failures[certURL] = f
+	}
+	f.backoff = min(max(2*f.backoff, CertFailureBackoff), CertFailureBackoffMax)
+	f.err, f.until = err, now.Add(f.backoff)
 }
 
 // evictLocked makes room for one entry: expired entries go first, then the

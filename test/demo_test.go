@@ -138,7 +138,7 @@ func TestDemo_RetractionSurvivesKill9BetweenWriteAndNextTurn(t *testing.T) {
 
 	s2 := startServerIn(t, part, dir, ca.ServeArgs()...)
 	c2 := &harness.AlexaClient{URL: s2.URL + "/alexa", CA: ca}
-	waitBacklog(t, s2.URL)
+	waitBacklog(t, s2.AdminURL)
 	after := send(t, c2, ray.Launch()).Speech()
 	t.Run("after the restart the next turn opens with the retraction of what Ray heard", func(t *testing.T) {
 		if !strings.HasPrefix(after, "Stop") || !strings.Contains(after, "I told you: "+models.Quote(heard)) {
@@ -156,7 +156,7 @@ func TestDemo_RetractionSurvivesKill9BetweenWriteAndNextTurn(t *testing.T) {
 	})
 }
 
-// waitBacklog waits (up to 10 s) until /readyz reports the speech principal
+// waitBacklog waits (up to 10 s) until the admin /readyz (base) reports the speech principal
 // connected with a pending announcement, so the next turn is the one that
 // must speak it (right after a restart the skill answers "can't reach your
 // care notes" until the speech principal has re-synced). It gives up with a

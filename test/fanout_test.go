@@ -148,7 +148,7 @@ func TestFanOut_AStalledReaderDelaysNoSessionNorTheSpeechPrincipal(t *testing.T)
 		t.Logf("speech principal: last event %v after the last write was sent", at.Sub(sent[len(sent)-1]).Round(time.Microsecond))
 	})
 	t.Run("Ray's next Launch retracts the last revision", func(t *testing.T) {
-		waitBacklog(t, s.URL)
+		waitBacklog(t, s.AdminURL)
 		speech := send(t, c, ray.Launch()).Speech()
 		last := fmt.Sprintf("revision %d.", total)
 		if !strings.HasPrefix(speech, "Stop") || !strings.Contains(speech, "I told you: "+models.Quote(heard)) || !strings.Contains(speech, last) {
@@ -380,7 +380,7 @@ func logLatencies(t *testing.T, label string, clients []*updatedClock, sent []ti
 
 // speechLastEvent is /readyz's speech.lastEventAt.
 func speechLastEvent(s *harness.Server) (time.Time, bool) {
-	resp, err := http.Get(s.URL + "/readyz")
+	resp, err := http.Get(s.AdminURL + "/readyz")
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -402,7 +402,7 @@ var fanOutRE = regexp.MustCompile(`(?m)^unsay_change_fanout_delay_seconds_(sum|c
 // unsay_change_fanout_delay_seconds histogram.
 func fanOutDelay(t *testing.T, s *harness.Server) (sum, count float64) {
 	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
+	resp, err := http.Get(s.AdminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ var closedRE = regexp.MustCompile(`(?m)^unsay_mcp_sessions_closed_total\{[^}]*\}
 // sessionsClosed sums unsay_mcp_sessions_closed_total over its reasons.
 func sessionsClosed(t *testing.T, s *harness.Server) float64 {
 	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
+	resp, err := http.Get(s.AdminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

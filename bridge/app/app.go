@@ -51,6 +51,16 @@ const SpeechTokenTTL = 12 * time.Hour
 type Config struct {
 	// Addr is the listen address (default 127.0.0.1:8080; port 0 picks one).
 	Addr string
+	// HTTP are the public listener's timeouts and connection cap (zero
+	// fields: the Default* constants).
+	HTTP HTTPLimits
+	// AdminAddr, if set, is the operators' listen address (--admin-addr):
+	// readiness details and /metrics (bridge.Server.AdminHandler). Off by
+	// default; never on the public listener.
+	AdminAddr string
+	// AdminPprof adds net/http/pprof under /debug/pprof/ on AdminAddr
+	// (--admin-pprof; off by default; needs AdminAddr).
+	AdminPprof bool
 	// DB is the SQLite file (default ./unsay.db) or a postgres:// URL.
 	DB string
 	// PublicURL is the server's public base URL; "" means http://{Addr}.
@@ -125,13 +135,19 @@ type App struct {
 	leased   map[string]bool
 	leasesWG sync.WaitGroup
 
-	ln        net.Listener
+	ln        net.Listener // the public listener, capped at Config.HTTP.MaxConnections
+	speechLn  net.Listener // loopback, the speech principal's own (nil with SpeechMCPURL)
+	adminLn   net.Listener // --admin-addr (nil when off)
 	publicURL string
-	notes     []string
-	verifier  *auth.Verifier
-	tokenCfg  auth.Config
-	sealer    store.Sealer
-	closeOnce sync.Once
+	// devSettings are the development-only settings in force (development
+	// default secrets, --alexa-verify=false, --default-patient); requests
+	// relayed by a proxy are refused while any is.
+	devSettings []string
+	notes       []string
+	verifier    *auth.Verifier
+	tokenCfg    auth.Config
+	sealer      store.Sealer
+	closeOnce   sync.Once
 }
 
 // New opens the store (seeding an empty one), listens on cfg.Addr, and
@@ -142,7 +158,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := refuseUnsafeExposure(cfg); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}}
+	if cfg.AdminPprof && cfg.AdminAddr == "" {
+		return nil, errors.New("--admin-pprof needs --admin-addr (pprof is never served on the public listener)")
+	}
+	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}, devSettings: devSettings(cfg)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -169,6 +188,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.AdminAddr != "" {
+		if a.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			return nil, fmt.Errorf("listen --admin-addr: %w", err)
+		}
+		a.adminLn = limitListener(a.adminLn, AdminMaxConnections)
 	}
 	a.publicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if a.publicURL == "" {
@@ -198,6 +223,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
+	if skillCfg.TestPause, err = testPause(cfg); err != nil {
+		return nil, err
+	}
+	if skillCfg.TestPause.For > 0 {
+		a.notes = append(a.notes, "TEST PAUSE "+skillCfg.TestPause.At+" "+skillCfg.TestPause.For.String()+" on Alexa responses ("+TestPauseEnv+", tests only)")
+	}
 	if a.Skill, err = skill.New(skillCfg, a.Speech, links); err != nil {
 		return nil, fmt.Errorf("alexa skill: %w", err)
 	}
@@ -227,8 +258,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa: a.Skill,
 		Ready: func(context.Context) map[string]any {
+			// Ready only while the speech principal is connected, caught up
+			// with the store (speech.DefaultMaxLag) and confirming facts at speak
+			// time (P-24): Alexa traffic goes only to such an instance.
 			st := a.Speech.State()
-			return map[string]any{"speech": map[string]any{"ok": st.Connected, "connected": st.Connected,
+			return map[string]any{"speech": map[string]any{"ok": st.Ready, "connected": st.Connected,
+				"lagSeconds": st.LagSeconds, "confirming": st.Confirming,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
 				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
 		},
@@ -276,6 +311,7 @@ func applyDefaults(cfg *Config) {
 	if cfg.TimeZone == "" {
 		cfg.TimeZone = "Europe/London"
 	}
+	cfg.HTTP.applyDefaults()
 }
 
 // seed fills an empty database with the configured fixture (P-15). Seeding
@@ -319,9 +355,13 @@ func (a *App) buildSpeech(ctx context.Context) error {
 	mcpURL := a.cfg.SpeechMCPURL
 	hc := &http.Client{}
 	if mcpURL == "" {
-		// Over loopback to our own listener, presenting the public host so
+		// Over loopback to a listener of its own (so the public listener's
+		// connection cap never keeps it out), presenting the public host so
 		// the Host check passes behind a proxy.
-		mcpURL = "http://" + a.ln.Addr().String() + "/mcp"
+		if a.speechLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return fmt.Errorf("speech principal's loopback listener: %w", err)
+		}
+		mcpURL = "http://" + a.speechLn.Addr().String() + "/mcp"
 		if pu, err := url.Parse(a.publicURL); err == nil {
 			hc.Transport = hostRewriter{host: pu.Host, next: http.DefaultTransport}
 		}
@@ -426,9 +466,18 @@ func (a *App) buildNotifier(ctx context.Context) error {
 // URL is the server's public base URL.
 func (a *App) URL() string { return a.publicURL }
 
-// ListenAddr is the address the server actually listens on (port 0
-// resolved), e.g. 127.0.0.1:41873.
+// ListenAddr is the public listener's address ("127.0.0.1:8080"), which
+// differs from URL's host behind a proxy.
 func (a *App) ListenAddr() string { return a.ln.Addr().String() }
+
+// AdminURL is the admin listener's base URL ("http://127.0.0.1:9090"), or ""
+// without Config.AdminAddr.
+func (a *App) AdminURL() string {
+	if a.adminLn == nil {
+		return ""
+	}
+	return "http://" + a.adminLn.Addr().String()
+}
 
 // TokenConfig is the token configuration (for minting development tokens in
 // tests, the demo and the bench).
@@ -453,18 +502,37 @@ func (a *App) StartupLine() string {
 	} else {
 		parts = append(parts, "speech principal follows no patient yet (link a device, or --speech-patient)")
 	}
+	if a.adminLn != nil {
+		what := "readiness details, metrics"
+		if a.cfg.AdminPprof {
+			what += ", pprof"
+		}
+		parts = append(parts, "admin http://"+a.adminLn.Addr().String()+" ("+what+")")
+	}
+	if len(a.devSettings) > 0 {
+		parts = append(parts, "development settings: requests relayed by a proxy are refused")
+	}
 	parts = append(parts, a.notes...)
 	return strings.Join(parts, " | ")
 }
 
-// Serve serves HTTP and runs the speech principal and the notifier until ctx
-// ends, then shuts down gracefully (up to 5 s for in-flight requests). It
-// returns nil after ctx ends, or the HTTP server's error if it stopped first.
+// Serve serves HTTP (the public listener with Config.HTTP's limits, the
+// speech principal's loopback listener, and --admin-addr when set) and runs
+// the speech principal and the notifier until ctx ends, then shuts down
+// gracefully (up to 5 s for in-flight requests). It returns nil after ctx
+// ends, or an HTTP server's error if one stopped first.
 func (a *App) Serve(ctx context.Context) error {
-	hs := &http.Server{Handler: a.Bridge.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	hs.ConnContext = a.Bridge.ConnContext // bounds a GET stream's kernel send buffer (P-25)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(a.ln) }()
+	hs := a.publicServer()
+	errc := make(chan error, 3)
+	go func() { errc <- hs.Serve(limitListener(a.ln, a.cfg.HTTP.MaxConnections)) }()
+	if a.speechLn != nil {
+		go func() { errc <- hs.Serve(a.speechLn) }()
+	}
+	var admin *http.Server
+	if a.adminLn != nil {
+		admin = a.adminServer()
+		go func() { errc <- admin.Serve(a.adminLn) }()
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.leaseMu.Lock()
@@ -482,6 +550,8 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go run("speech principal", a.Speech.Run)
+	wg.Add(1)
+	go run("speech readiness feed", a.feedSpeech)
 	if a.Notifier != nil {
 		wg.Add(1)
 		go run("proactive notifier", a.Notifier.Run)
@@ -496,6 +566,9 @@ func (a *App) Serve(ctx context.Context) error {
 	defer scancel()
 	a.Bridge.Close() // ends MCP streams so Shutdown need not wait for them
 	_ = hs.Shutdown(sctx)
+	if admin != nil {
+		_ = admin.Shutdown(sctx)
+	}
 	wg.Wait()
 	a.leasesWG.Wait() // leases released, so another instance takes over at once
 	if errors.Is(err, http.ErrServerClosed) {
@@ -504,14 +577,33 @@ func (a *App) Serve(ctx context.Context) error {
 	return err
 }
 
+// feedSpeech tells the speech principal of every change the store commits
+// from now on (URI, version, time: never a value), so its readiness
+// compares what it has read with what the store holds (P-24). It returns
+// when ctx ends.
+func (a *App) feedSpeech(ctx context.Context) error {
+	seq, err := a.Store.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	for c := range a.Store.Watch(ctx, seq) {
+		if c.Audience == models.AudienceUser {
+			a.Speech.Committed(c.URI, c.Version, c.At)
+		}
+	}
+	return nil
+}
+
 // Close releases the listener and the store. Safe to call more than once.
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
 		if a.Bridge != nil {
 			a.Bridge.Close()
 		}
-		if a.ln != nil {
-			_ = a.ln.Close()
+		for _, ln := range []net.Listener{a.ln, a.speechLn, a.adminLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
 		}
 		if a.Store != nil {
 			_ = a.Store.Close()
@@ -598,6 +690,42 @@ func (a *App) speakFor(patient string) {
 	}()
 }
 
+// TestPauseEnv names the test-only variable that holds every Alexa
+// response carrying something to mark heard at one point of its delivery:
+// "before-write:30s" (announcements recorded as offered, response not yet
+// written) or "before-heard:30s" (written and flushed, not yet marked
+// heard). Whole-program tests kill the server there (P-24). It is refused
+// on anything but loopback.
+const TestPauseEnv = "UNSAY_TEST_ALEXA_PAUSE"
+
+// testPause reads TestPauseEnv: "" is off; anything else must be
+// POINT:DURATION on a loopback address.
+func testPause(cfg Config) (skill.TestPause, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	v := getenv(TestPauseEnv)
+	if v == "" {
+		return skill.TestPause{}, nil
+	}
+	point, dur, ok := strings.Cut(v, ":")
+	d, err := time.ParseDuration(dur)
+	if !ok || err != nil || d <= 0 || (point != skill.TestPauseBeforeWrite && point != skill.TestPauseBeforeHeard) {
+		return skill.TestPause{}, fmt.Errorf("%s=%q: want %s:DURATION or %s:DURATION", TestPauseEnv, v, skill.TestPauseBeforeWrite, skill.TestPauseBeforeHeard)
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil || !isLoopbackHost(host) {
+		return skill.TestPause{}, fmt.Errorf("%s is for tests on loopback only; refusing it on %s", TestPauseEnv, cfg.Addr)
+	}
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err != nil || !isLoopbackHost(u.Hostname()) {
+			return skill.TestPause{}, fmt.Errorf("%s is for tests on loopback only; refusing it with --public-url %s", TestPauseEnv, cfg.PublicURL)
+		}
+	}
+	return skill.TestPause{At: point, For: d}, nil
+}
+
 // instanceID names this process for leases: host, pid and a random part.
 func instanceID() string {
 	host, _ := os.Hostname()
@@ -606,10 +734,12 @@ func instanceID() string {
 	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
 }
 
-// refuseUnsafeExposure refuses development-only settings on an address other
-// than loopback: development default secrets (anyone with the source could
-// mint tokens and sign writes), --alexa-verify=false (anyone could speak as
-// Alexa) and --default-patient (any unlinked Echo would hear that patient).
+// refuseUnsafeExposure refuses development-only settings (devSettings) on an
+// address other than loopback: development default secrets (anyone with the
+// source could mint tokens and sign writes), --alexa-verify=false (anyone
+// could speak as Alexa) and --default-patient (any unlinked Echo would hear
+// that patient). On loopback they are allowed, and requests relayed by a
+// reverse proxy are refused at request time (refuseRelayedDev).
 func refuseUnsafeExposure(cfg Config) error {
 	host, _, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
@@ -626,6 +756,17 @@ func refuseUnsafeExposure(cfg Config) error {
 	if !exposed {
 		return nil
 	}
+	bad := devSettings(cfg)
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve %s (%s: not loopback) with development-only settings: %s", cfg.Addr, cfg.PublicURL, strings.Join(bad, ", "))
+}
+
+// devSettings lists, sorted, the development-only settings cfg holds: each
+// unset secret (its development default is public), --alexa-verify=false
+// and --default-patient.
+func devSettings(cfg Config) []string {
 	var bad []string
 	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
 		if len(v) == 0 {
@@ -638,11 +779,8 @@ func refuseUnsafeExposure(cfg Config) error {
 	if cfg.Alexa.DefaultPatient != "" {
 		bad = append(bad, "--default-patient")
 	}
-	if len(bad) == 0 {
-		return nil
-	}
 	slices.Sort(bad)
-	return fmt.Errorf("refusing to serve %s (%s: not loopback) with development-only settings: %s", cfg.Addr, cfg.PublicURL, strings.Join(bad, ", "))
+	return bad
 }
 
 func isLoopbackHost(host string) bool {

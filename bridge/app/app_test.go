@@ -60,7 +60,7 @@ func newRig(t *testing.T) *rig {
 func (r *rig) start() {
 	r.t.Helper()
 	a, err := app.New(context.Background(), app.Config{
-		Addr: "127.0.0.1:0", DB: r.dbPath,
+		Addr: "127.0.0.1:0", DB: r.dbPath, AdminAddr: "127.0.0.1:0",
 		Alexa: skill.Config{SkillID: skillID, Verify: true, ExtraRoots: []*x509.Certificate{r.pki.Root},
 			CertOverrides: map[string]string{alexatest.CertURL: r.chain}},
 	})

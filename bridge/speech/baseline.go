@@ -47,8 +47,12 @@ ON CONFLICT (patient, uri) DO NOTHING`), patient, uri, v); err != nil {
 // Baseline returns the version of uri the patient was followed at, 0 if
 // the fact did not exist then.
 func (l *ledger) Baseline(ctx context.Context, patient, uri string) (int, error) {
+	return l.baselineIn(ctx, l.db, patient, uri)
+}
+
+func (l *ledger) baselineIn(ctx context.Context, db querier, patient, uri string) (int, error) {
 	var v int
-	err := l.db.QueryRowContext(ctx, l.q("SELECT version FROM speech_baseline WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_baseline WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -41,7 +41,8 @@ type Config struct {
 	// Dialect is DialectSQLite ("sqlite", the default when empty) or
 	// DialectPostgres ("postgres"); it picks the migrations and placeholders.
 	Dialect string
-	// Clock is the time source for ages and LastEventAt. Default time.Now.
+	// Clock is the time source for ages, LastEventAt and the lag behind
+	// the store. Default time.Now.
 	Clock func() time.Time
 	// Logger receives connection and ledger events; never a value or a
 	// token. Default: discard.
@@ -66,6 +67,14 @@ type Config struct {
 	// ping ends the session so it is re-established. Default 15 s; negative
 	// disables.
 	KeepAlive time.Duration
+	// ConfirmTimeout bounds the one round trip Turn makes to confirm, at
+	// speak time, that every fact it returns is current (P-24). Alexa
+	// allows about 8 s for a whole answer. Default 2 s.
+	ConfirmTimeout time.Duration
+	// MaxLag is how long a change the store committed (Committed) may go
+	// unread before the principal is not ready (State.Ready, /readyz 503)
+	// and, with its session idle, reconnects to catch up. Default 5 s.
+	MaxLag time.Duration
 }
 
 // Backoff is the reconnection schedule: exponential from Min, doubling per
@@ -83,6 +92,8 @@ const (
 	DefaultBackoffMax     = 10 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultKeepAlive      = 15 * time.Second
+	DefaultConfirmTimeout = 2 * time.Second
+	DefaultMaxLag         = 5 * time.Second
 )
 
 // Delay returns the jittered delay before reconnection attempt n (0-based).
@@ -151,6 +162,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KeepAlive < 0 {
 		c.KeepAlive = 0
+	}
+	if c.ConfirmTimeout <= 0 {
+		c.ConfirmTimeout = DefaultConfirmTimeout
+	}
+	if c.MaxLag <= 0 {
+		c.MaxLag = DefaultMaxLag
 	}
 	return c, nil
 }

@@ -5,12 +5,30 @@
 // a retraction of the version he actually heard, or a first hearing — kept
 // in a durable heard ledger and announcement queue (P-19).
 //
+// The files, by job:
+//
+//	principal.go  the Principal, New, the errors
+//	loop.go       Run: the one goroutine that owns the state and the session
+//	state.go      the state it owns (patients, session, cache, work, lag)
+//	upstream.go   how it reaches the server: a 2025-11-25 MCP session today
+//	              (swapping to 2026-07-28 subscriptions/listen is local here)
+//	sync.go       the session's worker: list, subscribe, read, reconcile
+//	rule.go       decide: the P-19 rule, one pure function
+//	read.go       a resources/read decoded by the read contract (models)
+//	confirm.go    Turn: every fact confirmed current at speak time (P-24); Offered
+//	speech.go     Facts, Pending, MarkHeard, WaitPending, AddPatient
+//	hooks.go      OnQueued, SetSpeaking, Speaking (the speech lease, P-23)
+//	readiness.go  Committed, State, Collectors (/readyz and /metrics)
+//	ledger.go, baseline.go, migrations/  the heard ledger
+//
 // It reaches facts only over MCP: it imports models, the MCP SDK,
 // database/sql and the standard library, never store or bridge (P-18, a
 // test runs go list -deps to hold it). The ledger tables (speech_heard,
-// speech_announcements) hold only patient, URI, versions and state — never
-// clinical text, which is read back over MCP when it is spoken.
+// speech_announcements, speech_followed, speech_baseline, speech_offered)
+// hold only patient, URI, versions and state — never clinical text, which
+// is read back over MCP when it is spoken.
 //
-// The skill reads it through Facts, Pending and MarkHeard; main runs Run
-// and serves State and Collectors in /readyz and /metrics.
+// The skill reads it through Turn, Offered and MarkHeard; bridge/app runs
+// Run, feeds Committed from the store's change feed, and serves State and
+// Collectors in /readyz and /metrics.
 package speech

@@ -35,9 +35,10 @@ type fakeCare struct {
 	clientToken string // what the principal under test sends
 	srv         *httptest.Server
 
-	authorAsObject atomic.Bool   // serve unsay/author as {authorId, authorLabel}
-	keepAlive      time.Duration // the principal's Config.KeepAlive; -1 (off) unless a test sets it
-	unauthorized   atomic.Int64
+	keepAlive    time.Duration // the principal's Config.KeepAlive; -1 (off) unless a test sets it
+	unauthorized atomic.Int64
+	readDelay    atomic.Int64 // nanoseconds each resources/read waits first (a slow or frozen server)
+	readFail     atomic.Bool  // resources/read answers an internal error (a broken server)
 
 	mu         sync.Mutex
 	token      string                   // what the server accepts
@@ -170,6 +171,12 @@ func (f *fakeCare) list(cursor string) (*mcp.ListResourcesResult, error) {
 }
 
 func (f *fakeCare) read(asked string) (*mcp.ReadResourceResult, error) {
+	if d := time.Duration(f.readDelay.Load()); d > 0 {
+		time.Sleep(d)
+	}
+	if f.readFail.Load() {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads = append(f.reads, asked)
@@ -189,37 +196,31 @@ func (f *fakeCare) read(asked string) (*mcp.ReadResourceResult, error) {
 		}
 		n = u.Version
 	}
-	v := vs[n-1]
-	// The shapes of bridge/resources.go (readResource) as committed.
-	text := v.value
-	stale := false
-	if n < len(vs) {
-		text = fmt.Sprintf("[SUPERSEDED — this is version %d; version %d is current at %s; do not speak this as current]\n%s",
-			n, len(vs), fact, v.value)
-	} else if v.stale {
-		stale = true
-		text = models.StaleHeader(models.Version{WrittenAt: v.writtenAt, AuthorLabel: v.authorLabel}, fakeEpoch.Add(72*time.Hour)) + "\n" + v.value
-	}
-	prev := ""
+	fv := vs[n-1]
+	// The read contract of bridge/resources.go, from models.
+	v := models.Version{Patient: u.Patient, Domain: u.Domain, N: n, Audience: f.audience[fact], Value: fv.value,
+		AuthorID: fv.authorID, AuthorLabel: fv.authorLabel, WrittenAt: fv.writtenAt,
+		Hash: fmt.Sprintf("%064x", n)}
 	if n > 1 {
-		prev = fmt.Sprintf("%064x", n-1)
+		v.PrevHash = fmt.Sprintf("%064x", n-1)
 	}
-	meta := mcp.Meta{
-		"unsay/version":       n,
-		"unsay/latestVersion": len(vs),
-		"unsay/versionHash":   fmt.Sprintf("%064x", n),
-		"unsay/prevHash":      prev,
-		"unsay/audience":      string(f.audience[fact]),
-		"unsay/lastModified":  v.writtenAt.UTC().Format(models.TimeLayout),
-		"unsay/stale":         stale,
-		"unsay/author":        v.authorLabel,
-		"unsay/authorId":      v.authorID,
+	if fv.stale {
+		v.StaleAfter = fakeEpoch
 	}
-	if f.authorAsObject.Load() {
-		meta["unsay/author"] = map[string]any{"authorId": v.authorID, "authorLabel": v.authorLabel}
-		delete(meta, "unsay/authorId")
-	}
+	now := time.Now()
+	m := models.NewReadMeta(v, len(vs), now)
+	text := models.ReadText(v, m, now)
+	meta := mcp.Meta(m.Map())
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: asked, MIMEType: "text/plain", Text: text, Meta: meta}}}, nil
+}
+
+// setStale makes the current version of uri past its review date (or not)
+// from now on: a review date that passes between two reads.
+func (f *fakeCare) setStale(uri string, stale bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vs := f.facts[uri]
+	vs[len(vs)-1].stale = stale
 }
 
 // seed adds version 1 of a fact with no notification (the demo seed, P-8).
@@ -304,7 +305,7 @@ func (f *fakeCare) deleteSessions() {
 		req, _ := http.NewRequest(http.MethodDelete, f.url(), nil)
 		req.Header.Set("Authorization", "Bearer "+f.clientToken)
 		req.Header.Set("Mcp-Session-Id", ss.ID())
-		req.Header.Set("Mcp-Protocol-Version", ProtocolVersion)
+		req.Header.Set("Mcp-Protocol-Version", models.ProtocolVersion)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			f.t.Fatalf("DELETE session: %v", err)

@@ -51,6 +51,7 @@ type row struct {
 	From    int
 	To      int
 	State   string
+	Offered bool // put in a response whose delivery was never confirmed (P-24)
 }
 
 func newLedger(ctx context.Context, db *sql.DB, dialect string) (*ledger, error) {
@@ -139,7 +140,7 @@ func (l *ledger) q(query string) string {
 // instances.
 func (l *ledger) lockStmt() string {
 	if l.dialect == DialectPostgres {
-		return "LOCK TABLE speech_heard, speech_announcements IN SHARE ROW EXCLUSIVE MODE"
+		return "LOCK TABLE speech_heard, speech_announcements, speech_offered IN SHARE ROW EXCLUSIVE MODE"
 	}
 	return "UPDATE speech_heard SET version = version WHERE 1 = 0"
 }
@@ -214,17 +215,15 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 var errHeardMoved = errors.New("speech: heard version moved")
 
 // Observe records that latest is the fact's current version, given that
-// the caller decided with heard == expectHeard and compared the words of
-// expectHeard and latest (same). It keeps P-19:
-//
-//   - latest ≤ heard: nothing (he heard it, or newer).
-//   - same words: no announcement; a pending one is dropped and the ledger
-//     moves to latest (what he heard is what it says).
-//   - otherwise ONE pending announcement (patient, uri, from=heard,
-//     to=max(to, latest)): stacked revisions collapse into one.
+// the caller read heard == expectHeard and compared the words of
+// expectHeard and latest (same). Inside one locked transaction it reads
+// the heard version, the patient's baseline and the pending announcement,
+// and applies decide (P-19): nothing, queue one announcement, extend the
+// pending one (stacked revisions collapse into one), or settle (unchanged
+// words: drop the pending one and move heard to latest).
 //
 // It reports whether it changed anything, and errHeardMoved when the heard
-// version is no longer expectHeard.
+// version is no longer expectHeard (the caller re-reads and decides again).
 func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, latest int, same bool) (changed bool, err error) {
 	err = l.write(ctx, func(tx *sql.Tx) error {
 		h, err := l.heardIn(ctx, tx, patient, uri)
@@ -234,41 +233,62 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, 
 		if h != expectHeard {
 			return errHeardMoved
 		}
-		if latest <= h {
-			return nil
+		base, err := l.baselineIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
 		}
 		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
 		if err != nil {
 			return err
 		}
-		if same {
+		o := observation{Latest: latest, Heard: h, Baseline: base, Same: same}
+		if ok {
+			o.Pending = &window{From: p.From, To: p.To}
+		}
+		v := decide(o)
+		switch v.Kind {
+		case keep:
+			return nil
+		case settle:
 			if ok {
 				if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'dropped' WHERE id = ?"), p.ID); err != nil {
 					return fmt.Errorf("speech: ledger: drop: %w", err)
 				}
 			}
 			changed = true
-			return l.setHeard(ctx, tx, patient, uri, latest)
-		}
-		if ok {
-			if p.To >= latest && p.From == h {
-				return nil
-			}
-			_, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), h, max(p.To, latest), p.ID)
-			if err != nil {
+			return l.setHeard(ctx, tx, patient, uri, v.At.To)
+		case extend:
+			if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), v.At.From, v.At.To, p.ID); err != nil {
 				return fmt.Errorf("speech: ledger: update pending: %w", err)
 			}
 			changed = true
 			return nil
+		case queue:
+			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, uri, v.At.From, v.At.To); err != nil {
+				return fmt.Errorf("speech: ledger: queue: %w", err)
+			}
+			changed = true
 		}
-		_, err = tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, uri, h, latest)
-		if err != nil {
-			return fmt.Errorf("speech: ledger: queue: %w", err)
-		}
-		changed = true
 		return nil
 	})
 	return changed, err
+}
+
+// Offered records that the pending announcements ids were put in a
+// response about to be written: until MarkHeard settles them they are
+// spoken again saying so (P-24). Ids no longer pending are ignored.
+func (l *ledger) Offered(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return l.write(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_offered (announcement_id) SELECT id FROM speech_announcements WHERE id = ? AND state = 'pending' ON CONFLICT (announcement_id) DO NOTHING"), id); err != nil {
+				return fmt.Errorf("speech: ledger: offered: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // MarkHeard moves the heard version of uri forward to version (never
@@ -320,7 +340,9 @@ func (l *ledger) Drop(ctx context.Context, id int64) error {
 
 // Pending returns the patient's pending announcements, oldest first (by id).
 func (l *ledger) Pending(ctx context.Context, patient string) ([]row, error) {
-	rows, err := l.db.QueryContext(ctx, l.q("SELECT id, uri, from_version, to_version FROM speech_announcements WHERE patient = ? AND state = 'pending' ORDER BY id"), patient)
+	rows, err := l.db.QueryContext(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.announcement_id IS NOT NULL
+FROM speech_announcements a LEFT JOIN speech_offered o ON o.announcement_id = a.id
+WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 	if err != nil {
 		return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
 	}
@@ -328,7 +350,7 @@ func (l *ledger) Pending(ctx context.Context, patient string) ([]row, error) {
 	var out []row
 	for rows.Next() {
 		r := row{Patient: patient, State: statePending}
-		if err := rows.Scan(&r.ID, &r.URI, &r.From, &r.To); err != nil {
+		if err := rows.Scan(&r.ID, &r.URI, &r.From, &r.To, &r.Offered); err != nil {
 			return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
 		}
 		out = append(out, r)

@@ -548,31 +548,27 @@ func TestRun_RefusesASecondConcurrentRun(t *testing.T) {
 var httpClientWithTimeout = http.Client{Timeout: time.Second}
 
 func TestFacts_ServesAStaleFactWithoutItsHeaderButStale(t *testing.T) {
-	for _, object := range []bool{false, true} {
-		f := newFakeCare(t)
-		f.authorAsObject.Store(object) // both unsay/author shapes
-		seedRay(f)
-		f.publishAs("care://ray/diet", "Eat normally.", models.AudienceUser, false, true)
-		p := startPrincipal(t, f, tempDBPath(t), "ray")
-		waitConnected(t, p)
-		facts, err := p.Facts(context.Background(), "ray")
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := slices.IndexFunc(facts, func(v models.Version) bool { return v.Domain == "diet" })
-		if i < 0 {
-			t.Fatalf("no diet fact in %+v", facts)
-		}
-		d := facts[i]
-		if d.Value != "Eat normally." || !d.IsStale(time.Now()) || d.AuthorID != "okafor" || d.AuthorLabel != "Sarah Okafor, physio" {
-			t.Errorf("author object %v: stale fact = %+v", object, d)
-		}
-		// Twin: a fresh fact is not stale.
-		j := slices.IndexFunc(facts, func(v models.Version) bool { return v.Domain == "weight_bearing" })
-		if facts[j].IsStale(time.Now()) {
-			t.Errorf("fresh fact reads as stale: %+v", facts[j])
-		}
-		p.stop()
+	f := newFakeCare(t)
+	seedRay(f)
+	f.publishAs("care://ray/diet", "Eat normally.", models.AudienceUser, false, true)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	facts, err := p.Facts(context.Background(), "ray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(facts, func(v models.Version) bool { return v.Domain == "diet" })
+	if i < 0 {
+		t.Fatalf("no diet fact in %+v", facts)
+	}
+	d := facts[i]
+	if d.Value != "Eat normally." || !d.IsStale(time.Now()) || d.AuthorID != "okafor" || d.AuthorLabel != "Sarah Okafor, physio" {
+		t.Errorf("stale fact = %+v", d)
+	}
+	// Twin: a fresh fact is not stale.
+	j := slices.IndexFunc(facts, func(v models.Version) bool { return v.Domain == "weight_bearing" })
+	if facts[j].IsStale(time.Now()) {
+		t.Errorf("fresh fact reads as stale: %+v", facts[j])
 	}
 }
 
@@ -596,8 +592,8 @@ func TestFacts_ReadsOverMCPForAPatientNotFollowed(t *testing.T) {
 // careSource is skill.CareSource, restated here because this package may
 // not import skill: the principal must satisfy it exactly.
 type careSource interface {
-	Facts(ctx context.Context, patient string) ([]models.Version, error)
-	Pending(ctx context.Context, patient string) ([]models.Announcement, error)
+	Turn(ctx context.Context, patient string) (models.Snapshot, error)
+	Offered(ctx context.Context, patient string, ids []int64) error
 	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
 }
 

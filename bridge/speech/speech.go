@@ -7,41 +7,45 @@ import (
 	"sort"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/unsay/unsay/models"
 )
 
 // Facts returns the patient's current speakable facts (care:// only),
-// sorted by URI. Values carry no STALE header; a fact served stale has a
-// StaleAfter at or before the time it was read, so Version.IsStale(now)
-// is true. It answers from the memory filled by reads over MCP once the
-// patient's facts have been listed; before that (or for a patient the
-// principal does not follow) it lists and reads over the current session,
-// returning ErrNotConnected when there is none. An invalid patient id is
-// ErrInvalidArgument.
+// sorted by URI, as last read. Values carry no STALE header; a fact served
+// stale has a StaleAfter at or before the time it was read, so
+// Version.IsStale(now) is true. It answers from memory once the patient's
+// facts have been listed; before that (or for a patient the principal does
+// not follow) it lists and reads over the current session, returning
+// ErrNotConnected when there is none. An invalid patient id is
+// ErrInvalidArgument. What is spoken comes from Turn, which confirms.
 func (p *Principal) Facts(ctx context.Context, patient string) ([]models.Version, error) {
 	if !models.ValidID(patient) {
 		return nil, fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
-	p.mu.Lock()
-	if p.synced[patient] && p.patients[patient] {
-		var out []models.Version
-		for _, v := range p.current {
-			if v.Patient == patient {
-				out = append(out, v)
-			}
+	var out []models.Version
+	var up upstream
+	var cached bool
+	p.do(func(st *state) {
+		if cached = st.synced[patient] && st.patients[patient]; cached {
+			out = st.factsOf(patient)
 		}
-		p.mu.Unlock()
-		sortByURI(out)
+		up = st.up
+	})
+	if cached {
 		return out, nil
 	}
-	cs := p.cs
-	p.mu.Unlock()
-	if cs == nil {
+	if up == nil {
 		return nil, fmt.Errorf("%w: facts of %s not yet read", ErrNotConnected, patient)
 	}
-	listed, err := p.listAll(ctx, cs)
+	return p.listFacts(ctx, up, patient, p.cfg.RequestTimeout)
+}
+
+// listFacts lists and reads patient's care:// facts over up, each request
+// within timeout.
+func (p *Principal) listFacts(ctx context.Context, up upstream, patient string, timeout time.Duration) ([]models.Version, error) {
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	listed, err := up.List(lctx)
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +55,9 @@ func (p *Principal) Facts(ctx context.Context, patient string) ([]models.Version
 		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient {
 			continue
 		}
-		v, err := p.read(ctx, cs, u)
+		v, err := p.read(ctx, up, u, true)
 		if err != nil {
-			if isResourceError(err) {
+			if isGone(err) {
 				continue
 			}
 			return nil, err
@@ -64,20 +68,19 @@ func (p *Principal) Facts(ctx context.Context, patient string) ([]models.Version
 	return out, nil
 }
 
-func sortByURI(vs []models.Version) {
-	sort.Slice(vs, func(i, j int) bool { return vs[i].FactURI().String() < vs[j].FactURI().String() })
-}
-
-// Pending returns the announcements Ray has yet to hear — retractions of
-// what he heard first, then first hearings, each oldest first (P-17, P-19):
-// for each fact at most one, from the version he last heard
-// (Heard; nil when he never heard it: a first hearing) to the latest
+// Pending returns the announcements Ray has yet to hear, as last read —
+// retractions of what he heard first, then first hearings, each oldest
+// first (P-17, P-19): for each fact at most one, from the version he last
+// heard (Heard; nil when he never heard it: a first hearing) to the latest
 // (Current). Both versions' words are read back over MCP (or from memory
 // of an earlier read) — the queue holds none. An announcement whose words
 // did not change (models.ErrUnchanged) is dropped, never returned. It
-// returns ErrNotConnected when a version must be read and no session is up,
-// and ErrInvalidArgument for an invalid patient id; on error nothing is
-// returned and nothing is dropped or marked.
+// returns ErrNotConnected while no session is up (a revision may be waiting
+// on the server: saying "nothing has changed" then could be false), after
+// waiting up to SettleTimeout for notifications already received to be
+// read; ErrInvalidArgument for an invalid patient id. On error nothing is
+// returned and nothing is dropped or marked. What is spoken comes from
+// Turn, which confirms every version with the server first.
 func (p *Principal) Pending(ctx context.Context, patient string) ([]models.Announcement, error) {
 	if !models.ValidID(patient) {
 		return nil, fmt.Errorf("%w: patient id", ErrInvalidArgument)
@@ -89,6 +92,16 @@ func (p *Principal) Pending(ctx context.Context, patient string) ([]models.Annou
 	if err != nil {
 		return nil, err
 	}
+	return p.announcements(ctx, nil, patient, rows, func(u models.URI, n int) (models.Version, error) {
+		return p.versionAt(ctx, nil, u, n)
+	})
+}
+
+// announcements turns ledger rows into announcements: current(uri, to)
+// gives each one's latest version, versionAt the one he heard. Rows whose
+// words did not change are dropped from the ledger; rows that cannot be
+// read are left pending and skipped. Retractions come first.
+func (p *Principal) announcements(ctx context.Context, up upstream, patient string, rows []row, current func(models.URI, int) (models.Version, error)) ([]models.Announcement, error) {
 	now := p.cfg.Clock()
 	var out []models.Announcement
 	var unchanged []int64
@@ -98,19 +111,19 @@ func (p *Principal) Pending(ctx context.Context, patient string) ([]models.Annou
 			p.log.Error("speech: ledger holds an unspeakable URI", "id", r.ID)
 			continue
 		}
-		cur, err := p.versionAt(ctx, nil, u, r.To)
+		cur, err := current(u, r.To)
 		if err != nil {
-			if isResourceError(err) {
-				p.log.Warn("speech: pending version unreadable", "uri", r.URI, "version", r.To, "err", err)
+			if isGone(err) || errors.Is(err, errNotCurrent) {
+				p.log.Warn("speech: pending version not spoken", "uri", r.URI, "version", r.To, "err", err)
 				continue
 			}
 			return nil, err
 		}
-		a := models.Announcement{ID: r.ID, Patient: patient, Current: cur}
+		a := models.Announcement{ID: r.ID, Patient: patient, Current: cur, Again: r.Offered}
 		if r.From > 0 {
-			hv, err := p.versionAt(ctx, nil, u, r.From)
+			hv, err := p.versionAt(ctx, up, u, r.From)
 			if err != nil {
-				if isResourceError(err) {
+				if isGone(err) {
 					p.log.Warn("speech: heard version unreadable", "uri", r.URI, "version", r.From, "err", err)
 					continue
 				}
@@ -142,13 +155,18 @@ func (p *Principal) Pending(ctx context.Context, patient string) ([]models.Annou
 	return out, nil
 }
 
+// errNotCurrent: a pending announcement's latest version is not the one
+// confirmed current at speak time; it is not spoken this turn.
+var errNotCurrent = errors.New("speech: not the version confirmed current")
+
 // MarkHeard records that Ray heard version of the fact uri (an unversioned
 // care:// URI of patient): the heard ledger moves forward to version
 // (never back), pending announcements that reach no further are cleared,
 // and one that reaches further now starts from version. The skill calls it
-// only for what it actually put in a response — a retraction, a first
-// hearing or a fact told at Launch. It is durable when it returns nil.
-// A malformed patient, URI or version (< 1) is ErrInvalidArgument.
+// only for what it actually delivered — a retraction, a first hearing or a
+// fact told — after the response carrying it was written (P-24). It is
+// durable when it returns nil. A malformed patient, URI or version (< 1) is
+// ErrInvalidArgument.
 func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error {
 	switch {
 	case !models.ValidID(patient):
@@ -168,13 +186,13 @@ func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.UR
 	if err := p.ledger.MarkHeard(ctx, patient, uri.String(), version); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	for k, v := range p.versions {
-		if v.FactURI() == uri && v.N < version {
-			delete(p.versions, k)
+	p.do(func(st *state) {
+		for k, v := range st.versions {
+			if v.FactURI() == uri && v.N < version {
+				delete(st.versions, k)
+			}
 		}
-	}
-	p.mu.Unlock()
+	})
 	p.ledgerChanged(ctx)
 	return nil
 }
@@ -190,9 +208,8 @@ func (p *Principal) WaitPending(ctx context.Context, patient string, uri models.
 		return fmt.Errorf("%w: WaitPending(%q, %s, %d)", ErrInvalidArgument, patient, uri, version)
 	}
 	for {
-		p.mu.Lock()
-		ch := p.changed
-		p.mu.Unlock()
+		var ch chan struct{}
+		p.do(func(st *state) { ch = st.changed })
 		heard, pendingTo, err := p.ledger.Status(ctx, patient, uri.String())
 		if err != nil {
 			return err
@@ -211,138 +228,70 @@ func (p *Principal) WaitPending(ctx context.Context, patient string, uri models.
 	}
 }
 
-// AddPatient follows a newly linked patient: with TokenSource set, a new
-// token is fetched for the enlarged patient set; then the principal
-// re-lists and subscribes to the patient's care:// facts and reads them.
-// When a session is up it returns once that is done (or with its error);
-// with no session it returns nil at once and the next session subscribes.
-// An invalid id is ErrInvalidArgument.
+// AddPatientTimeout bounds how long AddPatient waits for the new session's sync.
+const AddPatientTimeout = 5 * time.Second
+
+// AddPatient follows a newly linked patient: with TokenSource set, the
+// session ends and the next one is opened with a token for the enlarged
+// patient set (the server binds a session to subject and patients); then
+// the principal lists and subscribes to the patient's care:// facts and
+// reads them. When a session is up it returns once that is done (or with
+// its error; at most AddPatientTimeout under a TokenSource); with no
+// session it returns nil at once and the next session subscribes. An
+// invalid id is ErrInvalidArgument.
 func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 	if !models.ValidID(patient) {
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
-	p.mu.Lock()
-	if p.patients[patient] {
-		p.mu.Unlock()
+	var up upstream
+	var synced chan struct{}
+	var listed chan error
+	known := false
+	p.do(func(st *state) {
+		if known = st.patients[patient]; known {
+			return
+		}
+		st.patients[patient] = true
+		if p.cfg.Leased {
+			st.passive[patient] = true
+		}
+		up = st.up
+		if p.cfg.TokenSource != nil {
+			st.tokenGen++
+			synced = make(chan struct{})
+			st.syncWaiters = append(st.syncWaiters, syncWaiter{patient: patient, ch: synced})
+			return
+		}
+		if up != nil {
+			listed = make(chan error, 1)
+			st.work.relist = true
+			st.work.listWaiters = append(st.work.listWaiters, listed)
+		}
+	})
+	switch {
+	case known:
 		return nil
-	}
-	p.patients[patient] = true
-	if p.cfg.Leased {
-		p.passive[patient] = true
-	}
-	if p.cfg.TokenSource != nil {
-		p.tokenGen++
-	}
-	cs := p.cs
-	p.mu.Unlock()
-	if p.cfg.TokenSource != nil {
-		// A token bound to a new patient set is a new MCP session identity
-		// (the server binds a session to subject and patients): end this
-		// session with the token it was opened with, then reconnect with a
-		// fresh one, and wait for the new session's sync.
-		if cs != nil {
-			_ = cs.Close()
+	case synced != nil:
+		if up != nil {
+			_ = up.Close() // the next session's token is bound to him too
 		}
-		if err := p.refreshToken(ctx); err != nil {
-			return err
-		}
-		return p.waitSynced(ctx, patient)
-	}
-	if cs == nil {
-		return nil
-	}
-	done := make(chan error, 1)
-	p.mu.Lock()
-	p.listWaiters = append(p.listWaiters, done)
-	p.mu.Unlock()
-	p.poke()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// AddPatientTimeout bounds how long AddPatient waits for the new session's sync.
-const AddPatientTimeout = 5 * time.Second
-
-// waitSynced waits until a session is up whose sync covered patient.
-func (p *Principal) waitSynced(ctx context.Context, patient string) error {
-	ctx, cancel := context.WithTimeout(ctx, AddPatientTimeout)
-	defer cancel()
-	for {
-		p.mu.Lock()
-		ok := p.connected && p.synced[patient]
-		changed := p.changed
-		p.mu.Unlock()
-		if ok {
-			return nil
-		}
-		t := time.NewTimer(10 * time.Millisecond)
+		wctx, cancel := context.WithTimeout(ctx, AddPatientTimeout)
+		defer cancel()
 		select {
+		case <-synced:
+			return nil
+		case <-wctx.Done():
+			return fmt.Errorf("speech: following %s: %w", patient, wctx.Err())
+		}
+	case listed != nil:
+		select {
+		case err := <-listed:
+			return err
 		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("speech: following %s: %w", patient, ctx.Err())
-		case <-changed:
-			t.Stop()
-		case <-t.C:
+			return ctx.Err()
 		}
 	}
-}
-
-// State is the speech principal's health, as served in /readyz.
-type State struct {
-	// Connected: an MCP session is up and its initial sync (list, subscribe,
-	// read) completed.
-	Connected bool `json:"connected"`
-	// LastEventAt is when the last notification arrived or the last sync
-	// completed; zero before the first.
-	LastEventAt time.Time `json:"lastEventAt"`
-	// Backlog counts announcements queued for every patient, not yet heard.
-	Backlog int `json:"backlog"`
-	// Patients are the followed patient ids, sorted.
-	Patients []string `json:"patients"`
-}
-
-// State returns a snapshot of the principal's health.
-func (p *Principal) State() State {
-	patients := p.patientList()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return State{Connected: p.connected, LastEventAt: p.lastEventAt, Backlog: p.backlog, Patients: patients}
-}
-
-// Collectors returns the principal's Prometheus gauges, for the caller to
-// register: unsay_speech_connected (1 or 0), unsay_speech_backlog
-// (announcements queued) and unsay_speech_last_event_timestamp_seconds
-// (Unix seconds of LastEventAt; 0 before the first event).
-func (p *Principal) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "unsay_speech_connected",
-			Help: "1 when the speech principal's MCP session is up and synced, else 0.",
-		}, func() float64 {
-			if p.State().Connected {
-				return 1
-			}
-			return 0
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "unsay_speech_backlog",
-			Help: "Announcements queued for patients and not yet heard.",
-		}, func() float64 { return float64(p.State().Backlog) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "unsay_speech_last_event_timestamp_seconds",
-			Help: "Unix time of the last MCP notification or completed sync, in seconds.",
-		}, func() float64 {
-			t := p.State().LastEventAt
-			if t.IsZero() {
-				return 0
-			}
-			return float64(t.UnixNano()) / 1e9
-		}),
-	}
+	return nil
 }
 
 // SettleTimeout bounds how long Pending waits for notifications already
@@ -350,35 +299,34 @@ func (p *Principal) Collectors() []prometheus.Collector {
 const SettleTimeout = 2 * time.Second
 
 // settle makes Pending answer only from an up-to-date ledger: it returns
-// ErrNotConnected while no MCP session is up (a revision may be waiting
-// on the server: saying "nothing has changed" then could be false), and
-// waits, up to SettleTimeout, for notifications already received to be
-// processed.
+// ErrNotConnected while no MCP session is up and synced, and waits, up to
+// SettleTimeout, for notifications already received to be processed.
 func (p *Principal) settle(ctx context.Context) error {
-	deadline := time.Now().Add(SettleTimeout)
+	timeout := time.NewTimer(SettleTimeout)
+	defer timeout.Stop()
 	for {
-		p.mu.Lock()
-		connected := p.connected
-		busy := len(p.workURIs) > 0 || p.relist || p.fullSync || p.draining
-		changed := p.changed
-		p.mu.Unlock()
+		var connected, idle bool
+		var ch chan struct{}
+		p.do(func(st *state) {
+			connected = st.connected
+			idle = !st.busy && st.work.empty()
+			if connected && !idle {
+				ch = make(chan struct{})
+				st.idleWaiters = append(st.idleWaiters, ch)
+			}
+		})
 		if !connected {
 			return fmt.Errorf("%w: the care notes are being re-read", ErrNotConnected)
 		}
-		if !busy {
+		if idle {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: still catching up", ErrNotConnected)
-		}
-		t := time.NewTimer(10 * time.Millisecond)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
-		case <-changed:
-			t.Stop()
-		case <-t.C:
+		case <-timeout.C:
+			return fmt.Errorf("%w: still catching up", ErrNotConnected)
+		case <-ch:
 		}
 	}
 }

@@ -36,13 +36,53 @@ type ClientConfig struct {
 	// TokenURL is the LWA token endpoint; "" means DefaultTokenURL.
 	TokenURL string
 	// APIBase overrides the region base URL taken from the link's apiEndpoint
-	// (https://api.amazonalexa.com, api.eu…, api.fe…); "" uses the link's.
+	// (--proactive-api-url: operator configuration, used as given); "" uses
+	// the link's, which must be one of Amazon's regional Alexa API hosts
+	// (CheckAPIEndpoint).
 	APIBase string
 	// Live selects the live path /v1/proactiveEvents; otherwise the
 	// development stage /v1/proactiveEvents/stages/development.
 	Live       bool
 	HTTPClient *http.Client // nil: a client with a 10 s timeout
 	Clock      func() time.Time
+
+	// allowAPIEndpoint, tests only, accepts a link's apiEndpoint besides
+	// Amazon's hosts (a local fake API). Nil in every real configuration.
+	allowAPIEndpoint func(raw string) bool
+}
+
+// ErrAPIEndpoint: the apiEndpoint stored with a link is not one of Amazon's
+// regional Alexa API hosts. Nothing was sent — no token, no event — so the
+// notification is undelivered.
+var ErrAPIEndpoint = errors.New("proactive: apiEndpoint is not an Amazon Alexa API host")
+
+// CheckAPIEndpoint returns the canonical base URL ("https://api.eu.amazonalexa.com")
+// of an apiEndpoint stored at link time when it is one of Amazon's regional
+// Alexa API hosts — api.amazonalexa.com (North America),
+// api.eu.amazonalexa.com (Europe) and api.fe.amazonalexa.com (Far East),
+// alexa.md §Proactive Events API — over https, on port 443 if any, with no
+// user info, path, query or fragment; host and scheme are case-insensitive.
+// Anything else is an error wrapping ErrAPIEndpoint: the Login with Amazon
+// access token is never sent to it.
+func CheckAPIEndpoint(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", fmt.Errorf("%w: unparsable", ErrAPIEndpoint)
+	}
+	host := strings.ToLower(u.Hostname())
+	switch {
+	case !strings.EqualFold(u.Scheme, "https"):
+		return "", fmt.Errorf("%w: scheme %q is not https", ErrAPIEndpoint, u.Scheme)
+	case u.User != nil || u.Opaque != "":
+		return "", fmt.Errorf("%w: user info or opaque URL", ErrAPIEndpoint)
+	case host != "api.amazonalexa.com" && host != "api.eu.amazonalexa.com" && host != "api.fe.amazonalexa.com":
+		return "", fmt.Errorf("%w: host %q", ErrAPIEndpoint, host)
+	case u.Port() != "" && u.Port() != "443":
+		return "", fmt.Errorf("%w: port %s", ErrAPIEndpoint, u.Port())
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "", fmt.Errorf("%w: path, query or fragment present", ErrAPIEndpoint)
+	}
+	return "https://" + host, nil
 }
 
 // Client sends proactive events. It caches the LWA access token until 60 s
@@ -176,20 +216,27 @@ func NewMessageAlert(userID, referenceID string, now time.Time, expiry time.Dura
 }
 
 // Send posts ev to the Proactive Events API in the region of apiEndpoint
-// (the apiEndpoint stored at link time, e.g. https://api.eu.amazonalexa.com).
-// It returns *APIError for a non-2xx answer, or a transport error (delivery
-// unknown: the caller must treat it as charged).
+// (the apiEndpoint stored at link time, e.g. https://api.eu.amazonalexa.com),
+// unless ClientConfig.APIBase overrides it. An apiEndpoint that is not one
+// of Amazon's Alexa API hosts (CheckAPIEndpoint) is refused with an error
+// wrapping ErrAPIEndpoint before any token is fetched or sent. It returns
+// *APIError for a non-2xx answer, or a transport error (delivery unknown:
+// the caller must treat it as charged).
 func (c *Client) Send(ctx context.Context, apiEndpoint string, ev Event) error {
+	base := c.cfg.APIBase
+	if base == "" {
+		if c.cfg.allowAPIEndpoint != nil && c.cfg.allowAPIEndpoint(apiEndpoint) {
+			base = apiEndpoint
+		} else {
+			var err error
+			if base, err = CheckAPIEndpoint(apiEndpoint); err != nil {
+				return err
+			}
+		}
+	}
 	tok, err := c.accessToken(ctx)
 	if err != nil {
 		return err
-	}
-	base := c.cfg.APIBase
-	if base == "" {
-		base = apiEndpoint
-	}
-	if base == "" {
-		return errors.New("no API endpoint for this user")
 	}
 	path := "/v1/proactiveEvents/stages/development"
 	if c.cfg.Live {

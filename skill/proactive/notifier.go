@@ -182,6 +182,8 @@ func (n *Notifier) attempt(ctx context.Context, patient string, now time.Time) t
 			delivered = true
 		case errors.As(err, &apiErr) && apiErr.Undelivered:
 			log.Warn("proactive: event refused", "status", apiErr.Status)
+		case errors.Is(err, ErrAPIEndpoint):
+			log.Warn("proactive: not sent: the link's apiEndpoint is not an Amazon Alexa API host", "err", err)
 		default:
 			delivered = true // unknown outcome: charged (P-23)
 			log.Warn("proactive: event outcome unknown; slot stays charged", "err", err)

@@ -91,7 +91,7 @@ func TestClient_SendsUnicastMessageAlertWithCachedToken(t *testing.T) {
 	f := &fakeAlexa{}
 	srv := f.server(t)
 	clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
-	c, err := NewClient(ClientConfig{ClientID: "id", ClientSecret: "s3cret", TokenURL: srv.URL + "/auth/O2/token", Clock: clk.Now})
+	c, err := NewClient(ClientConfig{ClientID: "id", ClientSecret: "s3cret", TokenURL: srv.URL + "/auth/O2/token", Clock: clk.Now, allowAPIEndpoint: fakeEndpoint(srv.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestClient_RefusesToStartWithoutCredentials(t *testing.T) {
 func TestClient_FourXXIsProvenUndeliveredButFiveXXIsNot(t *testing.T) {
 	f := &fakeAlexa{}
 	srv := f.server(t)
-	c, _ := NewClient(ClientConfig{ClientID: "id", ClientSecret: "s3cret", TokenURL: srv.URL + "/auth/O2/token"})
+	c, _ := NewClient(ClientConfig{ClientID: "id", ClientSecret: "s3cret", TokenURL: srv.URL + "/auth/O2/token", allowAPIEndpoint: fakeEndpoint(srv.URL)})
 	for _, tc := range []struct {
 		status      int32
 		undelivered bool

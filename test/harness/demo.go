@@ -171,14 +171,14 @@ func RunDemo(ctx context.Context, bin, dir string, w io.Writer) (*Demo, error) {
 	if _, err := turn("stop", ray.Intent("AMAZON.StopIntent", nil)); err != nil {
 		return nil, err
 	}
-	before := speechBacklog(ctx, srv.URL)
+	before := speechBacklog(ctx, srv.AdminURL)
 
 	// The physio revises it.
 	if d.WriteAnswer, err = srv.Write(ctx, "ray", "weight_bearing", DemoRevision, DemoAuthor, DemoAuthorLabel); err != nil {
 		return nil, err
 	}
 	say("physio", "unsay write --patient ray --domain weight_bearing --value %q --author %s → %s", DemoRevision, DemoAuthor, oneLine(d.WriteAnswer))
-	waitForSpeech(ctx, srv.URL, before)
+	waitForSpeech(ctx, srv.AdminURL, before)
 
 	// Ray's next turn opens with the retraction.
 	if d.AfterWrite, err = turn("Alexa, open care notes", ray.Launch()); err != nil {
@@ -195,7 +195,7 @@ func RunDemo(ctx context.Context, bin, dir string, w io.Writer) (*Demo, error) {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// speechBacklog reads the speech principal's backlog from /readyz
+// speechBacklog reads the speech principal's backlog from the admin /readyz
 // ({"speech":{"backlog":N}}); -1 when /readyz does not report it.
 func speechBacklog(ctx context.Context, base string) int {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)

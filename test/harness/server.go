@@ -38,6 +38,10 @@ const (
 // yet: the skill's wiring into `unsay serve` has not landed.
 var pendingFlagRE = regexp.MustCompile(`flag provided but not defined: -(alexa-[a-z-]+|default-patient)`)
 
+// adminURLRE finds the admin listener's URL in the startup line
+// ("… | admin http://127.0.0.1:PORT (readiness details, metrics) | …").
+var adminURLRE = regexp.MustCompile(`\badmin (http://[^ ]+) \(`)
+
 // ErrNotImplemented is returned when the binary answers a subcommand with
 // "not implemented yet": the product part is still being built. Tests skip
 // with a PENDING line on it; any other failure is a failure.
@@ -125,7 +129,10 @@ type Options struct {
 
 // Server is one running `unsay serve`.
 type Server struct {
-	URL       string // http://127.0.0.1:PORT
+	URL string // http://127.0.0.1:PORT
+	// AdminURL is the --admin-addr listener (readiness details, /metrics):
+	// every server the harness starts has one on a free loopback port.
+	AdminURL  string
 	Addr      string // 127.0.0.1:PORT
 	PublicURL string // --public-url: URL unless Options.PublicURL is set
 	DB        string
@@ -137,7 +144,8 @@ type Server struct {
 }
 
 // Start runs `unsay serve --addr 127.0.0.1:PORT --db DIR/unsay.db
-// --public-url URL ARGS…` (URL: Options.PublicURL, else http://127.0.0.1:PORT) and waits (up to 30 s) until
+// --public-url URL --admin-addr 127.0.0.1:0 ARGS…` (URL: Options.PublicURL,
+// else http://127.0.0.1:PORT) and waits (up to 30 s) until
 // GET /healthz answers 200. It returns ErrNotImplemented (wrapped) when the
 // binary says serve is not implemented, and an error carrying the server's
 // output when it exits or never becomes healthy.
@@ -174,7 +182,7 @@ func start(ctx context.Context, o Options) (*Server, error) {
 	if o.PublicURL != "" {
 		s.PublicURL = o.PublicURL
 	}
-	args := append([]string{"serve", "--addr", addr, "--db", s.DB, "--public-url", s.PublicURL}, o.Args...)
+	args := append([]string{"serve", "--addr", addr, "--db", s.DB, "--public-url", s.PublicURL, "--admin-addr", "127.0.0.1:0"}, o.Args...)
 	s.cmd = exec.Command(o.Bin, args...)
 	s.cmd.Dir = o.Dir
 	s.cmd.Env = Env(o.Env...)
@@ -213,6 +221,18 @@ func start(ctx context.Context, o Options) (*Server, error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				// The startup line is printed before serving starts, but
+				// reaches s.out through a pipe: wait for it (up to 10 s).
+				for wait := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					if m := adminURLRE.FindStringSubmatch(s.out.String()); m != nil {
+						s.AdminURL = m[1]
+						break
+					}
+					if time.Now().After(wait) {
+						s.Stop()
+						return nil, fmt.Errorf("harness: no admin listener in the startup line within 10 s:\n%s", s.out.String())
+					}
+				}
 				return s, nil
 			}
 		}

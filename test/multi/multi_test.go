@@ -408,7 +408,7 @@ func walkingSlot(t testing.TB) map[string]any {
 	return slot
 }
 
-// speechState is the speech part of /readyz.
+// speechState is the speech part of the admin /readyz.
 type speechState struct {
 	Connected bool     `json:"connected"`
 	Backlog   int      `json:"backlog"`
@@ -418,7 +418,7 @@ type speechState struct {
 
 // readySpeech reads /readyz's speech part; ok is false when s does not answer.
 func readySpeech(s *harness.Server) (st speechState, ok bool) {
-	resp, err := http.Get(s.URL + "/readyz")
+	resp, err := http.Get(s.AdminURL + "/readyz")
 	if err != nil {
 		return st, false
 	}
@@ -460,7 +460,7 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 
 // speechBacklog is the speech principal's backlog from /readyz (-1: not reported).
 func speechBacklog(s *harness.Server) int {
-	resp, err := http.Get(s.URL + "/readyz")
+	resp, err := http.Get(s.AdminURL + "/readyz")
 	if err != nil {
 		return -1
 	}

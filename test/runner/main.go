@@ -43,6 +43,7 @@ var parts = []struct{ pkg, prefix, label string }{
 	{e2ePkg, "TestDemo", "7 demo as a test"},
 	{e2ePkg, "TestRekey", "unsay rekey (binary)"},
 	{e2ePkg, "TestByHand", "README by hand (binary)"},
+	{e2ePkg, "TestSpeechSafety", "8 speech safety (P-24)"},
 	{e2ePkg + "/multi", "Test", "two instances on Postgres"},
 }
 

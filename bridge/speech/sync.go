@@ -1,0 +1,316 @@
+package speech
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/unsay/unsay/models"
+)
+
+// job is one batch of work for a session's worker.
+type job struct {
+	initial, relist, full bool
+	uris                  []string // facts notified as updated, sorted
+	patients              []string // followed when the job was given
+	listWaiters           []chan error
+}
+
+type jobResult struct {
+	gen int // the session generation of the worker
+	job job
+	err error // a session-level failure; the session is then closed
+}
+
+// worker does one session's reads, subscriptions and ledger work, one job
+// at a time, on its own goroutine.
+type worker struct {
+	p          *Principal
+	up         upstream
+	gen        int
+	subscribed map[string]bool // this session's subscriptions
+}
+
+func (r *runner) startWorker(up upstream, gen int) {
+	jobs := make(chan job, 1)
+	r.jobs = jobs
+	w := &worker{p: r.p, up: up, gen: gen, subscribed: map[string]bool{}}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for j := range jobs {
+			err := w.run(r.ctx, j)
+			select {
+			case r.results <- jobResult{gen: gen, job: j, err: err}:
+			case <-r.stop:
+				for _, ch := range j.listWaiters {
+					ch <- r.ctx.Err()
+				}
+				return
+			}
+		}
+	}()
+}
+
+func (w *worker) run(ctx context.Context, j job) error {
+	if j.initial || j.relist || j.full {
+		if err := w.sync(ctx, j.patients, j.initial || j.full); err != nil {
+			return err
+		}
+	}
+	for _, s := range j.uris {
+		u, err := models.ParseURI(s)
+		if err != nil {
+			continue
+		}
+		var follows bool
+		w.p.do(func(st *state) { follows = st.follows(u) })
+		if !follows {
+			continue // never read what is not ours to speak (P-18)
+		}
+		if err := w.p.refresh(ctx, w.up, u); err != nil {
+			if isResourceError(err) {
+				w.p.log.Warn("speech: cannot read updated fact", "uri", s, "err", err)
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// sync lists every page, subscribes to each care:// fact of patients not
+// yet subscribed on this session, then reads and reconciles them (all of
+// them when full). Subscribing before reading means a revision published
+// in between is either read or notified. A patient followed for the first
+// time starts from what his facts say now: his baseline is recorded and
+// nothing is announced (P-19).
+func (w *worker) sync(ctx context.Context, patients []string, full bool) error {
+	p := w.p
+	lctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	listed, err := w.up.List(lctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var readable []string
+	p.do(func(st *state) {
+		for _, id := range patients {
+			if st.patients[id] && st.canRead(id) {
+				readable = append(readable, id)
+			}
+		}
+	})
+	var fresh, all []models.URI
+	for _, s := range listed {
+		u, err := models.ParseURI(s)
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || !slices.Contains(readable, u.Patient) {
+			continue
+		}
+		all = append(all, u)
+		if w.subscribed[s] {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+		err = w.up.Watch(sctx, s)
+		cancel()
+		if err != nil {
+			if isResourceError(err) {
+				p.log.Warn("speech: subscribe refused", "uri", s, "err", err)
+				continue
+			}
+			return err
+		}
+		w.subscribed[s] = true
+		fresh = append(fresh, u)
+	}
+	toRead := fresh
+	if full {
+		toRead = all
+	}
+	followed, err := p.ledger.Followed(ctx, readable)
+	if err != nil {
+		return err
+	}
+	baseline := map[string]map[string]int{}
+	for _, u := range toRead {
+		if followed[u.Patient] {
+			if err := p.refresh(ctx, w.up, u); err != nil {
+				if isResourceError(err) {
+					p.log.Warn("speech: cannot read fact", "uri", u.String(), "err", err)
+					continue
+				}
+				return err
+			}
+			continue
+		}
+		v, err := p.read(ctx, w.up, u, true)
+		if err != nil {
+			if isResourceError(err) {
+				p.log.Warn("speech: cannot read fact", "uri", u.String(), "err", err)
+				continue
+			}
+			return err
+		}
+		if baseline[u.Patient] == nil {
+			baseline[u.Patient] = map[string]int{}
+		}
+		baseline[u.Patient][u.String()] = v.N
+	}
+	for _, id := range readable {
+		if !followed[id] {
+			if err := p.ledger.Follow(ctx, id, baseline[id]); err != nil {
+				return err
+			}
+		}
+	}
+	// The listed set is now the truth for these patients.
+	keep := map[string]bool{}
+	seen := map[string]int{}
+	for _, u := range all {
+		keep[u.String()] = true
+		seen[u.Patient]++
+	}
+	for _, id := range readable {
+		if seen[id] == 0 {
+			p.log.Warn("speech: no speakable facts visible for patient (is the token bound to it?)", "patient", id)
+		}
+	}
+	p.do(func(st *state) {
+		for s, v := range st.current {
+			if slices.Contains(readable, v.Patient) && !keep[s] {
+				delete(st.current, s)
+			}
+		}
+		if st.gen == w.gen {
+			for _, id := range readable {
+				st.synced[id] = true
+			}
+		}
+	})
+	return nil
+}
+
+// read reads u (versioned or not) over up within RequestTimeout and
+// caches it; current says it was read as the fact's current version.
+func (p *Principal) read(ctx context.Context, up upstream, u models.URI, current bool) (models.Version, error) {
+	if u.Audience() != models.AudienceUser {
+		return models.Version{}, fmt.Errorf("%w: %s is not speakable", ErrInvalidArgument, u)
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	return p.readAt(rctx, up, u, current)
+}
+
+// readAt is read within ctx's own deadline.
+func (p *Principal) readAt(ctx context.Context, up upstream, u models.URI, current bool) (models.Version, error) {
+	res, err := up.Read(ctx, u.String())
+	if err != nil {
+		return models.Version{}, err
+	}
+	v, latest, err := parseRead(u, res, p.cfg.Clock())
+	fact := u.Unversioned().String()
+	p.do(func(st *state) {
+		if err != nil {
+			st.sawVersion(fact, latest)
+			return
+		}
+		st.remember(v, latest, current && st.follows(u.Unversioned()))
+	})
+	return v, err
+}
+
+// refresh reads the current version of u, caches it and reconciles it
+// with the ledger.
+func (p *Principal) refresh(ctx context.Context, up upstream, u models.URI) error {
+	v, err := p.read(ctx, up, u.Unversioned(), true)
+	if err != nil {
+		return err
+	}
+	return p.reconcile(ctx, up, v)
+}
+
+// reconcile applies P-19 to the latest version v (decide, in the ledger's
+// transaction): compare with the version Ray heard — its words read back
+// over MCP or from memory — and queue, extend or drop the one pending
+// announcement. The instance that speaks for the patient then tells
+// OnQueued, once per revision.
+func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version) error {
+	u := v.FactURI()
+	for range 5 {
+		h, err := p.ledger.Heard(ctx, v.Patient, u.String())
+		if err != nil {
+			return err
+		}
+		if v.N <= h {
+			return nil
+		}
+		same := false
+		if h > 0 {
+			hv, err := p.versionAt(ctx, up, u, h)
+			switch {
+			case err == nil:
+				same = strings.TrimSpace(hv.Value) == strings.TrimSpace(v.Value)
+			case isResourceError(err):
+				// The heard version cannot be read back: announce anyway.
+				p.log.Warn("speech: heard version unreadable", "uri", u.String(), "version", h, "err", err)
+			default:
+				return err
+			}
+		}
+		changed, err := p.ledger.Observe(ctx, v.Patient, u.String(), h, v.N, same)
+		if errors.Is(err, errHeardMoved) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if changed {
+			p.log.Info("speech: announcement", "uri", u.String(), "from", h, "to", v.N, "dropped", same)
+		}
+		// Another instance may have queued it first: refresh the gauge and
+		// wake WaitPending callers either way, and let the instance that
+		// speaks for him tell Ray unasked, once per revision.
+		if !same {
+			p.tellQueued(ctx, v.Patient, u)
+		}
+		p.ledgerChanged(ctx)
+		return nil
+	}
+	return fmt.Errorf("speech: %s: heard version kept moving", u)
+}
+
+// versionAt returns version n of fact u: from memory when it was read
+// before (versions are immutable), else over up, else over the current
+// connection. It returns ErrNotConnected when it must read and none is up.
+func (p *Principal) versionAt(ctx context.Context, up upstream, u models.URI, n int) (models.Version, error) {
+	key := u.WithVersion(n).String()
+	var v models.Version
+	var ok bool
+	p.do(func(st *state) {
+		if v, ok = st.versions[key]; ok {
+			return
+		}
+		if c, cur := st.current[u.Unversioned().String()]; cur && c.N == n {
+			v, ok = c, true
+		}
+		if up == nil {
+			up = st.up
+		}
+	})
+	if ok {
+		return v, nil
+	}
+	if up == nil {
+		return models.Version{}, fmt.Errorf("%w: reading %s", ErrNotConnected, key)
+	}
+	return p.read(ctx, up, u.WithVersion(n), false)
+}
+
+// ledgerChanged refreshes the backlog gauge and wakes WaitPending callers.
+func (p *Principal) ledgerChanged(ctx context.Context) {
+	n, err := p.ledger.Backlog(ctx)
+	p.do(func(st *state) { st.ledgerChanged(n, err == nil) })
+}

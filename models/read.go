@@ -1,0 +1,262 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// ProtocolVersion is the MCP revision of the stateful Streamable HTTP
+// sessions the MCP server serves and the speech principal opens: 2025-11-25
+// (initialize, resources/subscribe, the standalone GET event stream,
+// resumable with Last-Event-ID).
+const ProtocolVersion = "2025-11-25"
+
+// The _meta keys on a care resource's resources/read contents (DESIGN.md,
+// Interfaces › MCP): the one definition of the read contract that the MCP
+// server writes (ReadMeta.Map) and the speech principal reads
+// (ParseReadMeta).
+const (
+	MetaVersion      = "unsay/version"       // integer ≥ 1: the version served
+	MetaLatest       = "unsay/latestVersion" // integer ≥ unsay/version: the fact's latest version
+	MetaVersionHash  = "unsay/versionHash"   // lowercase hex SHA-256 (P-5)
+	MetaPrevHash     = "unsay/prevHash"      // lowercase hex; "" for version 1
+	MetaAudience     = "unsay/audience"      // "user" | "assistant"
+	MetaLastModified = "unsay/lastModified"  // TimeLayout (UTC, milliseconds): when the version was written
+	MetaStale        = "unsay/stale"         // bool: past its review date at the server clock (P-7); false for a superseded version
+	MetaAuthor       = "unsay/author"        // the author's label, "Sarah Okafor, physio"
+	MetaAuthorID     = "unsay/authorId"      // the author's id, "okafor"
+	MetaRetraction   = "unsay/retraction"    // optional: the sentence withdrawing what this session read before (P-17)
+)
+
+// ErrReadFormat wraps every refusal of ParseReadMeta and DecodeRead: a
+// missing or mistyped key, a version out of range, an unknown audience, a
+// bad time or an empty author label.
+var ErrReadFormat = errors.New("not an Unsay care read")
+
+// ReadMeta is the _meta of one care resource's contents: which version was
+// served, its chain hashes, audience, time and author, whether it was past
+// its review date at the server clock when served, and the retraction the
+// server rendered for this session (P-17), if any.
+type ReadMeta struct {
+	Version      int
+	Latest       int
+	VersionHash  string
+	PrevHash     string
+	Audience     Audience
+	LastModified time.Time // UTC, milliseconds
+	Stale        bool
+	AuthorLabel  string
+	AuthorID     string
+	Retraction   string // "" when there is none (the key is then absent)
+}
+
+// NewReadMeta describes version v served when latest is its fact's latest
+// version, at the server clock now: Stale is v.IsStale(now) for the latest
+// version and false for a superseded one (P-7).
+func NewReadMeta(v Version, latest int, now time.Time) ReadMeta {
+	return ReadMeta{
+		Version:      v.N,
+		Latest:       latest,
+		VersionHash:  v.Hash,
+		PrevHash:     v.PrevHash,
+		Audience:     v.Audience,
+		LastModified: v.WrittenAt.UTC().Truncate(time.Millisecond),
+		Stale:        v.N >= latest && v.IsStale(now),
+		AuthorLabel:  v.AuthorLabel,
+		AuthorID:     v.AuthorID,
+	}
+}
+
+// Superseded reports whether the version served is older than the fact's
+// latest (read by its /v{n} URI).
+func (m ReadMeta) Superseded() bool { return m.Version < m.Latest }
+
+// Map returns the _meta object: every key above, unsay/retraction only when
+// Retraction is set. Integers are Go ints (JSON numbers on the wire).
+func (m ReadMeta) Map() map[string]any {
+	out := map[string]any{
+		MetaVersion:      m.Version,
+		MetaLatest:       m.Latest,
+		MetaVersionHash:  m.VersionHash,
+		MetaPrevHash:     m.PrevHash,
+		MetaAudience:     string(m.Audience),
+		MetaLastModified: m.LastModified.UTC().Format(TimeLayout),
+		MetaStale:        m.Stale,
+		MetaAuthor:       m.AuthorLabel,
+		MetaAuthorID:     m.AuthorID,
+	}
+	if m.Retraction != "" {
+		out[MetaRetraction] = m.Retraction
+	}
+	return out
+}
+
+// ParseReadMeta decodes a _meta object written by Map, after a JSON round
+// trip (numbers as float64) or not (ints). It refuses, wrapping
+// ErrReadFormat: a version < 1 or not an integer, a latest version below it,
+// an unknown audience, a lastModified that is not RFC 3339, an empty author
+// label, or a key of the wrong type. unsay/retraction is optional.
+func ParseReadMeta(meta map[string]any) (ReadMeta, error) {
+	var m ReadMeta
+	var ok bool
+	if m.Version, ok = metaInt(meta[MetaVersion]); !ok || m.Version < 1 {
+		return ReadMeta{}, fmt.Errorf("%w: %s missing or not a version", ErrReadFormat, MetaVersion)
+	}
+	if m.Latest, ok = metaInt(meta[MetaLatest]); !ok || m.Latest < m.Version {
+		return ReadMeta{}, fmt.Errorf("%w: %s missing or below %s", ErrReadFormat, MetaLatest, MetaVersion)
+	}
+	strs := []struct {
+		key string
+		dst *string
+	}{{MetaVersionHash, &m.VersionHash}, {MetaPrevHash, &m.PrevHash}, {MetaAuthor, &m.AuthorLabel}, {MetaAuthorID, &m.AuthorID}}
+	for _, s := range strs {
+		if *s.dst, ok = meta[s.key].(string); !ok {
+			return ReadMeta{}, fmt.Errorf("%w: %s missing or not a string", ErrReadFormat, s.key)
+		}
+	}
+	if m.AuthorLabel == "" {
+		return ReadMeta{}, fmt.Errorf("%w: empty %s", ErrReadFormat, MetaAuthor)
+	}
+	aud, _ := meta[MetaAudience].(string)
+	if m.Audience = Audience(aud); !m.Audience.Valid() {
+		return ReadMeta{}, fmt.Errorf("%w: %s %q", ErrReadFormat, MetaAudience, aud)
+	}
+	lm, _ := meta[MetaLastModified].(string)
+	t, err := time.Parse(time.RFC3339Nano, lm)
+	if err != nil {
+		return ReadMeta{}, fmt.Errorf("%w: %s %q", ErrReadFormat, MetaLastModified, lm)
+	}
+	m.LastModified = t.UTC()
+	if m.Stale, ok = meta[MetaStale].(bool); !ok {
+		return ReadMeta{}, fmt.Errorf("%w: %s missing or not a bool", ErrReadFormat, MetaStale)
+	}
+	if r, present := meta[MetaRetraction]; present {
+		if m.Retraction, ok = r.(string); !ok {
+			return ReadMeta{}, fmt.Errorf("%w: %s not a string", ErrReadFormat, MetaRetraction)
+		}
+	}
+	return m, nil
+}
+
+// metaInt reads an integer-valued key: a Go int, or a JSON number decoded
+// as float64 with no fraction.
+func metaInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), x >= math.MinInt32 && x <= math.MaxInt32
+	case float64:
+		if x != math.Trunc(x) || x > math.MaxInt32 || x < math.MinInt32 {
+			return 0, false
+		}
+		return int(x), true
+	}
+	return 0, false
+}
+
+// Headers the server puts on their own line before a value.
+const (
+	staleHeaderPrefix      = "[STALE — "
+	supersededHeaderPrefix = "[SUPERSEDED — "
+)
+
+// StaleHeader is the line that starts a stale fact's text wherever it is
+// served (P-7): "[STALE — last changed {age} by {author label}; say this age
+// aloud]", the age from writtenAt to the server clock now.
+func StaleHeader(v Version, now time.Time) string {
+	return fmt.Sprintf("%slast changed %s by %s; say this age aloud]", staleHeaderPrefix, SpokenAge(now.Sub(v.WrittenAt)), v.AuthorLabel)
+}
+
+// SupersededHeader is the line that starts an older version's text when it
+// is read by its /v{n} URI: "[SUPERSEDED — this is version {n}; version
+// {latest} is current at {fact URI}; do not speak this as current]".
+func SupersededHeader(v Version, latest int) string {
+	return fmt.Sprintf("%sthis is version %d; version %d is current at %s; do not speak this as current]", supersededHeaderPrefix, v.N, latest, v.FactURI())
+}
+
+// ReadText is the text of version v's contents as served with m at now:
+// the value, after SupersededHeader and a newline when m.Superseded(), or
+// after StaleHeader and a newline when m.Stale.
+func ReadText(v Version, m ReadMeta, now time.Time) string {
+	switch {
+	case m.Superseded():
+		return SupersededHeader(v, m.Latest) + "\n" + v.Value
+	case m.Stale:
+		return StaleHeader(v, now) + "\n" + v.Value
+	}
+	return v.Value
+}
+
+// ReadValue returns the value as the clinician wrote it from a text served
+// with m: it removes the one header line ReadText put there — SUPERSEDED
+// for a superseded version, STALE for a stale one — and nothing else, so a
+// value that itself starts with "[" is kept whole.
+func ReadValue(text string, m ReadMeta) string {
+	prefix := ""
+	switch {
+	case m.Superseded():
+		prefix = supersededHeaderPrefix
+	case m.Stale:
+		prefix = staleHeaderPrefix
+	default:
+		return text
+	}
+	if !strings.HasPrefix(text, prefix) {
+		return text
+	}
+	header, value, ok := strings.Cut(text, "\n")
+	if !ok || !strings.HasSuffix(header, "]") {
+		return text
+	}
+	return value
+}
+
+// StripStaleHeader removes a leading STALE header line (P-7) from text and
+// reports whether one was there. It is for text whose _meta is not at hand
+// (defence in depth in the skill); with the _meta, use ReadValue.
+func StripStaleHeader(text string) (string, bool) {
+	t := strings.TrimLeft(text, " \t\r\n")
+	if !strings.HasPrefix(t, staleHeaderPrefix) {
+		return text, false
+	}
+	i := strings.IndexByte(t, ']')
+	if i < 0 {
+		return text, false
+	}
+	return strings.TrimLeft(t[i+1:], " \t\r\n"), true
+}
+
+// DecodeRead turns the contents of a resources/read of the care URI u
+// (versioned or not) into the Version it serves: record fields from meta,
+// the value without its header, patient and domain from u. It refuses,
+// wrapping ErrReadFormat, what ParseReadMeta refuses, a version other than
+// the one u names, and a record whose audience is not u's scheme's (P-1).
+func DecodeRead(u URI, text string, meta map[string]any) (Version, ReadMeta, error) {
+	m, err := ParseReadMeta(meta)
+	if err != nil {
+		return Version{}, ReadMeta{}, fmt.Errorf("%s: %w", u, err)
+	}
+	if u.Version != 0 && m.Version != u.Version {
+		return Version{}, ReadMeta{}, fmt.Errorf("%w: %s served version %d", ErrReadFormat, u, m.Version)
+	}
+	if m.Audience != u.Audience() {
+		return Version{}, ReadMeta{}, fmt.Errorf("%w: %s served a record of audience %q", ErrReadFormat, u, m.Audience)
+	}
+	v := Version{
+		Patient:     u.Patient,
+		Domain:      u.Domain,
+		N:           m.Version,
+		Audience:    m.Audience,
+		Value:       ReadValue(text, m),
+		AuthorID:    m.AuthorID,
+		AuthorLabel: m.AuthorLabel,
+		WrittenAt:   m.LastModified,
+		PrevHash:    m.PrevHash,
+		Hash:        m.VersionHash,
+	}
+	return v, m, nil
+}

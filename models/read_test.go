@@ -1,0 +1,251 @@
+package models
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readVersion(n int, value string, staleAfter time.Time) Version {
+	v := wb(n, value, "Sarah Okafor, physio", 2*time.Hour)
+	v.AuthorID = "okafor"
+	v.Hash = strings.Repeat(fmt.Sprint(n), 64)[:64]
+	if n > 1 {
+		v.PrevHash = strings.Repeat(fmt.Sprint(n-1), 64)[:64]
+	}
+	v.StaleAfter = staleAfter
+	return v
+}
+
+// jsonRoundTrip sends m through JSON as the wire does (numbers → float64).
+func jsonRoundTrip(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The read contract round-trips: what the server writes (NewReadMeta, Map,
+// ReadText) the speech side decodes (ParseReadMeta, DecodeRead) to the same
+// record fields and the value as written — fresh, stale, superseded, with a
+// retraction, version 1 without a previous hash.
+func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
+	past := demoNow.Add(-time.Hour)
+	tests := []struct {
+		name       string
+		v          Version
+		latest     int
+		retraction string
+		wantStale  bool
+		header     string
+	}{
+		{"fresh current", readVersion(2, "Full weight-bearing as tolerated.", time.Time{}), 2, "", false, ""},
+		{"stale current", readVersion(2, "Rivaroxaban 10 mg once daily.", past), 2, "", true, "[STALE — "},
+		{"superseded, stale or not", readVersion(1, "No weight through the leg.", past), 3, "", false, "[SUPERSEDED — "},
+		{"with a retraction", readVersion(3, "Toe-touch only.", time.Time{}), 3, "Stop — your walking instruction has changed.", false, ""},
+		{"version 1, a value that opens with a bracket", readVersion(1, "[Ward 4] call first.", time.Time{}), 1, "", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewReadMeta(tt.v, tt.latest, demoNow)
+			m.Retraction = tt.retraction
+			text := ReadText(tt.v, m, demoNow)
+			if !strings.HasPrefix(text, tt.header) || (tt.header == "" && text != tt.v.Value) {
+				t.Fatalf("ReadText = %q, want header %q", text, tt.header)
+			}
+			wire := jsonRoundTrip(t, m.Map())
+			got, err := ParseReadMeta(wire)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("ParseReadMeta(Map()) =\n%+v\nwant\n%+v", got, m)
+			}
+			if got.Stale != tt.wantStale {
+				t.Errorf("stale = %v, want %v", got.Stale, tt.wantStale)
+			}
+			v, _, err := DecodeRead(tt.v.URI(), text, wire)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.v
+			want.StaleAfter, want.Priority = time.Time{}, 0 // not on the wire: staleness travels as unsay/stale
+			if !reflect.DeepEqual(v, want) {
+				t.Fatalf("DecodeRead =\n%+v\nwant\n%+v", v, want)
+			}
+		})
+	}
+}
+
+// Map writes exactly the documented keys: unsay/retraction only when set.
+func TestReadMeta_MapWritesTheContractKeys(t *testing.T) {
+	m := NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow)
+	keys := func(m map[string]any) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		return out
+	}
+	want := []string{MetaVersion, MetaLatest, MetaVersionHash, MetaPrevHash, MetaAudience, MetaLastModified, MetaStale, MetaAuthor, MetaAuthorID}
+	if got := m.Map(); len(got) != len(want) {
+		t.Fatalf("keys %v, want %v", keys(got), want)
+	}
+	for _, k := range want {
+		if _, ok := m.Map()[k]; !ok {
+			t.Errorf("key %s missing", k)
+		}
+	}
+	m.Retraction = "Stop."
+	if m.Map()[MetaRetraction] != "Stop." {
+		t.Errorf("retraction not written")
+	}
+}
+
+func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
+	good := func() map[string]any {
+		return jsonRoundTrip(t, NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow).Map())
+	}
+	tests := []struct {
+		name string
+		edit func(m map[string]any)
+	}{
+		{"no version", func(m map[string]any) { delete(m, MetaVersion) }},
+		{"version 0", func(m map[string]any) { m[MetaVersion] = 0.0 }},
+		{"fractional version", func(m map[string]any) { m[MetaVersion] = 1.5 }},
+		{"version as a string", func(m map[string]any) { m[MetaVersion] = "2" }},
+		{"latest below version", func(m map[string]any) { m[MetaLatest] = 1.0 }},
+		{"no latest", func(m map[string]any) { delete(m, MetaLatest) }},
+		{"unknown audience", func(m map[string]any) { m[MetaAudience] = "everyone" }},
+		{"bad time", func(m map[string]any) { m[MetaLastModified] = "yesterday" }},
+		{"empty author label", func(m map[string]any) { m[MetaAuthor] = "" }},
+		{"author as an object", func(m map[string]any) { m[MetaAuthor] = map[string]any{"authorLabel": "x"} }},
+		{"no author id", func(m map[string]any) { delete(m, MetaAuthorID) }},
+		{"stale as a string", func(m map[string]any) { m[MetaStale] = "false" }},
+		{"retraction as a number", func(m map[string]any) { m[MetaRetraction] = 1.0 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := good()
+			tt.edit(m)
+			if _, err := ParseReadMeta(m); !errors.Is(err, ErrReadFormat) {
+				t.Fatalf("ParseReadMeta = %v, want ErrReadFormat", err)
+			}
+		})
+	}
+	if _, err := ParseReadMeta(good()); err != nil {
+		t.Fatalf("the contract itself: %v", err)
+	}
+}
+
+func TestDecodeRead_RefusesAnotherVersionOrAnotherAudience(t *testing.T) {
+	v := readVersion(2, "Full weight-bearing.", time.Time{})
+	m := NewReadMeta(v, 2, demoNow)
+	wire := jsonRoundTrip(t, m.Map())
+	if _, _, err := DecodeRead(v.FactURI().WithVersion(1), v.Value, wire); !errors.Is(err, ErrReadFormat) {
+		t.Errorf("asked v1, served v2: %v", err)
+	}
+	internal := NewURI(AudienceAssistant, "ray", "weight_bearing")
+	if _, _, err := DecodeRead(internal, v.Value, wire); !errors.Is(err, ErrReadFormat) {
+		t.Errorf("a user record under care-internal://: %v", err)
+	}
+	m.Audience = AudienceAssistant
+	if _, _, err := DecodeRead(v.FactURI(), v.Value, jsonRoundTrip(t, m.Map())); !errors.Is(err, ErrReadFormat) {
+		t.Errorf("an assistant record under care:// (P-1): %v", err)
+	}
+	// Twins: the version asked for, by its own or the fact's URI.
+	for _, u := range []URI{v.FactURI(), v.URI()} {
+		if _, _, err := DecodeRead(u, v.Value, wire); err != nil {
+			t.Errorf("DecodeRead(%s) = %v", u, err)
+		}
+	}
+}
+
+func TestReadValue_StripsOnlyTheHeaderTheServerPutThere(t *testing.T) {
+	stale := ReadMeta{Version: 2, Latest: 2, Stale: true}
+	fresh := ReadMeta{Version: 2, Latest: 2}
+	old := ReadMeta{Version: 1, Latest: 2}
+	v := readVersion(2, "Eat normally.", time.Time{})
+	tests := []struct {
+		name, text string
+		m          ReadMeta
+		want       string
+	}{
+		{"stale", StaleHeader(v, demoNow) + "\nEat normally.", stale, "Eat normally."},
+		{"superseded", SupersededHeader(readVersion(1, "", time.Time{}), 2) + "\nEat less.", old, "Eat less."},
+		{"fresh value that looks like a header", "[STALE — not a header]\nEat normally.", fresh, "[STALE — not a header]\nEat normally."},
+		{"stale, but no header line", "[Ward 4] call first.", stale, "[Ward 4] call first."},
+		{"superseded meta, stale header", StaleHeader(v, demoNow) + "\nx", old, StaleHeader(v, demoNow) + "\nx"},
+	}
+	for _, tt := range tests {
+		if got := ReadValue(tt.text, tt.m); got != tt.want {
+			t.Errorf("%s: ReadValue = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestStripStaleHeader(t *testing.T) {
+	v := readVersion(2, "x", time.Time{})
+	if got, ok := StripStaleHeader(StaleHeader(v, demoNow) + "\nEat normally."); !ok || got != "Eat normally." {
+		t.Errorf("StripStaleHeader = %q, %v", got, ok)
+	}
+	if got, ok := StripStaleHeader("[Ward 4] call first."); ok || got != "[Ward 4] call first." {
+		t.Errorf("a value in brackets: %q, %v", got, ok)
+	}
+}
+
+func ExampleParseURI() {
+	u, err := ParseURI("care://ray/weight_bearing/v2")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(u.Patient, u.Domain, u.Version, u.Audience(), u.Unversioned())
+	_, err = ParseURI("care://ray/weight_bearing/2")
+	fmt.Println(errors.Is(err, ErrNotCareURI))
+	// Output:
+	// ray weight_bearing 2 user care://ray/weight_bearing
+	// true
+}
+
+func ExampleRenderRetraction() {
+	now := time.Date(2026, 10, 8, 9, 14, 0, 0, time.UTC)
+	heard := Version{Patient: "ray", Domain: "weight_bearing", N: 2, Audience: AudienceUser,
+		Value: "Partial weight-bearing, about half your body weight.", AuthorLabel: "Mr Adeyemi, surgical team", WrittenAt: now.Add(-48 * time.Hour)}
+	current := Version{Patient: "ray", Domain: "weight_bearing", N: 3, Audience: AudienceUser,
+		Value: "Full weight-bearing as tolerated.", AuthorLabel: "Sarah Okafor, physio", WrittenAt: now.Add(-10 * time.Minute)}
+	s, err := RenderRetraction(heard, current, now)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s)
+	// Output:
+	// Stop — your walking instruction has changed. I told you: “Partial weight-bearing, about half your body weight.” Sarah Okafor, physio, changed it ten minutes ago: “Full weight-bearing as tolerated.” In plain terms, full weight-bearing as tolerated means as much weight as is comfortable.
+}
+
+func ExampleDecodeRead() {
+	now := time.Date(2026, 10, 8, 9, 14, 0, 0, time.UTC)
+	v := Version{Patient: "ray", Domain: "anticoagulant", N: 1, Audience: AudienceUser, Value: "Rivaroxaban 10 mg once daily.",
+		AuthorID: "mensah", AuthorLabel: "Dr Mensah, GP", WrittenAt: now.Add(-9 * 24 * time.Hour), StaleAfter: now.Add(-24 * time.Hour)}
+	m := NewReadMeta(v, 1, now) // the server
+	text := ReadText(v, m, now)
+	fmt.Println(text)
+	got, meta, err := DecodeRead(v.FactURI(), text, m.Map()) // the speech principal
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%q stale=%v\n", got.Value, meta.Stale)
+	// Output:
+	// [STALE — last changed nine days ago by Dr Mensah, GP; say this age aloud]
+	// Rivaroxaban 10 mg once daily.
+	// "Rivaroxaban 10 mg once daily." stale=true
+}

@@ -1,0 +1,79 @@
+package skill
+
+import (
+	"github.com/unsay/unsay/apl"
+	"github.com/unsay/unsay/models"
+)
+
+// The APL cards of the Echo Show, in one place: which document a turn
+// draws and what its datasource holds. Every version drawn is the one
+// confirmed current this turn, its staleness judged now (P-24).
+
+// card returns the RenderDocument for this turn: the retraction card when a
+// retraction was spoken in full, else the requested card.
+func (t *turn) card(kind cardKind, spoken []segment) *Directive {
+	var retractions []models.Announcement
+	for _, sg := range spoken {
+		if a, ok := t.announced[sg.Fact]; ok && len(sg.Marks) > 0 && sg.Ann == a.ID && a.IsRetraction() {
+			retractions = append(retractions, a)
+		}
+	}
+	if len(retractions) > 0 {
+		return renderDirective(apl.Retraction(), apl.RetractionDatasource(t.retractionCard(retractions)))
+	}
+	switch kind {
+	case cardCare:
+		return renderDirective(apl.Care(), apl.CareDatasource(t.careCard()))
+	case cardHelp:
+		return renderDirective(apl.Help(), apl.HelpDatasource(apl.HelpCard{
+			Title:   "You can ask",
+			Phrases: []string{"What's my walking instruction?", "Tell me about my blood thinner", "What are my exercises?", "Who do I call?", "What changed?"},
+		}))
+	case cardLink:
+		return renderDirective(apl.Help(), apl.HelpDatasource(apl.HelpCard{
+			Title:   "Link this device",
+			Phrases: []string{"My code is …"},
+			Note:    "Ask your carer for a six-digit code.",
+		}))
+	}
+	return nil
+}
+
+// retractionCard draws the last retraction spoken and counts the others.
+func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
+	a := spoken[len(spoken)-1]
+	c := apl.RetractionCard{
+		Title:     "Your " + models.Topic(a.Current.Domain) + " instruction has changed",
+		Withdrawn: a.Heard.Value,
+		Current:   a.Current.Value,
+		Author:    a.Current.AuthorLabel,
+		Age:       models.SpokenAge(t.now.Sub(a.Current.WrittenAt)),
+		Stale:     a.Current.IsStale(t.now),
+	}
+	if n := len(spoken) - 1; n == 1 {
+		c.More = "One other change was read out."
+	} else if n > 1 {
+		c.More = capitalize(models.SpellNumber(n)) + " other changes were read out."
+	}
+	return c
+}
+
+// careCard draws one row per speakable fact.
+func (t *turn) careCard() apl.CareCard {
+	c := apl.CareCard{Title: "Your care notes"}
+	for _, v := range t.facts {
+		c.Rows = append(c.Rows, apl.CareRow{
+			Topic:  capitalize(models.Topic(v.Domain)),
+			Text:   v.Value,
+			Author: v.AuthorLabel,
+			Age:    models.SpokenAge(t.now.Sub(v.WrittenAt)),
+			Stale:  v.IsStale(t.now),
+			Lead:   v.Domain == domainWeightBearing, Priority: v.Priority, // the order launch speaks them
+		})
+	}
+	return c
+}
+
+func renderDirective(d apl.Doc, ds map[string]any) *Directive {
+	return &Directive{Type: RenderDocumentType, Token: d.Token, Document: d.JSON, Datasources: ds}
+}

@@ -1,0 +1,162 @@
+package skill
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ending says how a response that asks nothing ends.
+type ending int
+
+const (
+	endAnswer ending = iota // true on a voice-only device; omitted with a screen
+	endLeave                // true: the user is leaving
+	endScreen               // omitted: keep the screen session, no microphone
+)
+
+type cardKind int
+
+const (
+	cardNone cardKind = iota
+	cardCare
+	cardHelp
+	cardLink
+)
+
+// reply is what a handler wants said after the announcements.
+type reply struct {
+	segs     []segment
+	rest     []segment // said with "more" after segs (Repeat of a cut answer)
+	question string    // closing question: shouldEndSession false + reprompt
+	reprompt string
+	end      ending
+	card     cardKind
+	empty    bool // nothing to say: {"version":"1.0","response":{}}
+	forget   bool // drop the session's Repeat/More state
+}
+
+func emptyResponse() ResponseEnvelope { return ResponseEnvelope{Version: "1.0"} }
+
+func boolPtr(b bool) *bool { return &b }
+
+func hasText(segs []segment) bool {
+	for _, s := range segs {
+		if strings.TrimSpace(s.Text) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// build turns a reply into the response: prefix, announcements and answer
+// in that order — every announcement that fits whole before one that must
+// be cut (ahead) — cut to MaxSSMLChars at a sentence or word boundary with
+// the rest kept for "more", the three-state shouldEndSession, the APL card
+// when the device has a screen, and the marks of everything it speaks in
+// full (a segment cut for "more" is marked only with its last part).
+func (s *Skill) build(t *turn, r reply) handled {
+	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop}
+	if r.empty && len(t.anns) == 0 && len(t.prefix) == 0 {
+		return h
+	}
+	closing := r.question
+	if len(r.rest) > 0 {
+		closing = MoreCue // more follows in any case
+	}
+	all := ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)
+	spoken, rest := fitSpeech(all, closing, MaxSSMLChars)
+	rest = append(rest, r.rest...)
+	body := &h.out.Response
+	switch {
+	case len(rest) > 0:
+		body.OutputSpeech = ssmlSpeech(renderSSML(spoken, MoreCue))
+		body.Reprompt = &Reprompt{OutputSpeech: *ssmlSpeech(renderSSML(nil, textMoreReprompt))}
+		body.ShouldEndSession = boolPtr(false)
+	case r.question != "":
+		body.OutputSpeech = ssmlSpeech(renderSSML(spoken, r.question))
+		rp := r.reprompt
+		if rp == "" {
+			rp = r.question
+		}
+		body.Reprompt = &Reprompt{OutputSpeech: *ssmlSpeech(renderSSML(nil, rp))}
+		body.ShouldEndSession = boolPtr(false)
+	default:
+		if hasText(spoken) {
+			body.OutputSpeech = ssmlSpeech(renderSSML(spoken, ""))
+		}
+		switch {
+		case r.end == endLeave:
+			body.ShouldEndSession = boolPtr(true)
+		case r.end == endAnswer && !t.apl:
+			body.ShouldEndSession = boolPtr(true)
+		}
+	}
+	for _, sg := range spoken {
+		h.marks = append(h.marks, sg.Marks...)
+		if sg.Ann != 0 && len(sg.Marks) > 0 {
+			h.offered = append(h.offered, sg.Ann)
+		}
+	}
+	if t.apl && r.end != endLeave {
+		if d := t.card(r.card, spoken); d != nil {
+			body.Directives = []Directive{*d}
+		}
+	}
+	if sid := t.env.SessionID(); sid != "" && t.patient != "" {
+		if r.forget {
+			s.sessions.delete(sid)
+		} else if hasText(spoken) || r.question != "" {
+			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt}, t.now)
+		}
+	}
+	return h
+}
+
+func ssmlSpeech(ssml string) *OutputSpeech { return &OutputSpeech{Type: "SSML", SSML: ssml} }
+
+// safeResponse is said instead of a response that failed checkResponse: a
+// fixed sentence, well-formed by construction, that marks nothing.
+func safeResponse() ResponseEnvelope {
+	out := emptyResponse()
+	out.Response.OutputSpeech = ssmlSpeech(renderSSML(say(textSorry), ""))
+	out.Response.ShouldEndSession = boolPtr(true)
+	return out
+}
+
+// checkResponse reports whether out's outputSpeech and reprompt SSML are
+// well-formed (checkSSML). An ill-formed response is never sent (P-24).
+func checkResponse(out ResponseEnvelope) error {
+	if os := out.Response.OutputSpeech; os != nil && os.SSML != "" {
+		if err := checkSSML(os.SSML); err != nil {
+			return fmt.Errorf("outputSpeech: %w", err)
+		}
+	}
+	if rp := out.Response.Reprompt; rp != nil && rp.OutputSpeech.SSML != "" {
+		if err := checkSSML(rp.OutputSpeech.SSML); err != nil {
+			return fmt.Errorf("reprompt: %w", err)
+		}
+	}
+	return nil
+}
+
+// encodeResponse marshals out; over MaxResponseBytes it drops the APL
+// directives and tries again.
+func encodeResponse(out ResponseEnvelope) ([]byte, error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) <= MaxResponseBytes {
+		return b, nil
+	}
+	out.Response.Directives = nil
+	b, err = json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxResponseBytes {
+		return nil, fmt.Errorf("response of %d bytes over %d", len(b), MaxResponseBytes)
+	}
+	return b, nil
+}

@@ -1,0 +1,402 @@
+package skill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/unsay/unsay/apl"
+	"github.com/unsay/unsay/models"
+)
+
+// Domains the skill names on its own (the launch speaks weight_bearing first).
+const domainWeightBearing = "weight_bearing"
+
+// turn is one request from a resolved patient.
+type turn struct {
+	s       *Skill
+	ctx     context.Context
+	env     *RequestEnvelope
+	now     time.Time
+	patient string
+	apl     bool
+
+	prefix    []segment // said before the announcements (the link confirmation)
+	anns      []segment // announcements rendered this turn, oldest first
+	silent    []mark    // announcements with unchanged words: heard, nothing said
+	announced map[models.URI]models.Announcement
+
+	// What the care source confirmed current at speak time (P-24).
+	snap    models.Snapshot
+	facts   []models.Version // the patient's speakable facts
+	current map[models.URI]models.Version
+	session sessionState // this Alexa session's Repeat and More state
+}
+
+// handled is a built response: the envelope, the marks of what it speaks
+// in full, the announcements it carries (Offered before it is written),
+// the patient they belong to, and the release of the patient's turn lock,
+// which the caller holds until the marks are recorded.
+type handled struct {
+	out     ResponseEnvelope
+	marks   []mark
+	offered []int64
+	patient string
+	release func()
+}
+
+func noop() {}
+
+// handle routes a verified request. For a linked patient it returns with
+// the patient's turn lock held (release it after marking heard), so that a
+// tick and an intent racing on this instance cannot both speak one
+// announcement.
+func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
+	req := &env.Request
+	switch req.Type {
+	case TypeSessionEnded:
+		attrs := []any{"reason", req.Reason, "session", env.SessionID()}
+		if req.Error != nil {
+			attrs = append(attrs, "error_type", req.Error.Type, "error", req.Error.Message)
+		}
+		s.log.Info("alexa session ended", attrs...)
+		s.sessions.delete(env.SessionID())
+		return handled{out: emptyResponse(), release: noop}
+	case TypeExceptionEncounter:
+		attrs := []any{"session", env.SessionID()}
+		if req.Error != nil {
+			attrs = append(attrs, "error_type", req.Error.Type, "error", req.Error.Message)
+		}
+		if req.Cause != nil {
+			attrs = append(attrs, "cause", req.Cause.RequestID)
+		}
+		s.log.Warn("alexa exception encountered", attrs...)
+		return handled{out: emptyResponse(), release: noop}
+	case TypeLaunch, TypeIntent, TypeAPLUserEvent:
+	default:
+		s.log.Info("alexa request type not handled", "type", req.Type)
+		return handled{out: emptyResponse(), release: noop}
+	}
+	now := s.now()
+	if req.Type == TypeIntent && req.Intent.Name == IntentLinkDevice {
+		return s.linkDevice(ctx, env, now)
+	}
+	patient, err := s.patientFor(ctx, env)
+	if err != nil {
+		s.log.Error("alexa linked patient", "err", err)
+		return s.build(&turn{s: s, ctx: ctx, env: env, now: now}, reply{segs: say(textSorry), end: endLeave})
+	}
+	if patient == "" {
+		return s.build(&turn{s: s, ctx: ctx, env: env, now: now, apl: env.SupportsAPL()}, unlinkedReply(env))
+	}
+	release := s.lockPatient(patient)
+	t := s.newTurn(ctx, env, now, patient)
+	h := s.build(t, t.route())
+	h.release = release
+	return h
+}
+
+func (s *Skill) newTurn(ctx context.Context, env *RequestEnvelope, now time.Time, patient string) *turn {
+	return &turn{s: s, ctx: ctx, env: env, now: now, patient: patient, apl: env.SupportsAPL(),
+		announced: map[models.URI]models.Announcement{}, current: map[models.URI]models.Version{},
+		session: s.sessions.get(env.SessionID(), patient, now)}
+}
+
+// patientFor returns the patient linked to the request's Alexa user, else
+// DefaultPatient, else "" (unlinked).
+func (s *Skill) patientFor(ctx context.Context, env *RequestEnvelope) (string, error) {
+	if uid := env.UserID(); uid != "" && s.links != nil {
+		p, _, ok, err := s.links.LinkedPatient(ctx, uid)
+		if err != nil {
+			return "", err
+		}
+		if ok && p != "" {
+			return p, nil
+		}
+	}
+	return s.cfg.DefaultPatient, nil
+}
+
+func say(texts ...string) []segment {
+	out := make([]segment, 0, len(texts))
+	for _, t := range texts {
+		if t != "" {
+			out = append(out, segment{Text: t})
+		}
+	}
+	return out
+}
+
+func isLeaving(intent string) bool {
+	return intent == IntentStop || intent == IntentCancel || intent == IntentNavigateHome
+}
+
+// route answers a linked patient's turn: what the care source confirms
+// current, announcements first, then the request's own answer. When it
+// cannot confirm, nothing is said as current (P-24).
+func (t *turn) route() reply {
+	req := &t.env.Request
+	if err := t.load(); err != nil {
+		t.s.log.Error("alexa care notes not confirmed; nothing said as current", "patient", t.patient, "err", err)
+		if req.Type == TypeAPLUserEvent && req.FirstArgument() != apl.ArgWhatsChanged {
+			return reply{empty: true} // a tick says nothing it cannot stand behind
+		}
+		if req.Type == TypeIntent && isLeaving(req.Intent.Name) {
+			return reply{segs: say(textGoodbye), end: endLeave, forget: true}
+		}
+		return reply{segs: say(textUnreachable, changedSince(t.snap.Withdrawn), textTryAgain), end: endLeave}
+	}
+	t.announce()
+	switch req.Type {
+	case TypeLaunch:
+		return t.launch()
+	case TypeAPLUserEvent:
+		switch arg := req.FirstArgument(); arg {
+		case apl.ArgTick:
+			if !t.spokeAnything() {
+				return reply{empty: true}
+			}
+			return reply{end: endScreen, card: cardCare}
+		case apl.ArgWhatsChanged:
+			return t.whatsChanged()
+		default:
+			t.s.log.Info("alexa APL user event not handled", "argument", arg, "token", req.Token)
+			if !t.spokeAnything() {
+				return reply{empty: true}
+			}
+			return reply{end: endScreen, card: cardCare}
+		}
+	}
+	switch req.Intent.Name {
+	case IntentCarePlan:
+		return t.carePlan()
+	case IntentWhatsChanged:
+		return t.whatsChanged()
+	case IntentMore:
+		return t.more()
+	case IntentRepeat:
+		return t.repeat()
+	case IntentStop, IntentCancel, IntentNavigateHome:
+		return reply{segs: say(textGoodbye), end: endLeave, forget: true}
+	case IntentHelp, IntentFallback:
+		return helpReply()
+	default:
+		t.s.log.Info("alexa intent not handled; answering as fallback", "intent", req.Intent.Name)
+		return helpReply()
+	}
+}
+
+func helpReply() reply {
+	return reply{segs: say(textHelp), question: textQuestion, reprompt: textTopicsPrompt, card: cardHelp}
+}
+
+// load asks the care source for this turn's confirmed snapshot, keeping
+// only audience-user versions of this patient (defence in depth for P-1).
+func (t *turn) load() error {
+	snap, err := t.s.care.Turn(t.ctx, t.patient)
+	t.snap = snap
+	if err != nil {
+		return err
+	}
+	for _, v := range snap.Facts {
+		if v.Audience != models.AudienceUser || v.Patient != t.patient {
+			t.s.log.Error("alexa fact skipped: not a speakable fact of this patient", "patient", t.patient, "uri", v.URI().String())
+			continue
+		}
+		v = staleAt(v, t.now)
+		t.facts = append(t.facts, v)
+		t.current[v.FactURI()] = v
+	}
+	return nil
+}
+
+// staleAt returns v with its staleness as served: a STALE header a care
+// source left in its value (defence in depth: the speech principal strips
+// it by the read contract) is removed, and makes it stale at now.
+func staleAt(v models.Version, now time.Time) models.Version {
+	if value, hdr := models.StripStaleHeader(v.Value); hdr {
+		v.Value = value
+		if v.StaleAfter.IsZero() || v.StaleAfter.After(now) {
+			v.StaleAfter = now
+		}
+	}
+	return v
+}
+
+// announce renders the pending announcements, retractions first, oldest
+// first. An announcement whose words did not change is heard silently; one
+// that cannot be rendered (assistant audience, another patient) is logged
+// and never spoken. On "more", an announcement whose rest this session
+// still holds, at the same version, is continued rather than restarted.
+func (t *turn) announce() {
+	for _, a := range t.snap.Pending {
+		if a.Patient != "" && a.Patient != t.patient || a.Current.Patient != t.patient {
+			t.s.log.Error("alexa announcement for another patient skipped", "patient", t.patient, "id", a.ID)
+			continue
+		}
+		a.Current = staleAt(a.Current, t.now)
+		if a.Heard != nil {
+			h := staleAt(*a.Heard, t.now)
+			a.Heard = &h
+		}
+		text, err := a.Render(t.now)
+		switch {
+		case errors.Is(err, models.ErrUnchanged):
+			t.silent = append(t.silent, mark{URI: a.URI(), Version: a.Current.N})
+			continue
+		case err != nil:
+			t.s.log.Error("alexa announcement not spoken", "patient", t.patient, "id", a.ID, "err", err)
+			continue
+		}
+		t.announced[a.URI()] = a
+		if t.isMore() && t.continues(a) {
+			continue
+		}
+		t.anns = append(t.anns, annSegment(a, text))
+	}
+}
+
+func annSegment(a models.Announcement, text string) segment {
+	return segment{Text: text, Marks: []mark{{URI: a.URI(), Version: a.Current.N}}, Fact: a.URI(), Version: a.Current.N, Ann: a.ID, Pause: true, ann: &a}
+}
+
+func (t *turn) isMore() bool {
+	return t.env.Request.Type == TypeIntent && t.env.Request.Intent.Name == IntentMore
+}
+
+// continues reports whether this session's rest continues a, at a's version.
+func (t *turn) continues(a models.Announcement) bool {
+	for _, s := range t.session.rest {
+		if s.Ann == a.ID && s.Version == a.Current.N {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *turn) spokeAnything() bool { return len(t.anns) > 0 || len(t.prefix) > 0 }
+
+func (t *turn) launch() reply {
+	var segs []segment
+	var stale []models.Version
+	for _, v := range t.facts {
+		if _, done := t.announced[v.FactURI()]; done {
+			continue
+		}
+		if v.Domain == domainWeightBearing {
+			segs = append(segs, factSegment(v, t.now))
+		} else if v.IsStale(t.now) {
+			stale = append(stale, v)
+		}
+	}
+	if len(stale) > 0 {
+		intro := "One thing needs checking."
+		if len(stale) > 1 {
+			intro = capitalize(models.SpellNumber(len(stale))) + " things need checking."
+		}
+		segs = append(segs, segment{Text: intro})
+		for _, v := range stale {
+			segs = append(segs, factSegment(v, t.now))
+		}
+	}
+	if len(t.facts) == 0 && len(t.anns) == 0 {
+		segs = append(segs, segment{Text: textEmptyNotes})
+	}
+	return reply{segs: segs, question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+}
+
+func (t *turn) carePlan() reply {
+	domain, ok := t.env.Request.Intent.Slots[SlotTopic].ResolvedID()
+	if !ok || !models.ValidID(domain) {
+		return reply{question: textTopics, reprompt: textTopics, card: cardCare}
+	}
+	for _, v := range t.facts {
+		if v.Domain != domain {
+			continue
+		}
+		if _, done := t.announced[v.FactURI()]; done {
+			return reply{end: endAnswer, card: cardCare} // the announcement said it
+		}
+		return reply{segs: []segment{factSegment(v, t.now)}, end: endAnswer, card: cardCare}
+	}
+	return reply{segs: say(fmt.Sprintf("There is no %s instruction in your care notes.", models.Topic(domain))),
+		question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+}
+
+func (t *turn) whatsChanged() reply {
+	if len(t.anns) == 0 && len(t.announced) == 0 {
+		return reply{segs: say(textNothingNew), end: endAnswer, card: cardCare}
+	}
+	return reply{end: endAnswer, card: cardCare}
+}
+
+// stillCurrent keeps the segments of an earlier response that may be said
+// again now: each about no fact, or about the version of its fact that was
+// confirmed current this turn and not announced anew this turn (what was
+// said of it before is superseded). A whole rendering is rendered again at
+// now, so a review date passed since is said (P-24).
+func (t *turn) stillCurrent(segs []segment) []segment {
+	var out []segment
+	for _, s := range segs {
+		if s.Fact == (models.URI{}) {
+			out = append(out, s)
+			continue
+		}
+		cur, ok := t.current[s.Fact]
+		if !ok || cur.N != s.Version {
+			continue
+		}
+		if a, done := t.announced[s.Fact]; done && a.ID != s.Ann {
+			continue
+		}
+		out = append(out, t.rerender(s, cur))
+	}
+	return out
+}
+
+// rerender renders a whole fact or announcement segment again at now from
+// the version confirmed current.
+func (t *turn) rerender(s segment, cur models.Version) segment {
+	switch {
+	case s.fact != nil:
+		return factSegment(cur, t.now)
+	case s.ann != nil:
+		a := *s.ann
+		a.Current = cur
+		if text, err := a.Render(t.now); err == nil {
+			return annSegment(a, text)
+		}
+	}
+	return s
+}
+
+func (t *turn) more() reply {
+	rest := t.stillCurrent(t.session.rest)
+	if len(rest) == 0 {
+		return reply{segs: say(textNothingMore), question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+	}
+	return reply{segs: rest, question: t.session.question, reprompt: t.session.reprompt, end: endAnswer, card: cardCare}
+}
+
+// repeat says the last response of this session again — the question too,
+// keeping the session open when it asked one — never a superseded
+// instruction (the retraction comes first instead).
+func (t *turn) repeat() reply {
+	last := t.stillCurrent(t.session.last)
+	rest := t.stillCurrent(t.session.rest)
+	if len(last) == 0 && len(t.anns) == 0 && t.session.question == "" {
+		return reply{segs: say(textNoRepeat), question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+	}
+	return reply{segs: last, rest: rest, question: t.session.question, reprompt: t.session.reprompt, end: endAnswer, card: cardCare}
+}
+
+// factSegment speaks one fact with its author and age (models.RenderFact);
+// a stale one is spoken with its age first, past its review date (P-7).
+func factSegment(v models.Version, now time.Time) segment {
+	text, err := models.RenderFact(v, now)
+	if err != nil {
+		return segment{}
+	}
+	return segment{Text: text, Marks: []mark{{URI: v.FactURI(), Version: v.N}}, Fact: v.FactURI(), Version: v.N, fact: &v}
+}

@@ -1,0 +1,77 @@
+package skill
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/unsay/unsay/models"
+)
+
+// What the skill says in its own words. Clinicians' words are quoted
+// (models.Quote), never reworded; facts and announcements are rendered by
+// models (RenderFact, Announcement.Render), each in one place.
+const (
+	textQuestion     = "What would you like to know?"
+	textTopics       = "I can tell you about your walking, your blood thinner, your exercises, or who to call. Which would you like?"
+	textTopicsPrompt = "You can ask about your walking, your blood thinner, your exercises, or who to call."
+	textHelp         = "You can ask me: what's my walking instruction; tell me about my blood thinner; what are my exercises; or who do I call. You can also say: what changed."
+	textNothingNew   = "Nothing has changed since you last heard your care notes."
+	textNothingMore  = "There's nothing more to add."
+	textNoRepeat     = "I haven't told you anything yet."
+	textGoodbye      = "Goodbye."
+	textSorry        = "Sorry, I can't reach your care notes right now. Please try again in a minute."
+	textEmptyNotes   = "There is nothing in your care notes yet."
+	textUnlinked     = "This device isn't linked to a care plan yet. Ask your carer for a six-digit code, then say: my code is, and the number."
+	textLinkPrompt   = "Say: my code is, and the six digits."
+	textCodeAsk      = "What is your six-digit code? Say: my code is, and the number."
+	textCodeShape    = "A linking code has six digits. Say: my code is, and the number."
+	textCodeWrong    = "That code didn't work. A code lasts ten minutes and works once. Ask your carer for a new one, then say: my code is, and the number."
+	textCodeBlocked  = "Too many wrong codes were tried. Please wait fifteen minutes, then ask your carer for a new code."
+	textLinkOff      = "Linking isn't set up here. Please ask your carer."
+	textLinked       = "This device is now linked to your care plan."
+	textMoreReprompt = "Say more to continue, or ask me something else."
+
+	// P-24: what is said when the care notes cannot be confirmed current.
+	textUnreachable = "I can't reach your care notes right now, so I won't read you an instruction that may have changed."
+	textTryAgain    = "Please try again in a minute, or call your care team."
+)
+
+// changedSince says which instructions he heard are withdrawn, when their
+// new words cannot be confirmed: "Your walking instruction has changed
+// since I last told you." (two: "Your walking and blood thinner
+// instructions have…").
+func changedSince(withdrawn []models.URI) string {
+	var topics []string
+	for _, u := range withdrawn {
+		t := models.Topic(u.Domain)
+		if !containsString(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	switch len(topics) {
+	case 0:
+		return ""
+	case 1:
+		return "Your " + topics[0] + " instruction has changed since I last told you."
+	}
+	list := strings.Join(topics[:len(topics)-1], ", ") + " and " + topics[len(topics)-1]
+	return "Your " + list + " instructions have changed since I last told you."
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func capitalize(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}

@@ -1,0 +1,291 @@
+//go:build e2e
+
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/unsay/unsay/test/harness"
+)
+
+// The speech-safety suite (P-24): heard means delivered, across a SIGKILL;
+// /readyz tells the truth about the speech principal.
+
+const safetyPart = "8 speech safety (P-24)"
+
+const revision = "Full weight-bearing as tolerated."
+
+// launch sends a LaunchRequest from dev to s (verification off) and returns
+// what Ray hears.
+func launch(t *testing.T, s *harness.Server, dev *harness.Device) string {
+	t.Helper()
+	c := &harness.AlexaClient{URL: s.URL + "/alexa"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Send(ctx, dev.Launch())
+	if err != nil || r.Status != http.StatusOK {
+		t.Fatalf("launch: %v %d %s", err, r.Status, r.Raw)
+	}
+	return r.Speech()
+}
+
+// launchUntilStop launches until a turn opens with "Stop" (right after a
+// restart the speech principal may still be syncing and the skill then
+// says it cannot reach the notes; such a turn marks nothing).
+func launchUntilStop(t *testing.T, s *harness.Server, dev *harness.Device) string {
+	t.Helper()
+	var said string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		said = launch(t, s, dev)
+		if !strings.Contains(said, "can't reach your care notes") {
+			return said
+		}
+	}
+	return said
+}
+
+// heardAndRevised starts a server on dir, lets Ray hear his walking
+// instruction, has the physio revise it, waits until the speech principal
+// holds the retraction, and stops the server.
+func heardAndRevised(t *testing.T, dir string) {
+	t.Helper()
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	first := launchUntilStop(t, s, dev)
+	if !strings.Contains(first, "Your walking instruction from") {
+		t.Fatalf("first launch: %q", first)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	waitBacklog(t, s.URL)
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitOutput waits until the server printed want.
+func waitOutput(t *testing.T, s *harness.Server, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(s.Output(), want) {
+			return
+		}
+	}
+	t.Fatalf("the server never printed %q:\n%s", want, s.Output())
+}
+
+// A server killed (SIGKILL) after the response carrying the retraction was
+// written but before the heard ledger's commit: the retraction is spoken
+// again on the next turn, saying so — repeated, never lost. And once
+// delivered and committed, it is not spoken again.
+func TestSpeechSafety_KillBetweenTheResponseWriteAndTheLedgerCommitTheRetractionIsSpokenAgain(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+
+	paused := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
+		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-heard:60s"}})
+	dev := harness.NewDevice("ray")
+	said := launchUntilStop(t, paused, dev)
+	if !strings.HasPrefix(said, "Stop — your walking instruction has changed.") || !strings.Contains(said, revision) {
+		t.Fatalf("the paused server's launch: %q", said)
+	}
+	waitOutput(t, paused, "TEST PAUSE: holding an Alexa response before-heard")
+	paused.Kill() // the response reached Ray; the ledger never heard of it
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	again := launchUntilStop(t, s, dev)
+	if !strings.HasPrefix(again, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(again, revision) {
+		t.Fatalf("after the kill the next turn = %q, want the retraction again, saying so", again)
+	}
+	if after := launch(t, s, dev); strings.Contains(after, "Stop —") || !strings.Contains(after, revision) {
+		t.Fatalf("once delivered it was spoken again, or the revision is not current: %q", after)
+	}
+}
+
+// A server killed after it built the response but before it wrote it:
+// Ray never got it, and the next turn speaks the retraction.
+func TestSpeechSafety_KillBeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTurn(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+
+	paused := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
+		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:60s"}})
+	waitBacklog(t, paused.URL)
+	dev := harness.NewDevice("ray")
+	got := make(chan error, 1)
+	go func() {
+		c := &harness.AlexaClient{URL: paused.URL + "/alexa", HTTP: &http.Client{Timeout: 90 * time.Second}}
+		r, err := c.Send(context.Background(), dev.Launch())
+		if err == nil {
+			err = fmt.Errorf("a response arrived from a server killed before writing it: %d %s", r.Status, r.Raw)
+		}
+		got <- err
+	}()
+	waitOutput(t, paused, "TEST PAUSE: holding an Alexa response before-write")
+	paused.Kill()
+	if err := <-got; strings.Contains(err.Error(), "a response arrived") {
+		t.Fatal(err)
+	}
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	next := launchUntilStop(t, s, dev)
+	if !strings.HasPrefix(next, "Stop — ") || !strings.Contains(next, "your walking instruction has changed.") || !strings.Contains(next, revision) {
+		t.Fatalf("after the kill the next turn = %q, want the retraction", next)
+	}
+}
+
+// stallProxy stands between the speech principal and /mcp: it can freeze
+// every event stream (GET) while requests still flow, or cut every
+// connection and refuse new ones.
+type stallProxy struct {
+	srv     *httptest.Server
+	target  atomic.Pointer[url.URL]
+	stalled atomic.Bool
+	cut     atomic.Bool
+	mu      sync.Mutex
+	thaw    chan struct{} // closed when the stall ends
+}
+
+func newStallProxy(t *testing.T) *stallProxy {
+	p := &stallProxy{thaw: make(chan struct{})}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(p.target.Load())
+			r.Out.Host = r.Out.URL.Host
+		},
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.Method == http.MethodGet {
+				resp.Body = &stallBody{p: p, rc: resp.Body}
+			}
+			return nil
+		},
+	}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.cut.Load() || p.target.Load() == nil {
+			http.Error(w, "proxy cut", http.StatusBadGateway)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *stallProxy) stall(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.thaw = make(chan struct{})
+	} else {
+		close(p.thaw)
+	}
+	p.stalled.Store(on)
+}
+
+func (p *stallProxy) setCut(on bool) {
+	p.cut.Store(on)
+	if on {
+		p.srv.CloseClientConnections()
+	}
+}
+
+type stallBody struct {
+	p  *stallProxy
+	rc io.ReadCloser
+}
+
+// Read holds whatever the stream delivers while the proxy is stalled,
+// including bytes a read already in progress returns.
+func (b *stallBody) Read(buf []byte) (int, error) {
+	n, err := b.rc.Read(buf)
+	for b.p.stalled.Load() {
+		b.p.mu.Lock()
+		thaw := b.p.thaw
+		b.p.mu.Unlock()
+		<-thaw
+	}
+	return n, err
+}
+
+func (b *stallBody) Close() error { return b.rc.Close() }
+
+// readyz returns /readyz's status and the speech principal's part.
+func readyz(base string) (int, string) {
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Speech json.RawMessage `json:"speech"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, string(body.Speech)
+}
+
+// waitReady waits up to limit for /readyz to answer status and returns how
+// long it took.
+func waitReady(t *testing.T, base string, status int, limit time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for time.Since(start) < limit {
+		code, speech := readyz(base)
+		if code == status {
+			return time.Since(start)
+		}
+		last = fmt.Sprintf("%d %s", code, speech)
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: /readyz not %d within %s (last %s)", what, status, limit, last)
+	return 0
+}
+
+// /readyz tells the truth: 503 within a few seconds of the speech
+// principal's event stream being stalled (a change the store committed
+// goes unread) or cut, and 200 again once it recovers.
+func TestSpeechSafety_Readyz503WhenTheSpeechStreamIsStalledOrCutAnd200WhenItRecovers(t *testing.T) {
+	proxy := newStallProxy(t)
+	s := startWith(t, safetyPart, harness.Options{Args: []string{"--speech-patient", "ray", "--speech-mcp-url", proxy.srv.URL + "/mcp"}})
+	u, _ := url.Parse(s.URL)
+	proxy.target.Store(u)
+	waitReady(t, s.URL, http.StatusOK, 30*time.Second, "at start")
+
+	// Stalled: the stream delivers nothing; a revision is committed.
+	proxy.stall(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	d503 := waitReady(t, s.URL, http.StatusServiceUnavailable, 15*time.Second, "stream stalled")
+	proxy.stall(false)
+	d200 := waitReady(t, s.URL, http.StatusOK, 20*time.Second, "stall over")
+	t.Logf("stalled stream: /readyz 503 %s after the write, 200 %s after the stall ended", d503.Round(10*time.Millisecond), d200.Round(10*time.Millisecond))
+	if code, speech := readyz(s.URL); code != http.StatusOK || !strings.Contains(speech, `"backlog":1`) {
+		t.Errorf("after recovering: %d %s, want ready with the revision queued", code, speech)
+	}
+
+	// Cut: every connection closed, new ones refused.
+	proxy.setCut(true)
+	dCut := waitReady(t, s.URL, http.StatusServiceUnavailable, 15*time.Second, "stream cut")
+	proxy.setCut(false)
+	dBack := waitReady(t, s.URL, http.StatusOK, 30*time.Second, "cut over")
+	t.Logf("cut stream: /readyz 503 %s after the cut, 200 %s after it was restored", dCut.Round(10*time.Millisecond), dBack.Round(10*time.Millisecond))
+}
