@@ -178,5 +178,3 @@ func (f *fakeCare) modernSessions() []string {
 	}
 	return out
 }
-
-
