@@ -3,8 +3,14 @@
 // partition (P-1, P-2, P-21), an HMAC-chained audit log (P-14), a change feed
 // in commit order, and the deterministic demo seed (P-15).
 //
-// This file holds the types and errors callers use; store.go the Store and
-// its methods; dialect.go and dialect_postgres.go the backends (SQLite
+// Files, one job each: api.go the types and errors callers use; store.go
+// the Store, Open and Close; validate.go the one write validator; publish.go
+// the write path (Publish, the replay cache); read.go the reads under the
+// partition (Read, List, History, Since); feed.go the change feed (Watch);
+// verify.go the chain verdicts; audit.go the audit log; seal.go sealing at
+// rest; seed.go the demo seed and Rekey; link.go device linking; lease.go
+// named leases; startup.go the fail-closed start check; stmt.go prepared
+// statements; dialect.go and dialect_postgres.go the backends (SQLite
 // embedded by default, Postgres for several instances).
 package store
 
