@@ -3,16 +3,19 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/unsay/unsay/models"
@@ -103,6 +106,35 @@ func (d postgresDialect) notify(ctx context.Context, tx *sql.Tx) error {
 	}
 	_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, d.channel, string(b))
 	return err
+}
+
+// unavailable classifies Postgres errors: SQLSTATE 53100 disk_full, 25006
+// read_only_sql_transaction (a standby, or default_transaction_read_only),
+// class 53 insufficient resources, 57P01–57P03 a server shutting down or
+// starting, class 08 and failed connections (the server is unreachable).
+func (postgresDialect) unavailable(err error) (string, time.Duration, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "53100":
+			return "the disk is full", retryAfterFull, true
+		case pe.Code == "25006":
+			return "the database is read-only", retryAfterFull, true
+		case strings.HasPrefix(pe.Code, "53"):
+			return "the database is out of resources", retryAfterTransient, true
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+			return "the database is shutting down or starting", retryAfterTransient, true
+		case strings.HasPrefix(pe.Code, "08"):
+			return "the database is unreachable", retryAfterTransient, true
+		}
+		return "", 0, false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err) {
+		return "the database is unreachable", retryAfterTransient, true
+	}
+	return "", 0, false
 }
 
 // rebindDollar rewrites "?" placeholders into "$1", "$2", … outside

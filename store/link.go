@@ -87,7 +87,7 @@ func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Tim
 			code, patient, expiresAt.UnixMilli()); err != nil {
 			return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
 		}
-		if err := tx.Commit(); err != nil {
+		if err := s.commit(tx); err != nil {
 			return "", time.Time{}, fmt.Errorf("store: link code: commit: %w", err)
 		}
 		return code, expiresAt, nil
@@ -141,7 +141,7 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 		if err := s.linkFailure(ctx, tx, alexaUserID, nowMS); err != nil {
 			return "", err
 		}
-		if err := tx.Commit(); err != nil {
+		if err := s.commit(tx); err != nil {
 			return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 		}
 		return "", ErrLinkCodeInvalid
@@ -164,7 +164,7 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 			return "", fmt.Errorf("store: redeem link code: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commit(tx); err != nil {
 		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 	}
 	return patient, nil

@@ -28,17 +28,33 @@ const factLocks = 64
 // write (outside the write lock) and committing it; Publish plans again.
 var errHeadMoved = errors.New("store: the fact's current version moved")
 
-// Publish validates in, checks p may write it (care.write and bound to the
-// patient), refuses an audience change before any state changes (P-3),
-// stamps WrittenAt from the clock truncated to ms, chains and commits
-// version n+1 durably, appends nothing to the audit log (the caller does,
-// with the transport's actor and via), and wakes the change feed without
-// blocking. Errors: *ValidationError (ErrInvalid), ErrForbidden,
-// ErrAudienceChange, ErrSealerUnavailable (a key-service outage while
-// sealing; nothing written).
+// Publish validates in (Validate), checks p may write it, refuses an
+// audience change before any state changes (P-3), stamps WrittenAt from
+// the clock truncated to ms, chains, signs (P-26) and commits version n+1
+// durably, appends in.Audit (when set) in the same transaction, and wakes
+// the change feed without blocking.
+//
+// Rights: p needs care.write and to be bound to the patient (ErrForbidden);
+// an assistant-only fact — in's audience is assistant, or the domain's is —
+// also needs care.write.assistant, and without it every such write is
+// ErrNeedsAssistantWrite, decided before the store is read, so the answer
+// for an assistant-only domain is the same whether or not it exists.
+//
+// Errors: *ValidationError (ErrInvalid), ErrForbidden,
+// ErrNeedsAssistantWrite, ErrAudienceChange, ErrSealerUnavailable (a
+// key-service outage while sealing), *UnavailableError (ErrUnavailable:
+// the store cannot commit — a full or read-only disk, an unreachable
+// database), ErrAbandoned (ctx ended before the write lock was taken). In
+// every error case nothing was written.
+//
+// Cancellation: ctx bounds the wait for the fact's lock-free planning and
+// for the store's write lock. Once the lock is held the write no longer
+// depends on ctx and commits (a client that hangs up then has its write
+// applied and audited accepted), so a write is never half-done or
+// uncertain.
 //
 // Unchanged writes: when in's Value, Audience, AuthorID, AuthorLabel
-// (normalized as validate does), StaleAfter (to the ms) and Priority all
+// (normalized as Validate does), StaleAfter (to the ms) and Priority all
 // equal the fact's current version, nothing is written: the current version
 // is returned with Unchanged = true, Created = false and its own Seq, and
 // the change feed is not woken. An IdempotencyKey on such a write is still
@@ -62,12 +78,16 @@ func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput
 	if !p.Can(models.ScopeWrite) {
 		return PublishResult{}, ErrForbidden
 	}
-	in, err := validate(in)
+	in, err := Validate(in)
 	if err != nil {
 		return PublishResult{}, err
 	}
 	if !p.CanAccessPatient(in.Patient) {
 		return PublishResult{}, ErrForbidden
+	}
+	mayAssistant := p.CanWrite(in.Patient, models.AudienceAssistant)
+	if !p.CanWrite(in.Patient, in.Audience) {
+		return PublishResult{}, ErrNeedsAssistantWrite
 	}
 	mu := s.factLock(in.Patient, in.Domain)
 	mu.Lock()
@@ -77,7 +97,15 @@ func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput
 		if errors.Is(err, errHeadMoved) && attempt < publishAttempts {
 			continue
 		}
-		return res, err
+		switch {
+		case errors.Is(err, ErrAudienceChange) && !mayAssistant:
+			// The domain is assistant-only (in asked for user): the same
+			// answer as writing it as assistant without the scope.
+			return PublishResult{}, ErrNeedsAssistantWrite
+		case err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			return PublishResult{}, fmt.Errorf("store: publish: %w: %w", ErrAbandoned, ctx.Err())
+		}
+		return res, s.writeErr(err)
 	}
 }
 
@@ -94,7 +122,8 @@ func (s *Store) factLock(patient, domain string) *sync.Mutex {
 // publishOnce is one attempt of Publish. Unless underLock, it plans (reads
 // the current version, compares, seals) before taking the write lock and
 // returns errHeadMoved if the fact moved meanwhile; underLock plans inside
-// the write transaction.
+// the write transaction. Past beginWrite it runs on a context ctx's end
+// does not cancel (see Publish).
 func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool) (PublishResult, error) {
 	var (
 		pl  plan
@@ -107,13 +136,14 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	now := s.clock().UTC().Truncate(time.Millisecond)
 
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return PublishResult{}, err
 	}
 	defer tx.Rollback()
+	ctx = context.WithoutCancel(ctx) // the lock is held: commit whatever the caller does
+	now := s.clock().UTC().Truncate(time.Millisecond)
 
 	if in.IdempotencyKey != "" {
 		res, ok, err := s.replayed(ctx, tx, in.IdempotencyKey, now)
@@ -136,7 +166,7 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 			if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, pl.head.seq); err != nil {
 				return PublishResult{}, err
 			}
-			if err := tx.Commit(); err != nil {
+			if err := s.commit(tx); err != nil {
 				return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
 			}
 		}
@@ -154,7 +184,7 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 	audited := false
 	if in.Audit != nil {
 		e := *in.Audit
-		e.URI, e.Outcome, e.Reason = v.URI().String(), "accepted", ReasonOK
+		e.URI, e.Outcome, e.Reason = v.URI().String(), OutcomeAccepted, ReasonOK
 		if e, err = sanitizeAudit(e); err != nil {
 			return PublishResult{}, err
 		}
@@ -166,7 +196,7 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 	if err := s.d.notify(ctx, tx); err != nil {
 		return PublishResult{}, fmt.Errorf("store: publish: notify: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commit(tx); err != nil {
 		return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
 	}
 	s.wakeWatchers()
@@ -174,12 +204,22 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 }
 
 // beginWrite begins a write transaction holding the store-wide write lock.
+// The transaction is not bound to ctx (database/sql would roll it back,
+// or fail its commit, when ctx ends): ctx bounds only the wait for the
+// lock, and if ctx ended meanwhile beginWrite gives the lock back and
+// returns ctx's error, so nothing is written. Callers that must commit
+// regardless of ctx from here on (Publish) run their statements on
+// context.WithoutCancel(ctx).
 func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
 	if err := s.d.lockWrites(ctx, tx); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("store: write lock: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
 		tx.Rollback()
 		return nil, fmt.Errorf("store: write lock: %w", err)
 	}
@@ -312,16 +352,17 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 		PrevHash:    prevHash,
 	}
 	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
+	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
 	stored, sealed := pl.stored, pl.sealed
 	var seq int64
 	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}
 	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
-		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash); err != nil {
+		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}
 	var err error

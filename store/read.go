@@ -21,14 +21,16 @@ func timeOrZero(ms int64) time.Time {
 
 // versionCols are the columns scanVersion reads, from versions v joined to facts f.
 const versionCols = `v.seq, v.patient, v.domain, v.n, v.audience, v.value, v.sealed, v.author_id, v.author_label,
-	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest`
+	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest, v.head_sig, v.head_key`
 
 type row struct {
-	v      models.Version
-	seq    int64
-	latest int
-	stored []byte // the value column as stored (sealed bytes when sealed)
-	sealed bool
+	v       models.Version
+	seq     int64
+	latest  int
+	stored  []byte // the value column as stored (sealed bytes when sealed)
+	sealed  bool
+	headSig string // the head signature made when this version was committed (P-26)
+	headKey string // its key's KeyID
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -42,7 +44,7 @@ func scanRaw(sc scanner) (row, error) {
 		writtenAt, staleA int64
 	)
 	if err := sc.Scan(&r.seq, &r.v.Patient, &r.v.Domain, &r.v.N, &aud, &r.stored, &sealed, &r.v.AuthorID, &r.v.AuthorLabel,
-		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest); err != nil {
+		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest, &r.headSig, &r.headKey); err != nil {
 		return row{}, err
 	}
 	r.v.Audience = models.Audience(aud)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -23,8 +24,8 @@ type Sealer interface {
 
 // Options configure Open.
 type Options struct {
-	// DSN is a SQLite file path ("./unsay.db", ":memory:" not supported) or,
-	// once the Postgres backend exists, a postgres:// URL.
+	// DSN is a SQLite file path ("./unsay.db"; ":memory:" is not supported)
+	// or a postgres:// URL (dialect_postgres.go).
 	DSN string
 	// Clock is the server clock; nil means time.Now. Tests inject one.
 	Clock func() time.Time
@@ -33,6 +34,14 @@ type Options struct {
 	AuditKey []byte
 	// Sealer seals values at rest; nil stores plaintext (startup says PLAINTEXT).
 	Sealer Sealer
+	// SigningKey signs every chain head and the audit log's head at commit
+	// (P-26; UNSAY_SIGNING_KEY, from `unsay keygen`). Nil means
+	// DevSigningKey, a development default (UsesDevSigningKey reports it).
+	SigningKey ed25519.PrivateKey
+	// PublicKey verifies head signatures; nil means SigningKey's public key.
+	// An offline verifier holding only the public key sets it and leaves
+	// SigningKey nil (it never writes; CheckStartup refuses a mismatch).
+	PublicKey ed25519.PublicKey
 	// Logger receives background errors (a watcher's failed query); nil discards.
 	Logger *slog.Logger
 }
@@ -46,6 +55,13 @@ type Store struct {
 	chainKey []byte
 	devKey   bool
 	log      *slog.Logger
+
+	signKey   ed25519.PrivateKey // signs chain heads and the audit head (P-26)
+	signKeyID string
+	verifyKey ed25519.PublicKey
+	devSign   bool
+
+	health writeHealth // whether writes can commit (health.go)
 
 	// writeMu serializes this process's writers (Publish, Seed, Audit,
 	// Rekey, link codes) in front of the database's own write lock, so
@@ -114,6 +130,15 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		s.devKey = true
 	}
 	s.chainKey = auditChainKey(key)
+	s.signKey = opts.SigningKey
+	if s.signKey == nil {
+		s.signKey, s.devSign = DevSigningKey(), true
+	}
+	s.signKeyID = KeyID(s.signKey.Public().(ed25519.PublicKey))
+	s.verifyKey = opts.PublicKey
+	if s.verifyKey == nil {
+		s.verifyKey = s.signKey.Public().(ed25519.PublicKey)
+	}
 	var err error
 	if s.readLatest, err = db.PrepareContext(ctx, d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
 		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
