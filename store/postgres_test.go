@@ -179,9 +179,9 @@ func TestRebindDollar_NumbersPlaceholdersOutsideQuotesAndComments(t *testing.T) 
 		{"-- why?\nSELECT ?", "-- why?\nSELECT $1"},
 		{`'it''s ?' || ?`, `'it''s ?' || $1`},
 		// Each of these was rewritten inside the literal by the old rewriter.
-		{`E'it\'s ?' || ?`, `E'it\'s ?' || $1`},      // a backslash-escaped quote in an escape string
+		{`E'it\'s ?' || ?`, `E'it\'s ?' || $1`},     // a backslash-escaped quote in an escape string
 		{`e'\\' || ? || '\'`, `e'\\' || $1 || '\'`}, // E'\\' ends at its second quote; a plain '\' ends at once
-		{`"a""?" = ?`, `"a""?" = $1`},                   // a doubled quote inside an identifier
+		{`"a""?" = ?`, `"a""?" = $1`},               // a doubled quote inside an identifier
 		{`/* why? */ SELECT ?`, `/* why? */ SELECT $1`},
 		{`/* a /* nested? */ still? */ ?`, `/* a /* nested? */ still? */ $1`},
 		{`$$ what? $$ || ?`, `$$ what? $$ || $1`},
