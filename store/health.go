@@ -38,6 +38,9 @@ type writeHealth struct {
 	fault     *UnavailableError // the last write's or probe's failure; nil when it committed
 	checkedAt time.Time         // when the last write or probe finished (real clock)
 	probing   bool
+	// faultEvery and healthyEvery are writeProbeInterval and
+	// writeHealthInterval (tests lengthen them to hold a state still).
+	faultEvery, healthyEvery time.Duration
 }
 
 // unavailable classifies err: an *UnavailableError when it says the store
@@ -110,9 +113,9 @@ func (s *Store) commit(tx *sql.Tx) error {
 func (s *Store) WriteHealth(ctx context.Context) error {
 	s.health.mu.Lock()
 	fault, since, probing := s.health.fault, time.Since(s.health.checkedAt), s.health.probing
-	interval := writeHealthInterval
+	interval := s.health.healthyEvery
 	if fault != nil {
-		interval = writeProbeInterval
+		interval = s.health.faultEvery
 	}
 	if probing || (!s.health.checkedAt.IsZero() && since < interval) {
 		s.health.mu.Unlock()

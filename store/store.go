@@ -118,6 +118,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		wake:   make(chan struct{}),
 		closed: make(chan struct{}),
 	}
+	s.health.faultEvery, s.health.healthyEvery = writeProbeInterval, writeHealthInterval
 	if s.clock == nil {
 		s.clock = time.Now
 	}
