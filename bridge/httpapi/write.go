@@ -428,7 +428,7 @@ func jsonError(err error) *store.ValidationError {
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
-		if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 			name = "body"
 		}
 		return &store.ValidationError{Field: name, Reason: "unknown field"}
@@ -499,7 +499,7 @@ func exactKeys(body []byte, allowed map[string]bool) *store.ValidationError {
 		switch {
 		case !allowed[key]:
 			name := key
-			if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 				name = "body"
 			}
 			return &store.ValidationError{Field: name, Reason: "unknown field (keys are case-sensitive)"}

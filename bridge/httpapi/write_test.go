@@ -368,3 +368,66 @@ func TestWrite_ClientHangingUpIsAuditedAbandonedNotLoggedAsAStoreFailure(t *test
 		t.Fatalf("live client: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestVerify_P26_ShowsTheSignedHeadAndFailsARewrittenChain: the public
+// /verify reports each chain's head as signed at commit and the public key
+// to check it with; a chain rewritten with recomputed hashes (by someone
+// with the database in hand) reads "head signature does not match".
+func TestVerify_P26_ShowsTheSignedHeadAndFailsARewrittenChain(t *testing.T) {
+	f := newFixture(t)
+	get := func() Chain {
+		t.Helper()
+		a := f.do(http.MethodGet, "/verify?uri=care://ray/weight_bearing", nil, nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("/verify: %d %s", a.status, a.body)
+		}
+		var c Chain
+		if err := json.Unmarshal(a.body, &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := get()
+	pub := f.st.PublicKey()
+	if !c.Intact || c.Head == nil || !c.Head.SignatureValid || c.Head.Version != 2 || c.Head.Signature == "" ||
+		c.SigningKey.PublicKey != store.FormatPublicKey(pub) || c.Head.KeyID != store.KeyID(pub) || c.SigningKey.Algorithm != "Ed25519" {
+		t.Fatalf("intact chain: %+v (head %+v)", c, c.Head)
+	}
+	for _, v := range c.Versions {
+		if v.Signature == "" {
+			t.Fatalf("v%d shows no head signature", v.Version)
+		}
+	}
+
+	// The attacker rewrites v1 and recomputes v1's and v2's hashes.
+	db, _ := f.st.DB()
+	var (
+		writtenAt [2]int64
+		author    [2]string
+		value     [2]string
+	)
+	for i := range 2 {
+		if err := db.QueryRow(`SELECT written_at, author_id, value FROM versions WHERE patient = 'ray' AND domain = 'weight_bearing' AND n = ?`, i+1).
+			Scan(&writtenAt[i], &author[i], &value[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value[0] = "Full weight-bearing from day one."
+	h1 := store.VersionHash("", value[0], time.UnixMilli(writtenAt[0]), author[0])
+	h2 := store.VersionHash(h1, value[1], time.UnixMilli(writtenAt[1]), author[1])
+	for n, q := range map[int][]any{
+		1: {`UPDATE versions SET value = ?, hash = ? WHERE patient = 'ray' AND domain = 'weight_bearing' AND n = 1`, []byte(value[0]), h1},
+		2: {`UPDATE versions SET prev_hash = ?, hash = ? WHERE patient = 'ray' AND domain = 'weight_bearing' AND n = 2`, h1, h2},
+	} {
+		if _, err := db.Exec(q[0].(string), q[1:]...); err != nil {
+			t.Fatalf("rewrite v%d: %v", n, err)
+		}
+	}
+	c = get()
+	if c.Intact || c.BrokenAt != 1 || c.Problem != store.ProblemHeadSignature || c.Head.SignatureValid {
+		t.Fatalf("rewritten chain: intact %v, broken at %d, problem %q, head %+v; want %q at v1", c.Intact, c.BrokenAt, c.Problem, c.Head, store.ProblemHeadSignature)
+	}
+	if strings.Contains(fmt.Sprint(c), "Full weight-bearing from day one") {
+		t.Fatal("/verify shows a value")
+	}
+}
