@@ -12,6 +12,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -71,10 +72,16 @@ type Config struct {
 	KMSEndpoint string
 	KMSRegion   string
 
-	// Secrets. Empty means the development default, announced at startup.
+	// Secrets. Empty means the development default, announced at startup
+	// and refused off loopback; a secret set shorter than MinSecretBytes is
+	// refused, naming its variable.
 	TokenSecret []byte // UNSAY_TOKEN_SECRET
 	WriteSecret []byte // UNSAY_WRITE_SECRET
 	AuditKey    []byte // UNSAY_AUDIT_KEY
+	// SigningKey is UNSAY_SIGNING_KEY as set (base64 of an Ed25519 seed,
+	// from `unsay keygen`): it signs every chain head and the audit head at
+	// commit (P-26). Empty means store.DevSigningKey.
+	SigningKey []byte
 
 	// Alexa is the skill's configuration (skill id, verification, roots,
 	// certificate overrides, default patient). Clock and Logger are filled in.
@@ -116,6 +123,7 @@ type App struct {
 	Skill    *skill.Skill
 	Speech   *speech.Principal
 	Notifier *proactive.Notifier
+	api      *httpapi.API
 
 	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
 	// exactly one instance speaks for each patient.
@@ -142,6 +150,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := refuseUnsafeExposure(cfg); err != nil {
 		return nil, err
 	}
+	if err := refuseWeakSecrets(cfg); err != nil {
+		return nil, err
+	}
+	var signingKey ed25519.PrivateKey
+	if len(cfg.SigningKey) > 0 {
+		k, err := store.ParseSigningKey(string(cfg.SigningKey))
+		if err != nil {
+			return nil, fmt.Errorf("UNSAY_SIGNING_KEY: %w", err)
+		}
+		signingKey = k
+	}
 	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}}
 	defer func() {
 		if err != nil {
@@ -157,9 +176,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		auditKey = []byte(store.DevAuditKey)
 		a.notes = append(a.notes, "DEV DEFAULT UNSAY_AUDIT_KEY")
 	}
-	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer, Logger: cfg.Logger}); err != nil {
+	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer,
+		SigningKey: signingKey, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	if a.Store.UsesDevSigningKey() {
+		a.notes = append(a.notes, "DEV DEFAULT UNSAY_SIGNING_KEY")
+	}
+	a.notes = append(a.notes, "chain heads signed by Ed25519 key "+store.KeyID(a.Store.PublicKey()))
 	if err := a.Store.CheckStartup(ctx); err != nil {
 		return nil, err
 	}
@@ -218,6 +242,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			}
 		},
 	})
+	a.api = api
 	srv, err = bridge.New(ctx, bridge.Config{
 		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: cfg.AuthorizationServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
@@ -502,6 +527,9 @@ func (a *App) Close() {
 		if a.Bridge != nil {
 			a.Bridge.Close()
 		}
+		if a.api != nil {
+			a.api.Close() // the batched audit rows of rate-limited attempts
+		}
 		if a.ln != nil {
 			_ = a.ln.Close()
 		}
@@ -619,7 +647,8 @@ func refuseUnsafeExposure(cfg Config) error {
 		return nil
 	}
 	var bad []string
-	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
+	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey,
+		"UNSAY_SIGNING_KEY": cfg.SigningKey} {
 		if len(v) == 0 {
 			bad = append(bad, name+" unset (development default)")
 		}
@@ -635,6 +664,30 @@ func refuseUnsafeExposure(cfg Config) error {
 	}
 	slices.Sort(bad)
 	return fmt.Errorf("refusing to serve %s (%s: not loopback) with development-only settings: %s", cfg.Addr, cfg.PublicURL, strings.Join(bad, ", "))
+}
+
+// MinSecretBytes is the shortest HMAC secret accepted (UNSAY_TOKEN_SECRET,
+// UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY): 32 bytes, as auth.MinSecretBytes.
+// A 1-byte write secret was recovered from one signed write.
+const MinSecretBytes = auth.MinSecretBytes
+
+// refuseWeakSecrets refuses an HMAC secret that is set but shorter than
+// MinSecretBytes, naming its variable (unset means the development
+// default, which refuseUnsafeExposure keeps to loopback).
+func refuseWeakSecrets(cfg Config) error {
+	var bad []string
+	for _, s := range []struct {
+		name string
+		v    []byte
+	}{{"UNSAY_TOKEN_SECRET", cfg.TokenSecret}, {"UNSAY_WRITE_SECRET", cfg.WriteSecret}, {"UNSAY_AUDIT_KEY", cfg.AuditKey}} {
+		if len(s.v) > 0 && len(s.v) < MinSecretBytes {
+			bad = append(bad, fmt.Sprintf("%s is %d bytes", s.name, len(s.v)))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("refusing weak secrets: %s; each must be at least %d bytes (e.g. openssl rand -base64 32)", strings.Join(bad, ", "), MinSecretBytes)
+	}
+	return nil
 }
 
 func isLoopbackHost(host string) bool {

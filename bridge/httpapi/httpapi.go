@@ -90,6 +90,11 @@ func New(cfg Config) *API {
 	return a
 }
 
+// Close writes the audit rows of rate-limited attempts counted but not yet
+// written (they are batched for up to a second). Call it after the HTTP
+// server has shut down and before the store closes; the API stays usable.
+func (a *API) Close() { a.rateLimited.flush() }
+
 // Routes mounts the routes listed in the package comment on r.
 func (a *API) Routes(r chi.Router) {
 	r.Post("/write", a.handleWrite)

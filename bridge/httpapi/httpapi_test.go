@@ -40,6 +40,7 @@ type fixture struct {
 	st     *store.Store
 	srv    *httptest.Server
 	router http.Handler
+	api    *API
 	now    time.Time  // the API's clock at the start (signature window, link codes)
 	clock  *testClock // the API's clock; Advance moves it
 	logs   *syncBuffer
@@ -113,7 +114,7 @@ func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, st: st, srv: srv, router: r, now: now, clock: clock, logs: logs, tokCfg: tokCfg}
+	return &fixture{t: t, st: st, srv: srv, router: r, api: api, now: now, clock: clock, logs: logs, tokCfg: tokCfg}
 }
 
 func (f *fixture) token(sub string, patients []string, scopes ...models.Scope) string {

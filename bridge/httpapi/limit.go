@@ -126,6 +126,9 @@ func (b *rateLimitedAudit) add(e store.AuditEntry) {
 func (b *rateLimitedAudit) flush() {
 	b.mu.Lock()
 	pending := b.pending
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 	b.pending, b.timer = nil, nil
 	b.mu.Unlock()
 	for e, n := range pending {

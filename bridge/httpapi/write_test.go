@@ -431,3 +431,30 @@ func TestVerify_P26_ShowsTheSignedHeadAndFailsARewrittenChain(t *testing.T) {
 		t.Fatal("/verify shows a value")
 	}
 }
+
+// TestClose_WritesTheCountOfRateLimitedAttemptsNotYetAudited: 429s are
+// counted for up to a second before their row is written; Close (at
+// shutdown) writes them at once, so a stop loses none.
+func TestClose_WritesTheCountOfRateLimitedAttemptsNotYetAudited(t *testing.T) {
+	f := newFixture(t)
+	body := writeBody(nil)
+	bad := map[string]string{HeaderTimestamp: strconv.FormatInt(f.now.Unix(), 10), HeaderSignature: SignWrite([]byte("wrong"), f.now.Unix(), body)}
+	for range RefusalBurst {
+		f.do(http.MethodPost, "/write", body, bad)
+	}
+	seq := f.auditSeq()
+	for range 3 {
+		if a := f.do(http.MethodPost, "/write", body, bad); a.status != http.StatusTooManyRequests {
+			t.Fatalf("status %d, want 429", a.status)
+		}
+	}
+	f.api.Close()
+	rows := f.auditAfter(seq.seq)
+	if len(rows) != 1 || rows[0].Count != 3 || rows[0].Reason != store.ReasonRateLimited || rows[0].Actor != ActorAnonymous {
+		t.Fatalf("rows after Close = %+v, want one rate_limited row counting 3", rows)
+	}
+	f.api.Close() // nothing pending: writes nothing
+	if rows := f.auditAfter(seq.seq); len(rows) != 1 {
+		t.Fatalf("a second Close wrote rows: %+v", rows)
+	}
+}
