@@ -493,9 +493,9 @@ func cmdVerify(ctx context.Context, args []string) error {
 			ok = false
 			fmt.Printf("%s BROKEN at v%d (%d versions): %s\n", r.URI, r.BrokenAt, len(r.Versions), r.Problem)
 		case r.Head != nil && r.Head.Valid:
-			fmt.Printf("%s intact (%d versions; head v%d signed by key %s)\n", r.URI, len(r.Versions), r.Head.N, r.Head.KeyID)
+			fmt.Printf("%s intact (%d versions), head v%d signed by key %s\n", r.URI, len(r.Versions), r.Head.N, r.Head.KeyID)
 		default:
-			fmt.Printf("%s intact (%d versions; head not signed yet: written before head signing, signed at the server's next start)\n", r.URI, len(r.Versions))
+			fmt.Printf("%s intact (%d versions), head not signed yet (written before head signing; the server signs it at its next start)\n", r.URI, len(r.Versions))
 		}
 	}
 	if *audit {
@@ -508,7 +508,7 @@ func cmdVerify(ctx context.Context, args []string) error {
 			ok = false
 			fmt.Printf("audit log BROKEN at row %d: %s\n", v.BadRow, v.Problem)
 		case v.Head != nil && v.Head.Valid:
-			fmt.Printf("audit log intact (%d rows; head signed by key %s)\n", v.Rows, v.Head.KeyID)
+			fmt.Printf("audit log intact (%d rows), head signed by key %s\n", v.Rows, v.Head.KeyID)
 		default:
 			fmt.Printf("audit log intact (%d rows)\n", v.Rows)
 		}
