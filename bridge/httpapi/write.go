@@ -217,7 +217,7 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	// The one validator, before any right is checked, so a refusal names
 	// the field whatever the credential (Publish validates again).
 	if _, err := store.Validate(in); err != nil {
-		var ve *store.ValidationError
+		ve := &store.ValidationError{Field: "body", Reason: "invalid"}
 		errors.As(err, &ve)
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, ve.Reason, ve.Field)
 		return
