@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/models"
 )
@@ -297,5 +298,84 @@ func TestSigningKey_ParsesWhatFormatWritesAndRefusesTheRest(t *testing.T) {
 	}
 	if len(KeyID(k.Public().(ed25519.PublicKey))) != 16 {
 		t.Fatal("KeyID is not 16 hex digits")
+	}
+}
+
+// upTo is a dialect whose migrations stop at version max: a database as an
+// older Unsay left it.
+type upTo struct {
+	dialect
+	max int
+}
+
+func (u upTo) migrations() ([]migration, error) {
+	ms, err := u.dialect.migrations()
+	var out []migration
+	for _, m := range ms {
+		if m.version <= u.max {
+			out = append(out, m)
+		}
+	}
+	return out, err
+}
+
+// TestMigration011_MarksAnOlderDatabaseLegacyAndTheFirstStartSignsItsHeads:
+// a database written by an Unsay from before head signing (migrations up to
+// 003, one version, one audit row) upgrades in place: migration 011 marks
+// it legacy, Verify passes it unsigned, and CheckStartup signs its heads.
+func TestMigration011_MarksAnOlderDatabaseLegacyAndTheFirstStartSignsItsHeads(t *testing.T) {
+	ctx := context.Background()
+	dsn := testDSN(t)
+	db, _ := tamperDB(t, dsn)
+	var d dialect = sqliteDialect{}
+	if IsPostgresDSN(dsn) {
+		pd, err := postgresKeys(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = pd
+	}
+	if err := migrate(ctx, db, upTo{d, 3}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 10, 4, 9, 14, 0, 0, time.UTC)
+	value := "No weight through the operated leg."
+	hash := VersionHash("", value, at, "adeyemi")
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`, []any{"ray", "weight_bearing", "user"}},
+		{`INSERT INTO versions (seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash)
+			VALUES (1, 'ray', 'weight_bearing', 1, 'user', ?, 0, 'adeyemi', 'Mr Adeyemi', ?, 0, 0.9, '', ?)`, []any{[]byte(value), at.UnixMilli(), hash}},
+	} {
+		if _, err := db.Exec(rebindFor(dsn, q.sql), q.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	key := newSigningKey(t)
+	s := openSigned(t, dsn, nil, key)
+	if legacy, err := s.legacyUnsigned(ctx, s.db); err != nil || !legacy {
+		t.Fatalf("after migration 011: legacy = %v, %v; want marked", legacy, err)
+	}
+	res, err := s.Verify(ctx, userRay, "care://ray/weight_bearing")
+	if err != nil || !res.Intact || res.Head.Valid {
+		t.Fatalf("before the first start: %+v, %v; want intact and unsigned", res, err)
+	}
+	if err := s.CheckStartup(ctx); err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	res, err = s.Verify(ctx, userRay, "care://ray/weight_bearing")
+	if err != nil || !res.Intact || !res.Head.Valid {
+		t.Fatalf("after the first start: %+v, %v; want the head signed", res, err)
+	}
+	// A write after the upgrade chains onto the old version and is signed.
+	if r := mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing.")); r.Version.PrevHash != hash {
+		t.Fatalf("v2 chains to %q, want %q", r.Version.PrevHash, hash)
+	}
+	if res, err := s.Verify(ctx, userRay, "care://ray/weight_bearing"); err != nil || !res.Intact || !res.Head.Valid || res.Head.N != 2 {
+		t.Fatalf("after a write: %+v, %v", res, err)
 	}
 }
