@@ -1,13 +1,16 @@
 // Package store is Unsay's live care store: facts per patient and domain,
-// every write a new hash-chained version (P-5), read under the audience
-// partition (P-1, P-2, P-21), an HMAC-chained audit log (P-14), a change feed
-// in commit order, and the deterministic demo seed (P-15).
+// every write a new hash-chained version (P-5) whose head is signed at
+// commit (P-26), read under the audience partition (P-1, P-2, P-21), an
+// HMAC-chained audit log (P-14), a change feed in commit order, and the
+// deterministic demo seed (P-15).
 //
 // Files, one job each: api.go the types and errors callers use; store.go
 // the Store, Open and Close; validate.go the one write validator; publish.go
 // the write path (Publish, the replay cache); read.go the reads under the
 // partition (Read, List, History, Since); feed.go the change feed (Watch);
-// verify.go the chain verdicts; audit.go the audit log; seal.go sealing at
+// verify.go the chain verdicts; heads.go the chain and audit heads signed
+// outside the database (P-26); health.go whether writes can commit
+// (WriteHealth); audit.go the audit log; seal.go sealing at
 // rest; seed.go the demo seed and Rekey; link.go device linking; lease.go
 // named leases; startup.go the fail-closed start check; stmt.go prepared
 // statements; dialect.go and dialect_postgres.go the backends (SQLite
