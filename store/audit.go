@@ -308,7 +308,7 @@ func (s *Store) VerifyAudit(ctx context.Context) (badRow int64, err error) {
 // store's public key (P-26; ProblemHeadSignature otherwise), so deleting
 // the tail and rewinding the head, or recomputing every MAC with the audit
 // key, is detected too. A database written before heads were signed and
-// not yet adopted (see checkHeads) passes with Head.Valid false.
+// not yet signed (see SignLegacyHeads) passes with Head.Valid false.
 func (s *Store) VerifyAuditLog(ctx context.Context) (AuditVerdict, error) {
 	var (
 		headCount       int64

@@ -192,34 +192,22 @@ func (s *Store) currentHeads(ctx context.Context, q interface {
 	return heads, rows.Err()
 }
 
-// checkHeads is CheckStartup's head check (P-26).
-//
-// A database written before heads were signed (migration 011 found
-// versions or audit rows and marked it legacy) has its current chain heads
-// and its audit head signed now, once, in one transaction; older versions
-// stay unsigned (Verify accepts an unsigned prefix before the first signed
-// version). The count is logged. Otherwise every chain head and the audit
-// head must verify under this store's key: an unsigned head, one signed by
-// another key (the public development key included), or one that does not
-// verify refuses the start — a wrong UNSAY_SIGNING_KEY, or a rewritten
-// chain (run `unsay verify`).
+// checkHeads is CheckStartup's head check (P-26): every chain head and the
+// audit head must verify under this store's key. An unsigned head, one
+// signed by another key (the public development key included), or one that
+// does not verify refuses the start — a wrong UNSAY_SIGNING_KEY, or a
+// rewritten chain (run `unsay verify`). A database written before heads
+// were signed (migration 011 found versions or audit rows and marked it
+// legacy) is not refused: the server signs its heads with SignLegacyHeads.
+// checkHeads writes nothing, so an offline tool may call CheckStartup.
 func (s *Store) checkHeads(ctx context.Context) error {
 	if !s.signKey.Public().(ed25519.PublicKey).Equal(s.verifyKey) {
 		return fmt.Errorf("%w: the signing key (key %s) does not match the public key heads are verified with (key %s)",
 			ErrStartup, s.signKeyID, KeyID(s.verifyKey))
 	}
 	legacy, err := s.legacyUnsigned(ctx, s.db)
-	if err != nil {
+	if err != nil || legacy {
 		return err
-	}
-	if legacy {
-		n, err := s.adoptLegacyHeads(ctx)
-		if err != nil {
-			return err
-		}
-		s.log.WarnContext(ctx, "store: signed the current chain heads and the audit head of a database written before head signing",
-			"heads", n, "key", s.signKeyID)
-		return nil
 	}
 	heads, err := s.currentHeads(ctx, s.db)
 	if err != nil {
@@ -259,10 +247,25 @@ func (s *Store) checkHeads(ctx context.Context) error {
 	return nil
 }
 
-// adoptLegacyHeads signs, in one write transaction, the current head of
-// every chain and the audit head of a legacy database (see checkHeads), and
-// clears its legacy mark. It returns how many chain heads it signed.
-func (s *Store) adoptLegacyHeads(ctx context.Context) (int, error) {
+// SignLegacyHeads signs, in one write transaction, the current head of
+// every chain and the audit head of a database written before heads were
+// signed (marked legacy by migration 011), and clears the mark; older
+// versions stay unsigned (Verify accepts an unsigned prefix before the
+// first signed version). It returns how many chain heads it signed: 0 for
+// a database that is not legacy (or that another instance signed
+// meanwhile). The server calls it once at start, after CheckStartup, with
+// its UNSAY_SIGNING_KEY; an offline verifier never does. A rewrite made
+// before that first start is not detected (P-26 protects from then on).
+func (s *Store) SignLegacyHeads(ctx context.Context) (n int, err error) {
+	defer func() {
+		if n > 0 && err == nil {
+			s.log.WarnContext(ctx, "store: signed the current chain heads and the audit head of a database written before head signing",
+				"heads", n, "key", s.signKeyID)
+		}
+	}()
+	if !s.signKey.Public().(ed25519.PublicKey).Equal(s.verifyKey) {
+		return 0, fmt.Errorf("store: sign heads: the signing key (key %s) does not match the public key (key %s)", s.signKeyID, KeyID(s.verifyKey))
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.beginWrite(ctx)
@@ -271,7 +274,7 @@ func (s *Store) adoptLegacyHeads(ctx context.Context) (int, error) {
 	}
 	defer tx.Rollback()
 	if legacy, err := s.legacyUnsigned(ctx, tx); err != nil || !legacy {
-		return 0, err // another instance adopted them meanwhile
+		return 0, err // not legacy, or another instance signed them meanwhile
 	}
 	heads, err := s.currentHeads(ctx, tx)
 	if err != nil {

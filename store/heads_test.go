@@ -234,9 +234,9 @@ func TestCheckStartup_P26_RefusesAnotherKeyAndTheDevelopmentKey(t *testing.T) {
 }
 
 // TestCheckStartup_P26_SignsTheHeadsOfADatabaseWrittenBeforeHeadSigning:
-// a database from before migration 011 is adopted once: its current heads
-// and audit head are signed at the first start; after that, an unsigned
-// head is tampering.
+// a database from before migration 011 passes CheckStartup (which writes
+// nothing) and has its current heads and audit head signed once by
+// SignLegacyHeads; after that, an unsigned head is tampering.
 func TestCheckStartup_P26_SignsTheHeadsOfADatabaseWrittenBeforeHeadSigning(t *testing.T) {
 	ctx := context.Background()
 	key := newSigningKey(t)
@@ -263,6 +263,15 @@ func TestCheckStartup_P26_SignsTheHeadsOfADatabaseWrittenBeforeHeadSigning(t *te
 	}
 	if err := s.CheckStartup(ctx); err != nil {
 		t.Fatalf("CheckStartup on a legacy database: %v", err)
+	}
+	if res, _ := s.Verify(ctx, userRay, "care://ray/weight_bearing"); res.Head.Valid {
+		t.Fatal("CheckStartup wrote: it must only check")
+	}
+	if n, err := s.SignLegacyHeads(ctx); err != nil || n != 1 {
+		t.Fatalf("SignLegacyHeads = %d, %v; want the one chain's head", n, err)
+	}
+	if n, err := s.SignLegacyHeads(ctx); err != nil || n != 0 {
+		t.Fatalf("a second SignLegacyHeads = %d, %v; want nothing to do", n, err)
 	}
 	res, err = s.Verify(ctx, userRay, "care://ray/weight_bearing")
 	if err != nil || !res.Intact || !res.Head.Valid || res.Versions[0].Signature != "" {
@@ -322,7 +331,7 @@ func (u upTo) migrations() ([]migration, error) {
 // TestMigration011_MarksAnOlderDatabaseLegacyAndTheFirstStartSignsItsHeads:
 // a database written by an Unsay from before head signing (migrations up to
 // 003, one version, one audit row) upgrades in place: migration 011 marks
-// it legacy, Verify passes it unsigned, and CheckStartup signs its heads.
+// it legacy, Verify passes it unsigned, and the first start signs its heads.
 func TestMigration011_MarksAnOlderDatabaseLegacyAndTheFirstStartSignsItsHeads(t *testing.T) {
 	ctx := context.Background()
 	dsn := testDSN(t)
@@ -366,6 +375,9 @@ func TestMigration011_MarksAnOlderDatabaseLegacyAndTheFirstStartSignsItsHeads(t 
 	}
 	if err := s.CheckStartup(ctx); err != nil {
 		t.Fatalf("first start: %v", err)
+	}
+	if n, err := s.SignLegacyHeads(ctx); err != nil || n != 1 {
+		t.Fatalf("SignLegacyHeads = %d, %v", n, err)
 	}
 	res, err = s.Verify(ctx, userRay, "care://ray/weight_bearing")
 	if err != nil || !res.Intact || !res.Head.Valid {

@@ -24,8 +24,10 @@ var ErrStartup = errors.New("store: refusing to start")
 //   - a chain head or the audit head that is unsigned, or whose signature
 //     does not verify under this UNSAY_SIGNING_KEY → refuse (wrong key, a
 //     database run with the development key, or a rewritten chain: run
-//     `unsay verify`). A database written before heads were signed has its
-//     current heads signed here, once (checkHeads, P-26).
+//     `unsay verify`). A database written before heads were signed passes:
+//     the server then signs its heads once with SignLegacyHeads (P-26).
+//
+// CheckStartup writes nothing.
 //
 // Errors wrap ErrStartup and say what to do; they never carry a value.
 func (s *Store) CheckStartup(ctx context.Context) error {

@@ -23,7 +23,7 @@ import (
 // recomputed hashes by someone holding the database and the data key).
 // The chain's head must be signed, and so must every version after the
 // first signed one (ProblemHeadUnsigned); versions written before heads
-// were signed may not be, and a database not yet adopted (checkHeads)
+// were signed may not be, and a database not yet signed (SignLegacyHeads)
 // passes unsigned with Head.Valid false. Problem says what disagreed at
 // BrokenAt. Versions holds a receipt for every version (never a value), and
 // Head the head as signed.

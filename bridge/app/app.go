@@ -187,6 +187,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Store.CheckStartup(ctx); err != nil {
 		return nil, err
 	}
+	if n, err := a.Store.SignLegacyHeads(ctx); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	} else if n > 0 {
+		a.notes = append(a.notes, fmt.Sprintf("signed %d chain heads written before head signing", n))
+	}
 	if err := a.seed(ctx); err != nil {
 		return nil, err
 	}
