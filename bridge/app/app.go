@@ -12,6 +12,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -81,10 +82,16 @@ type Config struct {
 	KMSEndpoint string
 	KMSRegion   string
 
-	// Secrets. Empty means the development default, announced at startup.
+	// Secrets. Empty means the development default, announced at startup
+	// and refused off loopback; a secret set shorter than MinSecretBytes is
+	// refused, naming its variable.
 	TokenSecret []byte // UNSAY_TOKEN_SECRET
 	WriteSecret []byte // UNSAY_WRITE_SECRET
 	AuditKey    []byte // UNSAY_AUDIT_KEY
+	// SigningKey is UNSAY_SIGNING_KEY as set (base64 of an Ed25519 seed,
+	// from `unsay keygen`): it signs every chain head and the audit head at
+	// commit (P-26). Empty means store.DevSigningKey.
+	SigningKey []byte
 
 	// Alexa is the skill's configuration (skill id, verification, roots,
 	// certificate overrides, default patient). Clock and Logger are filled in.
@@ -126,6 +133,7 @@ type App struct {
 	Skill    *skill.Skill
 	Speech   *speech.Principal
 	Notifier *proactive.Notifier
+	api      *httpapi.API
 
 	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
 	// exactly one instance speaks for each patient.
@@ -161,6 +169,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.AdminPprof && cfg.AdminAddr == "" {
 		return nil, errors.New("--admin-pprof needs --admin-addr (pprof is never served on the public listener)")
 	}
+	if err := refuseWeakSecrets(cfg); err != nil {
+		return nil, err
+	}
+	var signingKey ed25519.PrivateKey
+	if len(cfg.SigningKey) > 0 {
+		k, err := store.ParseSigningKey(string(cfg.SigningKey))
+		if err != nil {
+			return nil, fmt.Errorf("UNSAY_SIGNING_KEY: %w", err)
+		}
+		signingKey = k
+	}
 	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}, devSettings: devSettings(cfg)}
 	defer func() {
 		if err != nil {
@@ -176,11 +195,21 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		auditKey = []byte(store.DevAuditKey)
 		a.notes = append(a.notes, "DEV DEFAULT UNSAY_AUDIT_KEY")
 	}
-	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer, Logger: cfg.Logger}); err != nil {
+	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer,
+		SigningKey: signingKey, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	if a.Store.UsesDevSigningKey() {
+		a.notes = append(a.notes, "DEV DEFAULT UNSAY_SIGNING_KEY")
+	}
+	a.notes = append(a.notes, "chain heads signed by Ed25519 key "+store.KeyID(a.Store.PublicKey()))
 	if err := a.Store.CheckStartup(ctx); err != nil {
 		return nil, err
+	}
+	if n, err := a.Store.SignLegacyHeads(ctx); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	} else if n > 0 {
+		a.notes = append(a.notes, fmt.Sprintf("signed %d chain heads written before head signing", n))
 	}
 	if err := a.seed(ctx); err != nil {
 		return nil, err
@@ -249,11 +278,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			}
 		},
 	})
+	a.api = api
 	srv, err = bridge.New(ctx, bridge.Config{
 		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: cfg.AuthorizationServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}, a.Store, a.verifier, api, bridge.Extra{
-		Alexa: a.Skill,
+		Alexa:         a.Skill,
+		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
 		Ready: func(context.Context) map[string]any {
 			// Ready only while the speech principal is connected, caught up
 			// with the store (speech.DefaultMaxLag) and confirming facts at speak
@@ -597,6 +628,9 @@ func (a *App) Close() {
 		if a.Bridge != nil {
 			a.Bridge.Close()
 		}
+		if a.api != nil {
+			a.api.Close() // the batched audit rows of rate-limited attempts
+		}
 		for _, ln := range []net.Listener{a.ln, a.speechLn, a.adminLn} {
 			if ln != nil {
 				_ = ln.Close()
@@ -765,7 +799,8 @@ func refuseUnsafeExposure(cfg Config) error {
 // and --default-patient.
 func devSettings(cfg Config) []string {
 	var bad []string
-	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
+	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey,
+		"UNSAY_SIGNING_KEY": cfg.SigningKey} {
 		if len(v) == 0 {
 			bad = append(bad, name+" unset (development default)")
 		}
@@ -778,6 +813,30 @@ func devSettings(cfg Config) []string {
 	}
 	slices.Sort(bad)
 	return bad
+}
+
+// MinSecretBytes is the shortest HMAC secret accepted (UNSAY_TOKEN_SECRET,
+// UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY): 32 bytes, as auth.MinSecretBytes.
+// A 1-byte write secret was recovered from one signed write.
+const MinSecretBytes = auth.MinSecretBytes
+
+// refuseWeakSecrets refuses an HMAC secret that is set but shorter than
+// MinSecretBytes, naming its variable (unset means the development
+// default, which refuseUnsafeExposure keeps to loopback).
+func refuseWeakSecrets(cfg Config) error {
+	var bad []string
+	for _, s := range []struct {
+		name string
+		v    []byte
+	}{{"UNSAY_TOKEN_SECRET", cfg.TokenSecret}, {"UNSAY_WRITE_SECRET", cfg.WriteSecret}, {"UNSAY_AUDIT_KEY", cfg.AuditKey}} {
+		if len(s.v) > 0 && len(s.v) < MinSecretBytes {
+			bad = append(bad, fmt.Sprintf("%s is %d bytes", s.name, len(s.v)))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("refusing weak secrets: %s; each must be at least %d bytes (e.g. openssl rand -base64 32)", strings.Join(bad, ", "), MinSecretBytes)
+	}
+	return nil
 }
 
 func isLoopbackHost(host string) bool {
