@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // Defaults for Config.
@@ -89,6 +91,9 @@ type Extra struct {
 	// Ready adds entries to GET /readyz (e.g. the speech principal's state).
 	// A value {"ok": false} under any key makes /readyz answer 503.
 	Ready func(ctx context.Context) map[string]any
+	// Routes mounts more routes behind the Host and Origin checks (the
+	// embedded authorization server, bridge/oauth). Nil mounts none.
+	Routes func(r chi.Router)
 }
 
 // ErrConfig wraps every configuration error New returns.

@@ -25,11 +25,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/unsay/unsay/bridge"
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/bridge/oauth"
 	"github.com/unsay/unsay/bridge/speech"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/skill"
@@ -62,9 +64,17 @@ type Config struct {
 	// then always reads as day five after surgery).
 	SeedClock time.Time
 
-	AllowedOrigins       []string
+	AllowedOrigins []string
+	// AuthorizationServers names an external authorization server (the
+	// issuer its tokens carry, with TokenJWKSURL); empty means the embedded
+	// one (bridge/oauth) on PublicURL.
 	AuthorizationServers []string
-	TokenPublicKeyPEM    []byte
+	// TokenJWKSURL is the external authorization server's JWKS (--token-jwks-url).
+	TokenJWKSURL      string
+	TokenPublicKeyPEM []byte
+	// OAuthMetadataClient fetches Client ID Metadata Documents; nil refuses
+	// private addresses (tests pass an httptest TLS client).
+	OAuthMetadataClient *http.Client
 
 	// Envelope is none|local|kms (default none: PLAINTEXT at rest).
 	Envelope    string
@@ -116,6 +126,9 @@ type App struct {
 	Skill    *skill.Skill
 	Speech   *speech.Principal
 	Notifier *proactive.Notifier
+	// AS is the embedded OAuth authorization server; nil when an external
+	// one or a static public key verifies tokens.
+	AS *oauth.Server
 
 	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
 	// exactly one instance speaks for each patient.
@@ -128,8 +141,9 @@ type App struct {
 	ln        net.Listener
 	publicURL string
 	notes     []string
-	verifier  *auth.Verifier
-	tokenCfg  auth.Config
+	verifier    *auth.Verifier
+	tokenCfg    auth.Config
+	authServers []string
 	sealer    store.Sealer
 	closeOnce sync.Once
 }
@@ -175,19 +189,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
 
-	tokenSecret := cfg.TokenSecret
-	if len(tokenSecret) == 0 {
-		tokenSecret = []byte(auth.DevTokenSecret)
-		a.notes = append(a.notes, "DEV DEFAULT UNSAY_TOKEN_SECRET")
-	}
 	writeSecret := cfg.WriteSecret
 	if len(writeSecret) == 0 {
 		writeSecret = []byte(httpapi.DevWriteSecret)
 		a.notes = append(a.notes, "DEV DEFAULT UNSAY_WRITE_SECRET")
 	}
-	a.tokenCfg = auth.Config{Secret: tokenSecret, PublicKeyPEM: cfg.TokenPublicKeyPEM, PublicURL: a.publicURL, Clock: cfg.Clock}
-	if a.verifier, err = auth.NewVerifier(a.tokenCfg); err != nil {
-		return nil, fmt.Errorf("tokens: %w", err)
+	if err := a.Store.WithMigrationLock(ctx, a.buildTokens); err != nil {
+		return nil, err
 	}
 
 	// Parts that create their own tables do so under the store's migration
@@ -195,7 +203,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
-	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor, verifier: a.verifier}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
 	if a.Skill, err = skill.New(skillCfg, a.Speech, links); err != nil {
@@ -205,7 +213,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var srv *bridge.Server
 	api := httpapi.New(httpapi.Config{
 		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
-		AuthorizationServers: cfg.AuthorizationServers, Clock: cfg.Clock, Logger: cfg.Logger,
+		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
 		Subscribers: func(u models.URI) int {
 			if srv == nil {
 				return 0
@@ -219,7 +227,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		},
 	})
 	srv, err = bridge.New(ctx, bridge.Config{
-		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: cfg.AuthorizationServers,
+		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa: a.Skill,
@@ -228,6 +236,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return map[string]any{"speech": map[string]any{"ok": st.Connected, "connected": st.Connected,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
 				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
+		},
+		Routes: func(r chi.Router) {
+			if a.AS != nil {
+				a.AS.Routes(r)
+			}
 		},
 	})
 	if err != nil {
@@ -337,12 +350,10 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 		sc.Token = a.cfg.SpeechToken
 	} else {
-		sc.TokenSource = func(_ context.Context, patients []string) (string, error) {
-			if len(patients) == 0 {
-				patients = []string{"none"} // a token must be bound to something; "none" holds no facts
-			}
-			return auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+		if a.AS == nil && !a.verifier.HS256() {
+			return errors.New("speech principal: give --speech-token, a care.read.user token of the authorization server in force")
 		}
+		sc.TokenSource = a.mintSpeechToken
 	}
 	if a.Speech, err = speech.New(sc); err != nil {
 		return fmt.Errorf("speech principal: %w", err)
@@ -362,6 +373,11 @@ func (a *App) speechPatients(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("linked patients: %w", err)
 	}
 	set = append(set, linked...)
+	granted, err := a.Store.GrantedPatients(ctx) // account-linked (OAuth) patients
+	if err != nil {
+		return nil, fmt.Errorf("granted patients: %w", err)
+	}
+	set = append(set, granted...)
 	slices.Sort(set)
 	return slices.Compact(set), nil
 }
@@ -438,7 +454,13 @@ func (a *App) StartupLine() string {
 		"encryption " + envelope.Describe(a.sealer),
 	}
 	parts = append(parts, a.Skill.StartupNotes()...)
-	if len(a.cfg.AuthorizationServers) == 0 {
+	parts = append(parts, a.verifier.Describe())
+	switch {
+	case a.AS != nil:
+		parts = append(parts, "authorization server "+a.AS.Issuer()+" (embedded)")
+	case len(a.authServers) > 0:
+		parts = append(parts, "authorization server "+strings.Join(a.authServers, ", "))
+	default:
 		parts = append(parts, "no authorization server configured")
 	}
 	if ps := a.Speech.State().Patients; len(ps) > 0 {
@@ -527,10 +549,11 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // mapping the store's errors to the skill's, and makes the speech principal
 // follow a newly linked patient.
 type linkAdapter struct {
-	st     *store.Store
-	speech *speech.Principal
-	log    *slog.Logger
-	follow func(patient string) // compete for the patient's speech lease
+	st       *store.Store
+	speech   *speech.Principal
+	log      *slog.Logger
+	follow   func(patient string) // compete for the patient's speech lease
+	verifier *auth.Verifier       // account-linking access tokens (oauth.go)
 }
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
@@ -603,23 +626,17 @@ func instanceID() string {
 // mint tokens and sign writes), --alexa-verify=false (anyone could speak as
 // Alexa) and --default-patient (any unlinked Echo would hear that patient).
 func refuseUnsafeExposure(cfg Config) error {
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 		return fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
 	// Loopback both where it listens and where it is reached: a loopback
 	// listener behind a reverse proxy with a public --public-url is exposed.
-	exposed := !isLoopbackHost(host)
-	if cfg.PublicURL != "" {
-		if u, err := url.Parse(cfg.PublicURL); err != nil || !isLoopbackHost(u.Hostname()) {
-			exposed = true
-		}
-	}
-	if !exposed {
+	if !isExposed(cfg) {
 		return nil
 	}
 	var bad []string
-	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
+	// UNSAY_TOKEN_SECRET is not among them: HS256 is off on a public URL.
+	for name, v := range map[string][]byte{"UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
 		if len(v) == 0 {
 			bad = append(bad, name+" unset (development default)")
 		}
