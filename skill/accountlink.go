@@ -28,7 +28,7 @@ var ErrAccessTokenInvalid = errors.New("account-linking access token invalid or 
 const (
 	textAccountUnlinked = "This device isn't linked to a care plan yet. I've put a card in the Alexa app: open it and choose Link account. " +
 		"Or ask your carer for a six-digit code, then say: my code is, and the number."
-	textAccountRevoked = "The link between this skill and your care plan was removed. I've put a card in the Alexa app to link it again. " +
+	textAccountRevoked = "The link between this skill and your care plan was removed. To link it again, open the card I've put in the Alexa app and choose Link account. " +
 		"Or ask your carer for a six-digit code, then say: my code is, and the number."
 )
 
