@@ -8,6 +8,8 @@
 //	unsay verify   check every hash chain (and the audit log) offline
 //	unsay rekey    re-seal every stored value under the current key
 //	unsay bench    measure write → MCP client → spoken retraction latency
+//	unsay client   OAuth clients of the embedded authorization server (add, list, approve, remove)
+//	unsay grants   what people granted OAuth clients (list, revoke)
 //
 // Every flag --foo-bar also reads UNSAY_FOO_BAR; the flag wins. Secrets come
 // only from the environment.
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string) int {
 		"verify": cmdVerify,
 		"rekey":  cmdRekey,
 		"bench":  cmdBench,
+		"client": cmdClient, // main_oauth.go
+		"grants": cmdGrants, // main_oauth.go
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -85,7 +89,7 @@ func run(ctx context.Context, args []string) int {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: unsay serve|token|write|link|verify|rekey|bench [flags]   (unsay CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: unsay serve|token|write|link|verify|rekey|bench|client|grants [flags]   (unsay CMD -h for flags)")
 }
 
 // exitError carries a specific exit code out of a command (verify: 1 on a broken chain).
@@ -150,7 +154,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	seed := fs.String("seed", "demo", "what an empty database is seeded with: demo, bench or none")
 	var origins, authServers, alexaCerts, speechPatients listFlag
 	fs.Var(&origins, "allowed-origin", "browser Origin allowed besides the public URL's (repeatable)")
-	fs.Var(&authServers, "authorization-server", "OAuth authorization server named in the protected-resource metadata (repeatable)")
+	fs.Var(&authServers, "authorization-server", "an external OAuth authorization server's issuer, trusted by --token-jwks-url (default: the embedded one on --public-url)")
+	tokenJWKS := fs.String("token-jwks-url", "", "the external authorization server's JWKS URL (with --authorization-server)")
 	tokenPublicKey := fs.String("token-public-key", "", "RS256/ES256 public key for tokens: PEM text or a path to a PEM file")
 	env := fs.String("envelope", "none", "at-rest encryption of values: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
@@ -188,7 +193,7 @@ func cmdServe(ctx context.Context, args []string) error {
 
 	cfg := app.Config{
 		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed,
-		AllowedOrigins: origins, AuthorizationServers: authServers,
+		AllowedOrigins: origins, AuthorizationServers: authServers, TokenJWKSURL: *tokenJWKS,
 		Envelope: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion,
 		TokenSecret: []byte(os.Getenv("UNSAY_TOKEN_SECRET")), WriteSecret: []byte(os.Getenv("UNSAY_WRITE_SECRET")),
 		AuditKey:     []byte(os.Getenv("UNSAY_AUDIT_KEY")),
@@ -253,8 +258,13 @@ func cmdToken(ctx context.Context, args []string) error {
 	sub := fs.String("sub", "dev", "the token's subject (sub): the audit actor; for /write it must equal authorId")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
 	publicURL := fs.String("public-url", "http://127.0.0.1:8080", "the server's public URL; the token's aud is {public-url}/mcp")
+	db := fs.String("db", "", "sign with the embedded authorization server's key in this database (a public URL, where HS256 is off)")
+	env := fs.String("envelope", "none", "with --db: the envelope the keys are sealed with (none, local, kms)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if len(patients) == 0 || len(scopes) == 0 {
 		return errors.New("at least one --patient and one --scope are required")
@@ -262,6 +272,14 @@ func cmdToken(ctx context.Context, args []string) error {
 	sc := make([]models.Scope, len(scopes))
 	for i, s := range scopes {
 		sc[i] = models.Scope(s)
+	}
+	if *db != "" {
+		tok, err := mintWithAS(ctx, *db, *env, strings.TrimRight(*publicURL, "/"), *sub, sc, patients, *ttl) // main_oauth.go
+		if err != nil {
+			return err
+		}
+		fmt.Println(tok)
+		return nil
 	}
 	tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: *publicURL},
 		*sub, sc, patients, *ttl)

@@ -141,11 +141,12 @@ type App struct {
 	ln        net.Listener
 	publicURL string
 	notes     []string
-	verifier    *auth.Verifier
-	tokenCfg    auth.Config
-	authServers []string
+	verifier  *auth.Verifier
+	tokenCfg  auth.Config
 	sealer    store.Sealer
 	closeOnce sync.Once
+
+	authServers []string // named in the protected-resource metadata (oauth.go)
 }
 
 // New opens the store (seeding an empty one), listens on cfg.Addr, and

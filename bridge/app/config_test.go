@@ -97,8 +97,8 @@ func TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, addr, public, host string
-		wantStatus              int
-		wantLine                string
+		wantStatus               int
+		wantLine                 string
 	}{
 		{"public URL", "0.0.0.0:0", "https://care.example.org", "care.example.org", 401, "HS256 off"},
 		{"loopback", "127.0.0.1:0", "", "", 200, "HS256 development tokens"},
