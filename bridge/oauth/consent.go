@@ -73,7 +73,7 @@ func (s *Server) writePage(w http.ResponseWriter, status int, p consentPage) {
 	h.Set("Content-Security-Policy", consentCSP)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make Chromium send "Origin: null" on the form POST
 	w.WriteHeader(status)
 	if err := consentTmpl.Execute(w, p); err != nil {
 		s.log.Error("oauth: consent page", "err", err)
