@@ -30,10 +30,10 @@ import (
 	"github.com/unsay/unsay/test/harness"
 )
 
-// Part 10: real OAuth (issue 14) — the embedded authorization server, the
+// Real OAuth (issue 14) — the embedded authorization server, the
 // consent page, grants and their revocation, and a second, external
 // authorization server trusted by its JWKS, all against the real binary.
-const oauthPart = "10 OAuth"
+const oauthPart = "OAuth: authorization server, consent, grants, external JWKS"
 
 var (
 	reConsentID   = regexp.MustCompile(`name="id" value="([^"]+)"`)

@@ -1,4 +1,4 @@
-// Part 10: the official MCP TypeScript SDK's own OAuth client (its
+// OAuth part: the official MCP TypeScript SDK's own OAuth client (its
 // OAuthClientProvider and auth(), not ours) against the running server,
 // starting from nothing but the /mcp URL: 401 → protected-resource metadata
 // → authorization server metadata → dynamic registration → authorize, where
