@@ -305,8 +305,8 @@ func TestAccountLinking_NamesTheEmbeddedAuthorizationServerAndOnlyTheSpeakableSc
 	var m struct {
 		R struct {
 			Type, AuthorizationURL, AccessTokenURL, AccessTokenScheme, ClientID, ClientSecret string
-			Scopes                                                                           []string
-			SkipOnEnablement                                                                 bool
+			Scopes                                                                            []string
+			SkipOnEnablement                                                                  bool
 		} `json:"accountLinkingRequest"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
