@@ -573,3 +573,32 @@ func TestMintInternal_TokensVerifyAndEndWithTheirGrant(t *testing.T) {
 		t.Fatal("a two-day internal token was minted")
 	}
 }
+
+// BenchmarkResourceServer_VerifyWithGrantCheck measures what every /mcp
+// request pays for an embedded-server token: ES256 signature, claims, and
+// the grant's revocation row in SQLite.
+func BenchmarkResourceServer_VerifyWithGrantCheck(b *testing.B) {
+	st, err := store.Open(context.Background(), store.Options{DSN: filepath.Join(b.TempDir(), "u.db"), AuditKey: []byte("k")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	as, err := New(context.Background(), Config{Store: st, Issuer: "http://127.0.0.1:1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs, err := auth.NewVerifier(auth.Config{JWKS: as.KeySource(), Issuer: as.Issuer(), GrantActive: as.GrantActive, PublicURL: as.Issuer()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := as.MintInternal(context.Background(), "internal:bench", "bench", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := rs.Verify(ctx, tok, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
