@@ -33,7 +33,7 @@ import (
 // Real OAuth (issue 14) — the embedded authorization server, the
 // consent page, grants and their revocation, and a second, external
 // authorization server trusted by its JWKS, all against the real binary.
-const oauthPart = "OAuth: authorization server, consent, grants, external JWKS"
+const oauthPart = "OAuth and account linking"
 
 var (
 	reConsentID   = regexp.MustCompile(`name="id" value="([^"]+)"`)

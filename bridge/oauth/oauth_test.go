@@ -602,3 +602,65 @@ func BenchmarkResourceServer_VerifyWithGrantCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestRevocationEndpoint_RevokingARefreshTokenEndsTheWholeGrant (RFC 7009):
+// the client hands back its refresh token; its access token stops working
+// at once. Another client's attempt changes nothing.
+func TestRevocationEndpoint_RevokingARefreshTokenEndsTheWholeGrant(t *testing.T) {
+	f := newFixture(t, nil)
+	id := f.publicClient()
+	conf := f.config(id, "")
+	v := oauth2.GenerateVerifier()
+	back := f.consent(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(v)), f.linkCode("ray"))
+	tok, err := conf.Exchange(t.Context(), back.Query().Get("code"), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoke := func(clientID string) int {
+		resp, err := http.PostForm(f.as.Issuer()+PathRevoke, url.Values{"token": {tok.RefreshToken}, "token_type_hint": {"refresh_token"}, "client_id": {clientID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	other := f.publicClient()
+	if status := revoke(other); status != http.StatusOK {
+		t.Fatalf("another client's revocation: %d (RFC 7009 answers 200)", status)
+	}
+	if _, err := f.principal(tok.AccessToken); err != nil {
+		t.Fatalf("another client revoked this client's grant: %v", err)
+	}
+	if status := revoke(id); status != http.StatusOK {
+		t.Fatalf("revocation: %d", status)
+	}
+	if _, err := f.principal(tok.AccessToken); err == nil {
+		t.Fatal("the access token outlived the revocation of its refresh token")
+	}
+}
+
+func TestRevocationEndpoint_RevokingAnAccessTokenEndsTheWholeGrant(t *testing.T) {
+	f := newFixture(t, nil)
+	id := f.publicClient()
+	conf := f.config(id, "")
+	v := oauth2.GenerateVerifier()
+	back := f.consent(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(v)), f.linkCode("ray"))
+	tok, err := conf.Exchange(t.Context(), back.Query().Get("code"), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.PostForm(f.as.Issuer()+PathRevoke, url.Values{"token": {tok.AccessToken}, "token_type_hint": {"access_token"}, "client_id": {id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revocation: %d", resp.StatusCode)
+	}
+	if _, err := f.principal(tok.AccessToken); err == nil {
+		t.Fatal("a revoked access token still works")
+	}
+	if _, err := conf.TokenSource(t.Context(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err == nil {
+		t.Fatal("the grant of a revoked access token still refreshes")
+	}
+}

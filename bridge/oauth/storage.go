@@ -411,8 +411,9 @@ func (st *storage) GetPrivateClaimsFromScopes(context.Context, string, string, [
 
 func (st *storage) TerminateSession(context.Context, string, string) error { return nil }
 
-// RevokeToken (RFC 7009) revokes the whole grant the token belongs to: a
-// refresh token by its hash, an access token by its id ("{grant}.{random}").
+// RevokeToken (RFC 7009) revokes the whole grant the token belongs to: an
+// access token by its id ("{grant}.{random}"), a refresh token by the id
+// GetRefreshTokenInfo gave it ("{grant}.refresh"), or by its hash.
 // A token of another client, or an unknown one, is not an error (§2.2).
 func (st *storage) RevokeToken(ctx context.Context, tokenOrID, userID, clientID string) *oidc.Error {
 	var g store.OAuthGrant
@@ -437,7 +438,8 @@ func (st *storage) GetRefreshTokenInfo(ctx context.Context, _ string, token stri
 	if err != nil {
 		return "", "", op.ErrInvalidRefreshToken
 	}
-	return g.Subject, token, nil
+	// op hands this id back to RevokeToken, which revokes the grant before the ".".
+	return g.Subject, g.ID + ".refresh", nil
 }
 
 func (st *storage) SigningKey(ctx context.Context) (op.SigningKey, error) {

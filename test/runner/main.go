@@ -42,7 +42,7 @@ var parts = []struct{ pkg, prefix, label string }{
 	{e2ePkg, "TestBrowser", "6 headless Chromium"},
 	{e2ePkg, "TestDemo", "7 demo as a test"},
 	{e2ePkg, "TestRekey", "unsay rekey (binary)"},
-	{e2ePkg, "TestOAuth", "OAuth: authorization server, consent, grants, external JWKS"},
+	{e2ePkg, "TestOAuth", "OAuth and account linking"},
 	{e2ePkg + "/multi", "Test", "two instances on Postgres"},
 }
 
