@@ -389,7 +389,7 @@ func (s *Store) OAuthGrant(ctx context.Context, id string) (OAuthGrant, error) {
 // read of one column (see BenchmarkOAuthGrantRevoked).
 func (s *Store) OAuthGrantRevoked(ctx context.Context, id string) error {
 	var revoked int64
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT revoked_ms FROM oauth_grants WHERE id = ?`), id).Scan(&revoked)
+	err := s.queryRowPrepared(ctx, s.db, s.d.rebind(`SELECT revoked_ms FROM oauth_grants WHERE id = ?`), id).Scan(&revoked)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrOAuthNotFound
