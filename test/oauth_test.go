@@ -451,3 +451,38 @@ func TestOAuth_ExternalAuthorizationServerIsTrustedByItsJWKS(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// TestOAuth_TokenWithDBIsSignedByTheServersKeyAndRevocable: `unsay token
+// --db` (how an operator mints a token where HS256 is off) signs with the
+// embedded authorization server's key; the token works at /mcp, and its
+// own grant, listed by `unsay grants list`, ends it.
+func TestOAuth_TokenWithDBIsSignedByTheServersKeyAndRevocable(t *testing.T) {
+	s := startServer(t, oauthPart, "--alexa-verify=false")
+	ctx := context.Background()
+	tok, err := harness.Run(ctx, bin, "token", "--db", s.DB, "--public-url", s.PublicURL, "--patient", "ray", "--scope", "care.read.user", "--sub", "ops-jo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := mcpStatus(t, s.URL, tok); status != http.StatusOK {
+		t.Fatalf("a token signed with the server's key: %d", status)
+	}
+	list, err := harness.Run(ctx, bin, "grants", "list", "--db", s.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grant string
+	for _, line := range strings.Split(list, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "internal:cli:ops-jo:") {
+			grant = f[0]
+		}
+	}
+	if grant == "" {
+		t.Fatalf("no grant for the minted token:\n%s", list)
+	}
+	if _, err := harness.Run(ctx, bin, "grants", "revoke", grant, "--db", s.DB); err != nil {
+		t.Fatal(err)
+	}
+	if status, wa := mcpStatus(t, s.URL, tok); status != http.StatusUnauthorized || !strings.Contains(wa, "invalid_token") {
+		t.Fatalf("after revoking its grant: %d %q", status, wa)
+	}
+}
