@@ -126,9 +126,13 @@ func (a *App) AuthorizationServers() []string { return slices.Clone(a.authServer
 // Alexa account-linking access token, verified like any bearer token here
 // (signature, expiry, audience, grant not revoked). It must hold
 // care.read.user and be bound to exactly one patient; the speech principal
-// then follows that patient. Errors: skill.ErrAccessTokenInvalid.
+// then follows that patient. Errors: skill.ErrAccessTokenInvalid, or
+// auth.ErrUnavailable when the grant cannot be checked now.
 func (l *linkAdapter) PatientForAccessToken(ctx context.Context, accessToken string) (string, error) {
 	ti, err := l.verifier.Verify(ctx, accessToken, nil)
+	if errors.Is(err, auth.ErrUnavailable) {
+		return "", err // the skill says it cannot reach the notes, not "link again"
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", skill.ErrAccessTokenInvalid, err)
 	}

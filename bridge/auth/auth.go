@@ -75,6 +75,11 @@ var (
 	ErrNoToken = errors.New("no bearer token in the Authorization header")
 	// ErrConfig: NewVerifier or Mint was given an unusable configuration.
 	ErrConfig = errors.New("auth: bad configuration")
+	// ErrUnavailable: the token could not be checked now (the grant check's
+	// store is unreachable). It does not wrap sdkauth.ErrInvalidToken: the
+	// token is not known to be bad, so /mcp answers 503, not 401, and the
+	// skill does not tell a linked person to link again.
+	ErrUnavailable = errors.New("auth: token verification unavailable")
 )
 
 // Config configures token verification and minting.
@@ -281,6 +286,9 @@ func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*
 				return nil, fmt.Errorf("%w: \"grant\" is missing", sdkauth.ErrInvalidToken)
 			}
 			if err := v.active(ctx, c.Grant); err != nil {
+				if errors.Is(err, ErrUnavailable) {
+					return nil, err
+				}
 				return nil, fmt.Errorf("%w: grant: %w", sdkauth.ErrInvalidToken, err)
 			}
 		}
@@ -470,6 +478,7 @@ func Challenge(resourceMetadataURL, errorCode string, scope models.Scope) string
 //   - no bearer token → 401, WWW-Authenticate: Bearer resource_metadata="{url}"
 //     (no error code, RFC 6750 §3.1);
 //   - a token that fails Verify → 401, the same plus error="invalid_token";
+//   - a token that cannot be checked now (ErrUnavailable) → 503 with Retry-After;
 //   - a valid token holding neither read scope → 403,
 //     error="insufficient_scope", scope="care.read.user";
 //
@@ -489,6 +498,14 @@ func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) htt
 				return
 			}
 			ti, err := v.Verify(r.Context(), tok, r)
+			if errors.Is(err, ErrUnavailable) {
+				w.Header().Set("Retry-After", "5")
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Cache-Control", "no-store")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintln(w, `{"error":"token verification is unavailable; try again"}`)
+				return
+			}
 			if err != nil {
 				WriteChallenge(w, http.StatusUnauthorized, Challenge(resourceMetadataURL, "invalid_token", ""), "invalid_token")
 				return

@@ -310,3 +310,51 @@ func TestParseJWKS_KeepsOnlyUsableSigningKeys(t *testing.T) {
 		t.Fatal("an empty key set was accepted")
 	}
 }
+
+// TestKeySet_AGrantCheckThatCannotAnswerIs503NotInvalidToken: a store
+// outage during the grant check is not a verdict on the token — /mcp
+// answers 503 with Retry-After, not 401 (the client would drop a good
+// token); its twin, a revoked grant, is 401 invalid_token.
+func TestKeySet_AGrantCheckThatCannotAnswerIs503NotInvalidToken(t *testing.T) {
+	as := newExternalAS(t)
+	var down atomic.Bool
+	v := remoteVerifier(t, as, func(c *Config) {
+		c.Clock = nil // the SDK checks exp against time.Now
+		c.GrantActive = func(context.Context, string) error {
+			if down.Load() {
+				return errors.Join(ErrUnavailable, errors.New("database is locked"))
+			}
+			return errors.New("revoked")
+		}
+	})
+	c := idpClaims()
+	c["grant"], c["exp"] = "g1", time.Now().Add(time.Hour).Unix()
+	tok := as.token(t, c, nil)
+	srv := httptest.NewServer(v.Middleware(v.ResourceMetadataURL())(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	do := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return srv.Client().Do(req)
+	}
+	resp, err := do()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_token") {
+		t.Fatalf("revoked grant: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	down.Store(true)
+	resp, err = do()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("grant check unavailable: %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if _, err := v.Verify(t.Context(), tok, nil); errors.Is(err, sdkauth.ErrInvalidToken) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Verify during an outage: %v, want ErrUnavailable and not ErrInvalidToken", err)
+	}
+}

@@ -21,10 +21,17 @@ import (
 func (s *Server) KeySource() auth.KeySource { return s.keys }
 
 // GrantActive is the resource server's per-request revocation check
-// (auth.Config.GrantActive): nil while the grant is active. One
+// (auth.Config.GrantActive): nil while the grant is active, an error
+// wrapping store.ErrGrantRevoked or store.ErrOAuthNotFound when it is not,
+// and one wrapping auth.ErrUnavailable when the store cannot answer (the
+// token is then neither accepted nor called invalid). One prepared
 // primary-key read (store.OAuthGrantRevoked).
 func (s *Server) GrantActive(ctx context.Context, grantID string) error {
-	return s.st.OAuthGrantRevoked(ctx, grantID)
+	err := s.st.OAuthGrantRevoked(ctx, grantID)
+	if err == nil || errors.Is(err, store.ErrGrantRevoked) || errors.Is(err, store.ErrOAuthNotFound) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", auth.ErrUnavailable, err) // the store, not the token
 }
 
 // MintInternal signs a token for this server's own use — the speech
