@@ -147,6 +147,8 @@ type App struct {
 	closeOnce sync.Once
 
 	authServers []string // named in the protected-resource metadata (oauth.go)
+	speechTokMu sync.Mutex
+	speechToks  map[string]cachedToken // minted speech tokens by patient set (oauth.go)
 }
 
 // New opens the store (seeding an empty one), listens on cfg.Addr, and
@@ -355,6 +357,9 @@ func (a *App) buildSpeech(ctx context.Context) error {
 			return errors.New("speech principal: give --speech-token, a care.read.user token of the authorization server in force")
 		}
 		sc.TokenSource = a.mintSpeechToken
+		if _, err := a.mintSpeechToken(ctx, patients); err != nil { // warm: the first connection need not wait for it
+			return fmt.Errorf("speech principal: token: %w", err)
+		}
 	}
 	if a.Speech, err = speech.New(sc); err != nil {
 		return fmt.Errorf("speech principal: %w", err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/unsay/unsay/bridge/auth"
@@ -106,9 +107,29 @@ func (a *App) buildTokens(ctx context.Context) error {
 // mintSpeechToken is the speech principal's token: care.read.user and
 // nothing else (P-18), bound to the followed patients — signed by the
 // embedded authorization server when there is one, else HS256 on loopback.
+//
+// Tokens are cached per patient set until an hour before they expire: the
+// speech principal asks for one before every connection, and a mint that
+// is as quick as a map lookup keeps a reconnect racing AddPatient from
+// storing a token for the older, smaller patient set after the newer one
+// (bridge/speech's refreshToken stores whatever finishes last).
 func (a *App) mintSpeechToken(ctx context.Context, patients []string) (string, error) {
 	if a.AS != nil {
-		return a.AS.MintInternal(ctx, SpeechGrant, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+		key := strings.Join(patients, ",")
+		a.speechTokMu.Lock()
+		defer a.speechTokMu.Unlock()
+		if c, ok := a.speechToks[key]; ok && a.now().Before(c.until) {
+			return c.token, nil
+		}
+		tok, err := a.AS.MintInternal(ctx, SpeechGrant, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+		if err != nil {
+			return "", err
+		}
+		if a.speechToks == nil {
+			a.speechToks = map[string]cachedToken{}
+		}
+		a.speechToks[key] = cachedToken{token: tok, until: a.now().Add(SpeechTokenTTL - time.Hour)}
+		return tok, nil
 	}
 	if !a.verifier.HS256() {
 		return "", errors.New("the speech principal needs --speech-token (a care.read.user token of the authorization server in force)")
@@ -117,6 +138,12 @@ func (a *App) mintSpeechToken(ctx context.Context, patients []string) (string, e
 		patients = []string{"none"} // an HS256 token must be bound to something; "none" holds no facts
 	}
 	return auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+}
+
+// cachedToken is a minted speech token and when to stop reusing it.
+type cachedToken struct {
+	token string
+	until time.Time
 }
 
 // AuthorizationServers are the issuers the protected-resource metadata names.

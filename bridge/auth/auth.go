@@ -126,6 +126,7 @@ type Verifier struct {
 	base     string // PublicURL without trailing slash
 	resource string // base + "/mcp"
 	clock    func() time.Time
+	sigs     *sigCache
 }
 
 // NewVerifier checks cfg and returns a Verifier. Errors (wrapping ErrConfig):
@@ -138,7 +139,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{base: base, resource: base + "/mcp", clock: cfg.Clock}
+	v := &Verifier{base: base, resource: base + "/mcp", clock: cfg.Clock, sigs: &sigCache{}}
 	if v.clock == nil {
 		v.clock = time.Now
 	}
@@ -258,29 +259,34 @@ func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*
 	if pv, ok := ctx.Value(verifiedKey{}).(verified); ok && pv.token == token {
 		return pv.info, nil
 	}
-	if err := checkRaw(token); err != nil {
-		return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
-	}
-	var c claims
-	var fromKeySet bool
-	_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
-		key, set, err := v.keyFunc(ctx, t)
-		fromKeySet = set
-		return key, err
-	},
-		jwt.WithValidMethods(v.methods),
-		jwt.WithExpirationRequired(),
-		jwt.WithAudience(v.resource, v.base),
-		jwt.WithTimeFunc(v.clock),
-		jwt.WithStrictDecoding(),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
-	}
-	if fromKeySet {
-		if c.Issuer != v.issuer {
+	now := v.clock()
+	c, fromKeySet, hit := v.sigs.get(token, now)
+	if !hit {
+		if err := checkRaw(token); err != nil {
+			return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+		}
+		_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+			key, set, err := v.keyFunc(ctx, t)
+			fromKeySet = set
+			return key, err
+		},
+			jwt.WithValidMethods(v.methods),
+			jwt.WithExpirationRequired(),
+			jwt.WithAudience(v.resource, v.base),
+			jwt.WithTimeFunc(func() time.Time { return now }),
+			jwt.WithStrictDecoding(),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+		}
+		if fromKeySet && c.Issuer != v.issuer {
 			return nil, fmt.Errorf("%w: \"iss\" is not the authorization server in force", sdkauth.ErrInvalidToken)
 		}
+		v.sigs.put(token, c, fromKeySet, now)
+	} else if !now.Before(c.ExpiresAt.Time) {
+		return nil, fmt.Errorf("%w: token has expired", sdkauth.ErrInvalidToken)
+	}
+	if fromKeySet {
 		if v.active != nil {
 			if c.Grant == "" {
 				return nil, fmt.Errorf("%w: \"grant\" is missing", sdkauth.ErrInvalidToken)

@@ -485,3 +485,25 @@ func TestMiddleware_SDKsOwn401CarriesInvalidToken(t *testing.T) {
 		t.Fatalf("status %d ran=%v WWW-Authenticate %q, want 401 and %q", resp.StatusCode, ran, resp.Header.Get("WWW-Authenticate"), want)
 	}
 }
+
+// TestVerify_ARepeatedTokenStillExpiresByTheClock: the second verification
+// of the same token (served from the signature cache) is still refused
+// once the verifier's clock passes its "exp".
+func TestVerify_ARepeatedTokenStillExpiresByTheClock(t *testing.T) {
+	now := testNow
+	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL, Clock: func() time.Time { return now }}
+	v := newVerifier(t, cfg)
+	tok, err := Mint(cfg, "host", []models.Scope{models.ScopeReadUser}, []string{"ray"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := v.Verify(t.Context(), tok, nil); err != nil {
+			t.Fatalf("a fresh token: %v", err)
+		}
+	}
+	now = now.Add(10 * time.Second)
+	if _, err := v.Verify(t.Context(), tok, nil); !errors.Is(err, sdkauth.ErrInvalidToken) {
+		t.Fatalf("a cached token past its exp: %v", err)
+	}
+}
