@@ -10,6 +10,8 @@
 //	unsay keygen   generate the Ed25519 key that signs chain heads (UNSAY_SIGNING_KEY)
 //	unsay rekey    re-seal every stored value under the current key
 //	unsay bench    measure write → MCP client → spoken retraction latency
+//	unsay client   OAuth clients of the embedded authorization server (add, list, approve, remove)
+//	unsay grants   what people granted OAuth clients (list, revoke)
 //	unsay version  print the version and commit
 //	unsay help     describe every command (unsay help CMD: its flags)
 //
@@ -119,6 +121,10 @@ func commands() []command {
 		{cli.Command{Name: "bench", Synopsis: "unsay bench [--n 200] [flags]",
 			Summary: "Measure write → MCP client and write → spoken retraction latency, in-process or against a running server.",
 			Secrets: []cli.Secret{secretToken, secretWrite}}, cmdBench},
+		{cli.Command{Name: "client", Synopsis: "unsay client add|list|approve|remove [ID] [flags]", Args: "add|list|approve|remove [ID]",
+			Summary: "Manage the embedded OAuth authorization server's clients: register one, list them, approve assistant scopes for one, remove one."}, cmdClient},
+		{cli.Command{Name: "grants", Synopsis: "unsay grants list|revoke [ID] [flags]", Args: "list|revoke [ID]",
+			Summary: "List what people granted OAuth clients, or revoke a grant (effective on the client's next request)."}, cmdGrants},
 		{cli.Command{Name: "version", Synopsis: "unsay version",
 			Summary: "Print the version, the commit it was built from and the Go version."}, cmdVersion},
 		{cli.Command{Name: "help", Synopsis: "unsay help [COMMAND]", Args: "[COMMAND]",
@@ -246,7 +252,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	seed := fs.String("seed", "demo", "what an empty database is seeded with: demo, bench or none")
 	var origins, authServers, alexaCerts, speechPatients listFlag
 	fs.Var(&origins, "allowed-origin", "browser Origin allowed besides the public URL's (repeatable)")
-	fs.Var(&authServers, "authorization-server", "OAuth authorization server named in the protected-resource metadata (repeatable)")
+	fs.Var(&authServers, "authorization-server", "an external OAuth authorization server's issuer, trusted by --token-jwks-url (default: the embedded one on --public-url)")
+	tokenJWKS := fs.String("token-jwks-url", "", "the external authorization server's JWKS URL (with --authorization-server)")
 	tokenPublicKey := fs.String("token-public-key", "", "RS256/ES256 public key for tokens: PEM text or a path to a PEM file")
 	env := fs.String("envelope", "none", "at-rest encryption of values: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
@@ -332,7 +339,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	cfg := app.Config{
 		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed, AdminAddr: *adminAddr, AdminPprof: *adminPprof,
-		AllowedOrigins: origins, AuthorizationServers: authServers,
+		AllowedOrigins: origins, AuthorizationServers: authServers, TokenJWKSURL: *tokenJWKS,
 		Envelope: strings.TrimSpace(*env), KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion,
 		TokenSecret: []byte(os.Getenv("UNSAY_TOKEN_SECRET")), WriteSecret: []byte(os.Getenv("UNSAY_WRITE_SECRET")),
 		AuditKey: []byte(os.Getenv("UNSAY_AUDIT_KEY")), SigningKey: []byte(os.Getenv("UNSAY_SIGNING_KEY")),
@@ -710,6 +717,8 @@ func cmdToken(ctx context.Context, args []string) error {
 	sub := fs.String("sub", "", "the token's subject (sub): the audit actor; for /write it must equal authorId (default: a unique dev-… subject)")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token, e.g. 30m or 24h")
 	publicURL := fs.String("public-url", "http://127.0.0.1:8080", "the server's public URL; the token's aud is {public-url}/mcp")
+	db := fs.String("db", "", "sign with the embedded authorization server's key in this database (a public URL, where HS256 is off)")
+	env := fs.String("envelope", "none", "with --db: the envelope the keys are sealed with (none, local, kms)")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
@@ -744,6 +753,14 @@ func cmdToken(ctx context.Context, args []string) error {
 	if subject == "" {
 		subject = "dev-" + randomHex(6)
 		fmt.Fprintf(os.Stderr, "unsay token: no --sub: the subject is %s (give --sub NAME to write as a clinician)\n", subject)
+	}
+	if *db != "" {
+		tok, err := mintWithAS(ctx, *db, *env, strings.TrimRight(*publicURL, "/"), subject, sc, patients, *ttl) // main_oauth.go
+		if err != nil {
+			return err
+		}
+		fmt.Println(tok)
+		return nil
 	}
 	tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: *publicURL},
 		subject, sc, patients, *ttl)

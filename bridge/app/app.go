@@ -26,11 +26,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/unsay/unsay/bridge"
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/bridge/oauth"
 	"github.com/unsay/unsay/bridge/speech"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/skill"
@@ -73,9 +75,17 @@ type Config struct {
 	// then always reads as day five after surgery).
 	SeedClock time.Time
 
-	AllowedOrigins       []string
+	AllowedOrigins []string
+	// AuthorizationServers names an external authorization server (the
+	// issuer its tokens carry, with TokenJWKSURL); empty means the embedded
+	// one (bridge/oauth) on PublicURL.
 	AuthorizationServers []string
-	TokenPublicKeyPEM    []byte
+	// TokenJWKSURL is the external authorization server's JWKS (--token-jwks-url).
+	TokenJWKSURL      string
+	TokenPublicKeyPEM []byte
+	// OAuthMetadataClient fetches Client ID Metadata Documents; nil refuses
+	// private addresses (tests pass an httptest TLS client).
+	OAuthMetadataClient *http.Client
 
 	// Envelope is none|local|kms (default none: PLAINTEXT at rest).
 	Envelope    string
@@ -134,6 +144,9 @@ type App struct {
 	Speech   *speech.Principal
 	Notifier *proactive.Notifier
 	api      *httpapi.API
+	// AS is the embedded OAuth authorization server; nil when an external
+	// one or a static public key verifies tokens.
+	AS *oauth.Server
 
 	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
 	// exactly one instance speaks for each patient.
@@ -156,6 +169,10 @@ type App struct {
 	tokenCfg    auth.Config
 	sealer      store.Sealer
 	closeOnce   sync.Once
+
+	authServers []string // named in the protected-resource metadata (oauth.go)
+	speechTokMu sync.Mutex
+	speechToks  map[string]cachedToken // minted speech tokens by patient set (oauth.go)
 }
 
 // New opens the store (seeding an empty one), listens on cfg.Addr, and
@@ -170,6 +187,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, errors.New("--admin-pprof needs --admin-addr (pprof is never served on the public listener)")
 	}
 	if err := refuseWeakSecrets(cfg); err != nil {
+		return nil, err
+	}
+	pause, err := testPause(cfg) // refused off loopback before anything opens
+	if err != nil {
 		return nil, err
 	}
 	var signingKey ed25519.PrivateKey
@@ -229,19 +250,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
 
-	tokenSecret := cfg.TokenSecret
-	if len(tokenSecret) == 0 {
-		tokenSecret = []byte(auth.DevTokenSecret)
-		a.notes = append(a.notes, "DEV DEFAULT UNSAY_TOKEN_SECRET")
-	}
 	writeSecret := cfg.WriteSecret
 	if len(writeSecret) == 0 {
 		writeSecret = []byte(httpapi.DevWriteSecret)
 		a.notes = append(a.notes, "DEV DEFAULT UNSAY_WRITE_SECRET")
 	}
-	a.tokenCfg = auth.Config{Secret: tokenSecret, PublicKeyPEM: cfg.TokenPublicKeyPEM, PublicURL: a.publicURL, Clock: cfg.Clock}
-	if a.verifier, err = auth.NewVerifier(a.tokenCfg); err != nil {
-		return nil, fmt.Errorf("tokens: %w", err)
+	if err := a.Store.WithMigrationLock(ctx, a.buildTokens); err != nil {
+		return nil, err
 	}
 
 	// Parts that create their own tables do so under the store's migration
@@ -249,12 +264,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
-	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor, verifier: a.verifier}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
-	if skillCfg.TestPause, err = testPause(cfg); err != nil {
-		return nil, err
-	}
+	skillCfg.TestPause = pause
 	if skillCfg.TestPause.For > 0 {
 		a.notes = append(a.notes, "TEST PAUSE "+skillCfg.TestPause.At+" "+skillCfg.TestPause.For.String()+" on Alexa responses ("+TestPauseEnv+", tests only)")
 	}
@@ -265,7 +278,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var srv *bridge.Server
 	api := httpapi.New(httpapi.Config{
 		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
-		AuthorizationServers: cfg.AuthorizationServers, Clock: cfg.Clock, Logger: cfg.Logger,
+		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
 		Subscribers: func(u models.URI) int {
 			if srv == nil {
 				return 0
@@ -280,7 +293,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	})
 	a.api = api
 	srv, err = bridge.New(ctx, bridge.Config{
-		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: cfg.AuthorizationServers,
+		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa:         a.Skill,
@@ -294,6 +307,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				"lagSeconds": st.LagSeconds, "confirming": st.Confirming,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
 				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
+		},
+		Routes: func(r chi.Router) {
+			if a.AS != nil {
+				a.AS.Routes(r)
+			}
 		},
 	})
 	if err != nil {
@@ -408,11 +426,12 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 		sc.Token = a.cfg.SpeechToken
 	} else {
-		sc.TokenSource = func(_ context.Context, patients []string) (string, error) {
-			if len(patients) == 0 {
-				patients = []string{"none"} // a token must be bound to something; "none" holds no facts
-			}
-			return auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+		if a.AS == nil && !a.verifier.HS256() {
+			return errors.New("speech principal: give --speech-token, a care.read.user token of the authorization server in force")
+		}
+		sc.TokenSource = a.mintSpeechToken
+		if _, err := a.mintSpeechToken(ctx, patients); err != nil { // warm: the first connection need not wait for it
+			return fmt.Errorf("speech principal: token: %w", err)
 		}
 	}
 	if a.Speech, err = speech.New(sc); err != nil {
@@ -433,6 +452,11 @@ func (a *App) speechPatients(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("linked patients: %w", err)
 	}
 	set = append(set, linked...)
+	granted, err := a.Store.GrantedPatients(ctx) // account-linked (OAuth) patients
+	if err != nil {
+		return nil, fmt.Errorf("granted patients: %w", err)
+	}
+	set = append(set, granted...)
 	slices.Sort(set)
 	return slices.Compact(set), nil
 }
@@ -522,7 +546,13 @@ func (a *App) StartupLine() string {
 		"encryption " + envelope.Describe(a.sealer),
 	}
 	parts = append(parts, a.Skill.StartupNotes()...)
-	if len(a.cfg.AuthorizationServers) == 0 {
+	parts = append(parts, a.verifier.Describe())
+	switch {
+	case a.AS != nil:
+		parts = append(parts, "authorization server "+a.AS.Issuer()+" (embedded)")
+	case len(a.authServers) > 0:
+		parts = append(parts, "authorization server "+strings.Join(a.authServers, ", "))
+	default:
 		parts = append(parts, "no authorization server configured")
 	}
 	if ps := a.Speech.State().Patients; len(ps) > 0 {
@@ -658,10 +688,11 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // mapping the store's errors to the skill's, and makes the speech principal
 // follow a newly linked patient.
 type linkAdapter struct {
-	st     *store.Store
-	speech *speech.Principal
-	log    *slog.Logger
-	follow func(patient string) // compete for the patient's speech lease
+	st       *store.Store
+	speech   *speech.Principal
+	log      *slog.Logger
+	follow   func(patient string) // compete for the patient's speech lease
+	verifier *auth.Verifier       // account-linking access tokens (oauth.go)
 }
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
@@ -772,19 +803,12 @@ func instanceID() string {
 // that patient). On loopback they are allowed, and requests relayed by a
 // reverse proxy are refused at request time (refuseRelayedDev).
 func refuseUnsafeExposure(cfg Config) error {
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 		return fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
 	// Loopback both where it listens and where it is reached: a loopback
 	// listener behind a reverse proxy with a public --public-url is exposed.
-	exposed := !isLoopbackHost(host)
-	if cfg.PublicURL != "" {
-		if u, err := url.Parse(cfg.PublicURL); err != nil || !isLoopbackHost(u.Hostname()) {
-			exposed = true
-		}
-	}
-	if !exposed {
+	if !isExposed(cfg) {
 		return nil
 	}
 	bad := devSettings(cfg)
@@ -799,8 +823,13 @@ func refuseUnsafeExposure(cfg Config) error {
 // and --default-patient.
 func devSettings(cfg Config) []string {
 	var bad []string
-	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey,
-		"UNSAY_SIGNING_KEY": cfg.SigningKey} {
+	secrets := map[string][]byte{"UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey, "UNSAY_SIGNING_KEY": cfg.SigningKey}
+	// UNSAY_TOKEN_SECRET counts only where HS256 development tokens are
+	// accepted, on loopback: off it HS256 is off, so the secret is not needed.
+	if !isExposed(cfg) {
+		secrets["UNSAY_TOKEN_SECRET"] = cfg.TokenSecret
+	}
+	for name, v := range secrets {
 		if len(v) == 0 {
 			bad = append(bad, name+" unset (development default)")
 		}
