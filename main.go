@@ -7,8 +7,11 @@
 //	unsay write    sign and POST a clinician's revision to /write
 //	unsay link     create a six-digit device-linking code (POST /link)
 //	unsay verify   check every hash chain (and the audit log) offline
+//	unsay keygen   generate the Ed25519 key that signs chain heads (UNSAY_SIGNING_KEY)
 //	unsay rekey    re-seal every stored value under the current key
 //	unsay bench    measure write → MCP client → spoken retraction latency
+//	unsay client   OAuth clients of the embedded authorization server (add, list, approve, remove)
+//	unsay grants   what people granted OAuth clients (list, revoke)
 //	unsay version  print the version and commit
 //	unsay help     describe every command (unsay help CMD: its flags)
 //
@@ -21,6 +24,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
 	"encoding/json"
@@ -78,13 +82,15 @@ type command struct {
 
 // Secrets, as the -h texts name them.
 var (
-	secretToken    = cli.Secret{Env: "UNSAY_TOKEN_SECRET", Help: "HS256 key of bearer tokens, ≥ 32 bytes (development default on loopback only)"}
-	secretWrite    = cli.Secret{Env: "UNSAY_WRITE_SECRET", Help: "HMAC key of signed writes (development default on loopback only)"}
-	secretAudit    = cli.Secret{Env: "UNSAY_AUDIT_KEY", Help: "HMAC key of the audit log's chain (development default on loopback only)"}
-	secretMaster   = cli.Secret{Env: "UNSAY_MASTER_KEY", Help: "base64 AES-256 key for --envelope local"}
-	secretPrevious = cli.Secret{Env: "UNSAY_MASTER_KEYS_PREVIOUS", Help: "comma-separated older master keys that sealed older values"}
-	secretKMS      = cli.Secret{Env: "UNSAY_KMS_KEY_ID", Help: "the KMS key for --envelope kms (with the usual AWS credential chain)"}
-	secretLWA      = cli.Secret{Env: "UNSAY_ALEXA_CLIENT_SECRET", Help: "Login with Amazon client secret, for proactive notifications"}
+	secretToken         = cli.Secret{Env: "UNSAY_TOKEN_SECRET", Help: "HS256 key of bearer tokens, ≥ 32 bytes (development default on loopback only)"}
+	secretWrite         = cli.Secret{Env: "UNSAY_WRITE_SECRET", Help: "HMAC key of signed writes, ≥ 32 bytes (development default on loopback only)"}
+	secretAudit         = cli.Secret{Env: "UNSAY_AUDIT_KEY", Help: "HMAC key of the audit log's chain, ≥ 32 bytes (development default on loopback only)"}
+	secretMaster        = cli.Secret{Env: "UNSAY_MASTER_KEY", Help: "base64 AES-256 key for --envelope local"}
+	secretPrevious      = cli.Secret{Env: "UNSAY_MASTER_KEYS_PREVIOUS", Help: "comma-separated older master keys that sealed older values"}
+	secretKMS           = cli.Secret{Env: "UNSAY_KMS_KEY_ID", Help: "the KMS key for --envelope kms (with the usual AWS credential chain)"}
+	secretSigning       = cli.Secret{Env: "UNSAY_SIGNING_KEY", Help: "Ed25519 key that signs chain heads and the audit head (unsay keygen; development default on loopback only)"}
+	secretSigningPublic = cli.Secret{Env: "UNSAY_SIGNING_PUBLIC_KEY", Help: "the public half of UNSAY_SIGNING_KEY, to check signed heads"}
+	secretLWA           = cli.Secret{Env: "UNSAY_ALEXA_CLIENT_SECRET", Help: "Login with Amazon client secret, for proactive notifications"}
 )
 
 // commands lists every subcommand, in the order `unsay help` shows them.
@@ -92,7 +98,7 @@ func commands() []command {
 	return []command{
 		{cli.Command{Name: "serve", Synopsis: "unsay serve [flags]",
 			Summary: "Run the server: MCP at /mcp, signed writes at /write, device links at /link, /verify, Alexa at /alexa, and the Echo Show card and clinician page.",
-			Secrets: []cli.Secret{secretToken, secretWrite, secretAudit, secretMaster, secretPrevious, secretKMS, secretLWA}}, cmdServe},
+			Secrets: []cli.Secret{secretToken, secretWrite, secretAudit, secretSigning, secretMaster, secretPrevious, secretKMS, secretLWA}}, cmdServe},
 		{cli.Command{Name: "ask", Synopsis: `unsay ask [flags] "UTTERANCE" ["UTTERANCE"…]`, Args: "UTTERANCE…",
 			Summary: "Say something to a running server's /alexa as an Echo Show would, and print what Ray hears and what the card shows (each utterance is one turn of one session)."}, cmdAsk},
 		{cli.Command{Name: "token", Synopsis: "unsay token --patient P --scope S [--scope S…] [--sub NAME] [flags]",
@@ -106,13 +112,19 @@ func commands() []command {
 			Secrets: []cli.Secret{secretToken}}, cmdLink},
 		{cli.Command{Name: "verify", Synopsis: "unsay verify [--db PATH] [--audit] [flags]",
 			Summary: "Check every fact's hash chain (and, with --audit, the audit log) in a database, offline.",
-			Secrets: []cli.Secret{secretAudit, secretMaster, secretPrevious, secretKMS}}, cmdVerify},
+			Secrets: []cli.Secret{secretAudit, secretSigningPublic, secretSigning, secretMaster, secretPrevious, secretKMS}}, cmdVerify},
+		{cli.Command{Name: "keygen", Synopsis: "unsay keygen [--out FILE]",
+			Summary: "Generate the Ed25519 key that signs chain heads and the audit log's head (UNSAY_SIGNING_KEY) and print its public key."}, cmdKeygen},
 		{cli.Command{Name: "rekey", Synopsis: "unsay rekey --envelope local|kms [--db PATH] [flags]",
 			Summary: "Re-seal every stored value under the current key, with the server stopped.",
 			Secrets: []cli.Secret{secretAudit, secretMaster, secretPrevious, secretKMS}}, cmdRekey},
 		{cli.Command{Name: "bench", Synopsis: "unsay bench [--n 200] [flags]",
 			Summary: "Measure write → MCP client and write → spoken retraction latency, in-process or against a running server.",
 			Secrets: []cli.Secret{secretToken, secretWrite}}, cmdBench},
+		{cli.Command{Name: "client", Synopsis: "unsay client add|list|approve|remove [ID] [flags]", Args: "add|list|approve|remove [ID]",
+			Summary: "Manage the embedded OAuth authorization server's clients: register one, list them, approve assistant scopes for one, remove one."}, cmdClient},
+		{cli.Command{Name: "grants", Synopsis: "unsay grants list|revoke [ID] [flags]", Args: "list|revoke [ID]",
+			Summary: "List what people granted OAuth clients, or revoke a grant (effective on the client's next request)."}, cmdGrants},
 		{cli.Command{Name: "version", Synopsis: "unsay version",
 			Summary: "Print the version, the commit it was built from and the Go version."}, cmdVersion},
 		{cli.Command{Name: "help", Synopsis: "unsay help [COMMAND]", Args: "[COMMAND]",
@@ -240,7 +252,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	seed := fs.String("seed", "demo", "what an empty database is seeded with: demo, bench or none")
 	var origins, authServers, alexaCerts, speechPatients listFlag
 	fs.Var(&origins, "allowed-origin", "browser Origin allowed besides the public URL's (repeatable)")
-	fs.Var(&authServers, "authorization-server", "OAuth authorization server named in the protected-resource metadata (repeatable)")
+	fs.Var(&authServers, "authorization-server", "an external OAuth authorization server's issuer, trusted by --token-jwks-url (default: the embedded one on --public-url)")
+	tokenJWKS := fs.String("token-jwks-url", "", "the external authorization server's JWKS URL (with --authorization-server)")
 	tokenPublicKey := fs.String("token-public-key", "", "RS256/ES256 public key for tokens: PEM text or a path to a PEM file")
 	env := fs.String("envelope", "none", "at-rest encryption of values: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
@@ -326,10 +339,10 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	cfg := app.Config{
 		Addr: *addr, DB: *db, PublicURL: *publicURL, Seed: *seed, AdminAddr: *adminAddr, AdminPprof: *adminPprof,
-		AllowedOrigins: origins, AuthorizationServers: authServers,
+		AllowedOrigins: origins, AuthorizationServers: authServers, TokenJWKSURL: *tokenJWKS,
 		Envelope: strings.TrimSpace(*env), KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion,
 		TokenSecret: []byte(os.Getenv("UNSAY_TOKEN_SECRET")), WriteSecret: []byte(os.Getenv("UNSAY_WRITE_SECRET")),
-		AuditKey:     []byte(os.Getenv("UNSAY_AUDIT_KEY")),
+		AuditKey: []byte(os.Getenv("UNSAY_AUDIT_KEY")), SigningKey: []byte(os.Getenv("UNSAY_SIGNING_KEY")),
 		SpeechMCPURL: *speechURL, SpeechToken: *speechToken, SpeechPatients: speechPatients,
 		AlexaClientID: *clientID, AlexaClientSecret: os.Getenv("UNSAY_ALEXA_CLIENT_SECRET"),
 		ProactiveTokenURL: *proactiveTokenURL, ProactiveAPIBase: *proactiveAPI, ProactiveLive: *proactiveLive,
@@ -700,10 +713,12 @@ func cmdToken(ctx context.Context, args []string) error {
 	c, fs := newCommand("token")
 	var patients, scopes listFlag
 	fs.Var(&patients, "patient", "patient id the token is bound to (repeatable)")
-	fs.Var(&scopes, "scope", "scope: care.read.user, care.read.assistant or care.write (repeatable)")
+	fs.Var(&scopes, "scope", "scope: care.read.user, care.read.assistant, care.write, care.write.assistant or care.link (repeatable)")
 	sub := fs.String("sub", "", "the token's subject (sub): the audit actor; for /write it must equal authorId (default: a unique dev-… subject)")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token, e.g. 30m or 24h")
 	publicURL := fs.String("public-url", "http://127.0.0.1:8080", "the server's public URL; the token's aud is {public-url}/mcp")
+	db := fs.String("db", "", "sign with the embedded authorization server's key in this database (a public URL, where HS256 is off)")
+	env := fs.String("envelope", "none", "with --db: the envelope the keys are sealed with (none, local, kms)")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
@@ -738,6 +753,14 @@ func cmdToken(ctx context.Context, args []string) error {
 	if subject == "" {
 		subject = "dev-" + randomHex(6)
 		fmt.Fprintf(os.Stderr, "unsay token: no --sub: the subject is %s (give --sub NAME to write as a clinician)\n", subject)
+	}
+	if *db != "" {
+		tok, err := mintWithAS(ctx, *db, *env, strings.TrimRight(*publicURL, "/"), subject, sc, patients, *ttl) // main_oauth.go
+		if err != nil {
+			return err
+		}
+		fmt.Println(tok)
+		return nil
 	}
 	tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: *publicURL},
 		subject, sc, patients, *ttl)
@@ -883,14 +906,14 @@ func capitalize(s string) string {
 //
 //	unsay link --url URL --patient ray [--token T] [--public-url URL] [--json]
 //
-// Without --token it mints a five-minute care.write token bound to the
+// Without --token it mints a five-minute care.link token bound to the
 // patient (sub "unsay-link", aud {public-url}/mcp, public URL defaulting to
 // --url) with UNSAY_TOKEN_SECRET or the development default.
 func cmdLink(ctx context.Context, args []string) error {
 	c, fs := newCommand("link")
 	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
 	patient := fs.String("patient", "", "patient id, e.g. ray")
-	token := fs.String("token", "", "a bearer token with care.write bound to the patient (default: mint one)")
+	token := fs.String("token", "", "a bearer token with care.link bound to the patient (default: mint one)")
 	publicURL := fs.String("public-url", "", "the server's public URL, for a minted token's audience (default: --url)")
 	asJSON := fs.Bool("json", false, "print the server's JSON answer instead of a sentence")
 	if _, err := parseFlags(c, fs, args); err != nil {
@@ -908,7 +931,7 @@ func cmdLink(ctx context.Context, args []string) error {
 			pub = *base
 		}
 		tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: pub},
-			"unsay-link", []models.Scope{models.ScopeWrite}, []string{*patient}, 5*time.Minute)
+			"unsay-link", []models.Scope{models.ScopeLink}, []string{*patient}, 5*time.Minute)
 		if err != nil {
 			return err
 		}
@@ -1037,15 +1060,19 @@ func printAnswer(url string, status int, answer []byte, format func([]byte) stri
 	return exitError{code: 1}
 }
 
-// cmdVerify checks every hash chain (P-5) and, with --audit, the audit
-// log's HMAC chain (P-14), offline: `unsay verify --db PATH [--audit]
-// [--envelope none|local|kms]`. It takes no positional argument: the
-// database is --db (a stray path is refused, never ignored). It prints one
-// line per chain and exits 0 when everything is intact, 1 otherwise
-// (exitError{1}). The audit key is UNSAY_AUDIT_KEY, or the development
-// default (announced on stderr). An encrypted store needs the envelope that
-// sealed it (--envelope and its UNSAY_MASTER_KEY / KMS settings) to open
-// values.
+// cmdVerify checks every hash chain (P-5) and its signed head (P-26) and,
+// with --audit, the audit log's HMAC chain (P-14) and its signed head,
+// offline: `unsay verify --db PATH [--audit] [--envelope none|local|kms]`.
+// It takes no positional argument: the database is --db (a stray path is
+// refused, never ignored).
+// It prints one line per chain — intact, the head version and the key that
+// signed it, or BROKEN at the first version that disagrees and why ("head
+// signature does not match" for a chain rewritten with recomputed hashes)
+// — and exits 0 when everything is intact, 1 otherwise (exitError{1}). The
+// audit key is UNSAY_AUDIT_KEY, the head key UNSAY_SIGNING_PUBLIC_KEY (or
+// the public half of UNSAY_SIGNING_KEY), each else the development default
+// (announced on stderr). An encrypted store needs the envelope that sealed
+// it (--envelope and its UNSAY_MASTER_KEY / KMS settings) to open values.
 func cmdVerify(ctx context.Context, args []string) error {
 	c, fs := newCommand("verify")
 	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL, to verify")
@@ -1056,34 +1083,44 @@ func cmdVerify(ctx context.Context, args []string) error {
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
 	s, err := openOffline(ctx, "verify", *db, envelope.Config{Mode: *env, KMSEndpoint: *kmsEndpoint, KMSRegion: *kmsRegion})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	fmt.Printf("head signatures checked against Ed25519 key %s (%s)\n", store.KeyID(s.PublicKey()), store.FormatPublicKey(s.PublicKey()))
 	results, err := s.VerifyAll(ctx, models.System("unsay-verify", models.ScopeReadUser, models.ScopeReadAssistant))
 	if err != nil {
 		return sealedHint(err, *db, *env)
 	}
 	ok := true
 	for _, r := range results {
-		if r.Intact {
-			fmt.Printf("%s intact (%d versions)\n", r.URI, len(r.Versions))
-		} else {
+		switch {
+		case !r.Intact:
 			ok = false
-			fmt.Printf("%s BROKEN at v%d (%d versions)\n", r.URI, r.BrokenAt, len(r.Versions))
+			fmt.Printf("%s BROKEN at v%d (%d versions): %s\n", r.URI, r.BrokenAt, len(r.Versions), r.Problem)
+		case r.Head != nil && r.Head.Valid:
+			fmt.Printf("%s intact (%d versions), head v%d signed by key %s\n", r.URI, len(r.Versions), r.Head.N, r.Head.KeyID)
+		default:
+			fmt.Printf("%s intact (%d versions), head not signed yet (written before head signing; the server signs it at its next start)\n", r.URI, len(r.Versions))
 		}
 	}
 	if *audit {
-		bad, err := s.VerifyAudit(ctx)
+		v, err := s.VerifyAuditLog(ctx)
 		if err != nil {
 			return err
 		}
-		if bad == 0 {
-			fmt.Println("audit log intact")
-		} else {
+		switch {
+		case v.BadRow != 0:
 			ok = false
-			fmt.Printf("audit log BROKEN at row %d\n", bad)
+			fmt.Printf("audit log BROKEN at row %d: %s\n", v.BadRow, v.Problem)
+		case v.Head != nil && v.Head.Valid:
+			fmt.Printf("audit log intact (%d rows), head signed by key %s\n", v.Rows, v.Head.KeyID)
+		default:
+			fmt.Printf("audit log intact (%d rows)\n", v.Rows)
 		}
 	}
 	if !ok {
@@ -1101,11 +1138,63 @@ func sealedHint(err error, db, env string) error {
 	return err
 }
 
+// cmdKeygen generates the Ed25519 key that signs chain heads (P-26):
+// `unsay keygen [--out FILE]`. Without --out it prints
+//
+//	UNSAY_SIGNING_KEY=<base64 seed>           the secret: the server's environment only
+//	UNSAY_SIGNING_PUBLIC_KEY=<base64 key>     public: for `unsay verify` and /verify
+//
+// With --out it writes the secret line to FILE (mode 0600) and prints only
+// the public one; a FILE that already exists is never overwritten: keygen
+// prints the public key of the key it holds.
+func cmdKeygen(ctx context.Context, args []string) error {
+	c, fs := newCommand("keygen")
+	out := fs.String("out", "", "write UNSAY_SIGNING_KEY=… to this file (0600) instead of stdout; an existing file is kept")
+	if _, err := parseFlags(c, fs, args); err != nil {
+		return err
+	}
+	if *out != "" {
+		if b, err := os.ReadFile(*out); err == nil {
+			k, err := store.ParseSigningKey(strings.TrimPrefix(strings.TrimSpace(string(b)), "UNSAY_SIGNING_KEY="))
+			if err != nil {
+				return fmt.Errorf("%s exists and holds no signing key: %w", *out, err)
+			}
+			fmt.Fprintf(os.Stderr, "unsay keygen: %s exists; keeping its key\n", *out)
+			fmt.Printf("UNSAY_SIGNING_PUBLIC_KEY=%s\n", store.FormatPublicKey(k.Public().(ed25519.PublicKey)))
+			return nil
+		}
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	secret := "UNSAY_SIGNING_KEY=" + store.FormatSigningKey(priv) + "\n"
+	if *out == "" {
+		fmt.Print(secret)
+	} else {
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(secret); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("UNSAY_SIGNING_PUBLIC_KEY=%s\n", store.FormatPublicKey(pub))
+	fmt.Fprintf(os.Stderr, "unsay keygen: key %s; give UNSAY_SIGNING_KEY to every server instance and the public key to whoever verifies\n", store.KeyID(pub))
+	return nil
+}
+
 // openOffline opens the store at db for an offline command (verify, rekey)
-// with the envelope env and the audit key UNSAY_AUDIT_KEY (or the
-// development default, said on stderr). A SQLite file must exist: an
-// offline check never creates an empty database. A database that holds
-// sealed values opened without an envelope is refused with the flag to add.
+// with the envelope env, the audit key UNSAY_AUDIT_KEY and the head keys
+// UNSAY_SIGNING_KEY / UNSAY_SIGNING_PUBLIC_KEY (each else the development
+// default, said on stderr). A SQLite file must exist: an offline check
+// never creates an empty database. A database that holds sealed values
+// opened without an envelope is refused with the flag to add.
 func openOffline(ctx context.Context, cmd, db string, env envelope.Config) (*store.Store, error) {
 	if _, err := os.Stat(db); err != nil && !store.IsPostgresDSN(db) {
 		return nil, fmt.Errorf("--db (UNSAY_DB) %s: no database there (%v); give the file `unsay serve` uses with --db", db, unwrapPath(err))
@@ -1118,7 +1207,21 @@ func openOffline(ctx context.Context, cmd, db string, env envelope.Config) (*sto
 	if len(auditKey) == 0 {
 		fmt.Fprintf(os.Stderr, "unsay %s: UNSAY_AUDIT_KEY unset; using the development default audit key\n", cmd)
 	}
-	s, err := store.Open(ctx, store.Options{DSN: db, AuditKey: auditKey, Sealer: sealer})
+	opts := store.Options{DSN: db, AuditKey: auditKey, Sealer: sealer}
+	if v := os.Getenv("UNSAY_SIGNING_KEY"); v != "" {
+		if opts.SigningKey, err = store.ParseSigningKey(v); err != nil {
+			return nil, fmt.Errorf("UNSAY_SIGNING_KEY: %w", err)
+		}
+	}
+	if v := os.Getenv("UNSAY_SIGNING_PUBLIC_KEY"); v != "" {
+		if opts.PublicKey, err = store.ParsePublicKey(v); err != nil {
+			return nil, fmt.Errorf("UNSAY_SIGNING_PUBLIC_KEY: %w", err)
+		}
+	}
+	if opts.SigningKey == nil && opts.PublicKey == nil {
+		fmt.Fprintf(os.Stderr, "unsay %s: UNSAY_SIGNING_PUBLIC_KEY and UNSAY_SIGNING_KEY unset; checking heads against the development key\n", cmd)
+	}
+	s, err := store.Open(ctx, opts)
 	if err != nil {
 		return nil, errors.New(strings.Replace(err.Error(), "store: store: ", "store: ", 1))
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/unsay/unsay/models"
 )
 
@@ -150,6 +151,9 @@ type Extra struct {
 	// makes /readyz answer 503 with the reason "store cannot commit writes".
 	// Nil: not checked (only that the store answers).
 	StoreWritable func(ctx context.Context) error
+	// Routes mounts more routes behind the Host and Origin checks (the
+	// embedded authorization server, bridge/oauth). Nil mounts none.
+	Routes func(r chi.Router)
 }
 
 // ErrConfig wraps every configuration error New returns.

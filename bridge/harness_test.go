@@ -121,7 +121,7 @@ func (h *harness) tokenFor(sub string, scopes []models.Scope, ttl time.Duration,
 // publish writes a revision directly through the store as a clinician.
 func (h *harness) publish(domain string, a models.Audience, value string) store.PublishResult {
 	h.t.Helper()
-	p := models.Principal{Subject: "okafor", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"ray"}}
+	p := models.Principal{Subject: "okafor", Scopes: []models.Scope{models.ScopeWrite, models.ScopeWriteAssistant}, Patients: []string{"ray"}}
 	res, err := h.st.Publish(context.Background(), p, store.PublishInput{
 		Patient: "ray", Domain: domain, Audience: a, Value: value,
 		AuthorID: "okafor", AuthorLabel: "Sarah Okafor, physio", Priority: 0.5,

@@ -32,6 +32,9 @@ func (s *Server) routes() chi.Router {
 	if s.api != nil {
 		s.api.Routes(r)
 	}
+	if s.extra.Routes != nil {
+		s.extra.Routes(r)
+	}
 	if s.extra.Alexa != nil {
 		r.Post("/alexa", s.extra.Alexa.ServeHTTP)
 	}

@@ -10,17 +10,28 @@ const (
 	ScopeReadUser Scope = "care.read.user"
 	// ScopeReadAssistant reads assistant-only facts: care-internal://, audience assistant.
 	ScopeReadAssistant Scope = "care.read.assistant"
-	// ScopeWrite publishes a revision through POST /write and creates link codes.
+	// ScopeWrite publishes a revision of a speakable fact through POST
+	// /write. It is needed for every write.
 	ScopeWrite Scope = "care.write"
+	// ScopeWriteAssistant, together with ScopeWrite, publishes a revision of
+	// an assistant-only fact. A writer without it is refused every
+	// assistant-only domain alike, whether or not the domain exists.
+	// A verified HMAC signature (a clinician system) holds both.
+	ScopeWriteAssistant Scope = "care.write.assistant"
+	// ScopeLink creates device-linking codes through POST /link (a carer).
+	// ScopeWrite does not imply it, and it implies no write.
+	ScopeLink Scope = "care.link"
 )
 
 // AllScopes lists every scope, in the order advertised in scopes_supported.
-func AllScopes() []Scope { return []Scope{ScopeReadUser, ScopeReadAssistant, ScopeWrite} }
+func AllScopes() []Scope {
+	return []Scope{ScopeReadUser, ScopeReadAssistant, ScopeWrite, ScopeWriteAssistant, ScopeLink}
+}
 
 // Valid reports whether s is one of the scopes above.
 func (s Scope) Valid() bool {
 	switch s {
-	case ScopeReadUser, ScopeReadAssistant, ScopeWrite:
+	case ScopeReadUser, ScopeReadAssistant, ScopeWrite, ScopeWriteAssistant, ScopeLink:
 		return true
 	}
 	return false
@@ -42,18 +53,20 @@ const (
 func (a Audience) Valid() bool { return a == AudienceUser || a == AudienceAssistant }
 
 // Partition is one row of the table that binds a URI scheme to the audience
-// of the records it names and the scope needed to read them.
+// of the records it names, the scope needed to read them and the scope
+// needed (besides ScopeWrite) to write them.
 type Partition struct {
-	Scheme   string
-	Audience Audience
-	Scope    Scope
+	Scheme     string
+	Audience   Audience
+	Scope      Scope // to read
+	WriteScope Scope // to write, with ScopeWrite
 }
 
 // partitions is THE table: nothing else in the code puts a scheme string
 // next to a scope string (P-1, P-4).
 var partitions = [...]Partition{
-	{Scheme: "care", Audience: AudienceUser, Scope: ScopeReadUser},
-	{Scheme: "care-internal", Audience: AudienceAssistant, Scope: ScopeReadAssistant},
+	{Scheme: "care", Audience: AudienceUser, Scope: ScopeReadUser, WriteScope: ScopeWrite},
+	{Scheme: "care-internal", Audience: AudienceAssistant, Scope: ScopeReadAssistant, WriteScope: ScopeWriteAssistant},
 }
 
 // Partitions returns a copy of the scheme ↔ audience ↔ scope table.
@@ -84,4 +97,20 @@ func PartitionForAudience(a Audience) (Partition, bool) {
 func ReadScope(a Audience) Scope {
 	p, _ := PartitionForAudience(a)
 	return p.Scope
+}
+
+// WriteScope is the scope needed, besides ScopeWrite, to write records of
+// audience a (ScopeWrite itself for user, ScopeWriteAssistant for
+// assistant), or "" for an unknown audience.
+func WriteScope(a Audience) Scope {
+	p, _ := PartitionForAudience(a)
+	return p.WriteScope
+}
+
+// CanWrite reports whether the principal may write records of audience a
+// for patient: ScopeWrite, the audience's write scope (WriteScope) and the
+// patient binding (P-21).
+func (p Principal) CanWrite(patient string, a Audience) bool {
+	s := WriteScope(a)
+	return s != "" && p.Can(ScopeWrite) && p.Can(s) && p.CanAccessPatient(patient)
 }

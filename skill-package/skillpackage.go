@@ -1,11 +1,17 @@
 // Package skillpackage holds the ASK CLI v2 skill package of the Care Notes
 // skill — skill.json, interactionModels/custom/{en-US,en-GB}.json,
 // response/display/{care,retraction,help}/document.json (the apl/ documents,
-// byte for byte) and the ask-resources.json template — and writes the build
-// copy that `ask deploy` uploads, with the public endpoint filled in.
+// byte for byte), the ask-resources.json template and accountLinking.json
+// (the SMAPI account-linking request) — and writes the build copy that
+// `ask deploy` uploads, with the public endpoint filled in.
 //
-//	go run ./skill-package/gen -public-url https://care.example.org -out build/ask
+//	go run ./skill-package/gen -public-url https://care.example.org -alexa-link-client-id ID -out build/ask
 //	cd build/ask && ask deploy
+//	ask smapi update-account-linking-info -s SKILL_ID -g development --account-linking-request file:accountLinking.json
+//
+// Account linking is not part of the skill package (SMAPI takes it through
+// its own accountLinkingClient resource), so accountLinking.json sits beside
+// ask-resources.json, not inside skill-package/.
 //
 // The source folder also holds Go files, so deploy only from the build copy.
 package skillpackage
@@ -25,7 +31,7 @@ import (
 	"github.com/unsay/unsay/apl"
 )
 
-//go:embed skill.json ask-resources.json interactionModels response
+//go:embed skill.json ask-resources.json accountLinking.json interactionModels response
 var files embed.FS
 
 // FS returns the committed skill package files (read-only).
@@ -48,6 +54,69 @@ type BuildOptions struct {
 	SSLCertificateType string
 	// PrivacyURL and TermsURL, when set, replace the placeholder URLs for every locale.
 	PrivacyURL, TermsURL string
+	// AccountLinking fills accountLinking.json.
+	AccountLinking AccountLinkingOptions
+}
+
+// AccountLinkingOptions are the account-linking values only the operator
+// knows: the OAuth client `unsay client add` made for Alexa (with Alexa's
+// redirect URIs, from the developer console's Account Linking page).
+type AccountLinkingOptions struct {
+	// ClientID is the client's id; empty keeps the placeholder.
+	ClientID string
+	// ClientSecret is its secret; empty leaves it out (give it in the
+	// developer console, or fill it in before the SMAPI call) — a secret in
+	// a build directory is a secret on disk.
+	ClientSecret string
+}
+
+// LinkScopes are the scopes Alexa asks for when linking: what the consent
+// page grants (read the patient's care notes aloud), nothing more.
+func LinkScopes() []string { return []string{"care.read.user"} }
+
+// AccountLinking returns accountLinking.json for SMAPI's
+// update-account-linking-info: the authorization code grant
+// (type AUTH_CODE) against Unsay's embedded authorization server at
+// PublicURL — authorizationUrl {public}/oauth/authorize, accessTokenUrl
+// {public}/oauth/token, client authentication HTTP_BASIC, scopes
+// LinkScopes, a default token lifetime of 300 s (the server's own
+// expires_in wins), skipOnEnablement true (a device may link by voice with
+// a six-digit code instead). PKCE has no field in ask-smapi-model 1.24.0:
+// turn on "PKCE" on the developer console's Account Linking page — Unsay
+// refuses an authorization request without S256 PKCE, so linking without it
+// fails closed. Errors: ErrPublicURL.
+func AccountLinking(opt BuildOptions) ([]byte, error) {
+	ep, err := Endpoint(opt.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	base := strings.TrimSuffix(ep, "/alexa")
+	raw, err := files.ReadFile("accountLinking.json")
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("accountLinking.json: %w", err)
+	}
+	req, ok := m["accountLinkingRequest"]
+	if !ok {
+		return nil, errors.New("accountLinking.json: no accountLinkingRequest object")
+	}
+	req["authorizationUrl"] = base + "/oauth/authorize"
+	req["accessTokenUrl"] = base + "/oauth/token"
+	req["scopes"] = LinkScopes()
+	if opt.AccountLinking.ClientID != "" {
+		req["clientId"] = opt.AccountLinking.ClientID
+	}
+	if opt.AccountLinking.ClientSecret != "" {
+		req["clientSecret"] = opt.AccountLinking.ClientSecret
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
 }
 
 // Endpoint returns the /alexa endpoint for a public base URL, or an error
@@ -112,6 +181,7 @@ func Manifest(opt BuildOptions) ([]byte, error) {
 // Build writes the deployable copy into dst:
 //
 //	dst/ask-resources.json
+//	dst/accountLinking.json                            (AccountLinking; for ask smapi, not ask deploy)
 //	dst/skill-package/skill.json                       (endpoint filled in)
 //	dst/skill-package/interactionModels/custom/*.json
 //	dst/skill-package/response/display/<doc>/document.json   (from apl/)
@@ -121,6 +191,10 @@ func Manifest(opt BuildOptions) ([]byte, error) {
 // Nothing is written when the options are invalid.
 func Build(dst string, opt BuildOptions) error {
 	manifest, err := Manifest(opt)
+	if err != nil {
+		return err
+	}
+	linking, err := AccountLinking(opt)
 	if err != nil {
 		return err
 	}
@@ -160,7 +234,14 @@ func Build(dst string, opt BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dst, "ask-resources.json"), res, 0o644)
+	if err := os.WriteFile(filepath.Join(dst, "ask-resources.json"), res, 0o644); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if opt.AccountLinking.ClientSecret != "" {
+		mode = 0o600
+	}
+	return os.WriteFile(filepath.Join(dst, "accountLinking.json"), linking, mode)
 }
 
 // SyncDisplay rewrites srcDir/response/display/<doc>/document.json from the

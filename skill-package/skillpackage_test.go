@@ -296,3 +296,48 @@ func mustRead(t *testing.T, fsys fs.FS, name string) string {
 	}
 	return string(b)
 }
+
+func TestAccountLinking_NamesTheEmbeddedAuthorizationServerAndOnlyTheSpeakableScope(t *testing.T) {
+	b, err := AccountLinking(BuildOptions{PublicURL: "https://care.example.org", AccountLinking: AccountLinkingOptions{ClientID: "cli-abc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		R struct {
+			Type, AuthorizationURL, AccessTokenURL, AccessTokenScheme, ClientID, ClientSecret string
+			Scopes                                                                            []string
+			SkipOnEnablement                                                                  bool
+		} `json:"accountLinkingRequest"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	r := m.R
+	if r.Type != "AUTH_CODE" || r.AuthorizationURL != "https://care.example.org/oauth/authorize" || r.AccessTokenURL != "https://care.example.org/oauth/token" ||
+		r.AccessTokenScheme != "HTTP_BASIC" || r.ClientID != "cli-abc" || r.ClientSecret != "" || !r.SkipOnEnablement {
+		t.Fatalf("account linking %+v", r)
+	}
+	if len(r.Scopes) != 1 || r.Scopes[0] != "care.read.user" {
+		t.Fatalf("scopes %v: Alexa may ask for care.read.user only", r.Scopes)
+	}
+	if _, err := AccountLinking(BuildOptions{PublicURL: "http://care.example.org"}); !errors.Is(err, ErrPublicURL) {
+		t.Fatalf("an http public URL: %v", err)
+	}
+}
+
+func TestBuild_WritesAccountLinkingBesideTheSkillPackageAndTheSecretPrivately(t *testing.T) {
+	dst := t.TempDir()
+	if err := Build(dst, BuildOptions{PublicURL: "https://care.example.org", AccountLinking: AccountLinkingOptions{ClientID: "c", ClientSecret: "s3"}}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dst, "accountLinking.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("accountLinking.json with a client secret is mode %v, want 0600", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(dst, "skill-package", "accountLinking.json")); err == nil {
+		t.Fatal("accountLinking.json inside skill-package/: ask deploy would upload it with the package")
+	}
+}

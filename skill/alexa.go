@@ -275,11 +275,12 @@ type Reprompt struct {
 	OutputSpeech OutputSpeech `json:"outputSpeech"`
 }
 
-// Card is a Simple card for the Alexa app.
+// Card is a card for the Alexa app: Simple (title and content), or
+// LinkAccount (type only: the Alexa app offers account linking).
 type Card struct {
-	Type    string `json:"type"` // "Simple"
-	Title   string `json:"title"`
-	Content string `json:"content"`
+	Type    string `json:"type"` // "Simple" or "LinkAccount"
+	Title   string `json:"title,omitempty"`
+	Content string `json:"content,omitempty"`
 }
 
 // Directive is an APL directive. RenderDocument uses Token, Document and

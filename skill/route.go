@@ -88,7 +88,9 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 		return s.build(&turn{s: s, ctx: ctx, env: env, now: now}, reply{segs: say(textSorry), end: endLeave})
 	}
 	if patient == "" {
-		return s.build(&turn{s: s, ctx: ctx, env: env, now: now, apl: env.SupportsAPL()}, unlinkedReply(env))
+		h := s.build(&turn{s: s, ctx: ctx, env: env, now: now, apl: env.SupportsAPL()}, s.unlinkedReplyFor(env))
+		s.offerAccountLinking(&h.out) // accountlink.go
+		return h
 	}
 	release := s.lockPatient(patient)
 	t := s.newTurn(ctx, env, now, patient)
@@ -103,9 +105,13 @@ func (s *Skill) newTurn(ctx context.Context, env *RequestEnvelope, now time.Time
 		session: s.sessions.get(env.SessionID(), patient, now)}
 }
 
-// patientFor returns the patient linked to the request's Alexa user, else
+// patientFor returns the patient of the request's account-linking access
+// token, else the one linked to its Alexa user by code, else
 // DefaultPatient, else "" (unlinked).
 func (s *Skill) patientFor(ctx context.Context, env *RequestEnvelope) (string, error) {
+	if p, ok, err := s.accountLinkedPatient(ctx, env); err != nil || ok { // accountlink.go
+		return p, err
+	}
 	if uid := env.UserID(); uid != "" && s.links != nil {
 		p, _, ok, err := s.links.LinkedPatient(ctx, uid)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 func auditN(t *testing.T, s *Store, n int) {
@@ -111,5 +112,86 @@ func TestAudit_RefusesAnOpenReasonAndKeepsAttackerBytesOut(t *testing.T) {
 	rows, _ := s.AuditRows(ctx, 0, 0)
 	if len(rows) != 1 || rows[0].URI != "" || rows[0].Author != "" || rows[0].Reason != ReasonBadSignature {
 		t.Fatalf("row = %+v", rows)
+	}
+}
+
+// TestAudit_RepeatedRefusalsCollapseIntoOneRowWithACount: a flood of
+// identical refusals once added one chained row each, forever. Now a repeat
+// of the last row within AuditRepeatWindow adds to its count, so the log's
+// size is bounded by the kinds of attempt, not their number — and it still
+// verifies.
+func TestAudit_RepeatedRefusalsCollapseIntoOneRowWithACount(t *testing.T) {
+	clock := newClock()
+	s, _ := openTest(t, clock)
+	ctx := context.Background()
+	bad := AuditEntry{Actor: "anonymous", URI: "care://ray/weight_bearing", Outcome: OutcomeRefused, Reason: ReasonBadSignature, Via: "hmac"}
+	for range 200 {
+		clock.Advance(100 * time.Millisecond)
+		if err := s.Audit(ctx, bad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batched := bad
+	batched.Count = 40 // a caller that counted 40 attempts itself
+	if err := s.Audit(ctx, batched); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.AuditRows(ctx, 0, 0)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("AuditRows = %d rows, %v; want 1", len(rows), err)
+	}
+	r := rows[0]
+	if r.Count != 240 || !r.LastAt.Equal(clock.Now().Truncate(time.Millisecond)) || !r.At.Before(r.LastAt) {
+		t.Fatalf("collapsed row = %+v; want count 240, first and last attempt times", r)
+	}
+	if v, err := s.VerifyAuditLog(ctx); err != nil || v.BadRow != 0 || !v.Head.Valid {
+		t.Fatalf("VerifyAuditLog = %+v, %v; want intact with a valid head", v, err)
+	}
+
+	// Positive twins: a different attempt, an accepted write (never
+	// collapsed), and a repeat after the window each get a row of their own.
+	other := bad
+	other.Reason = ReasonStaleTimestamp
+	ok := AuditEntry{Actor: "okafor", URI: "care://ray/weight_bearing/v2", Outcome: OutcomeAccepted, Reason: ReasonOK, Via: "bearer"}
+	for _, e := range []AuditEntry{other, bad, ok, ok} {
+		if err := s.Audit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(AuditRepeatWindow + time.Second)
+	if err := s.Audit(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ = s.AuditRows(ctx, 0, 0)
+	if len(rows) != 6 {
+		t.Fatalf("rows = %d, want 6: %+v", len(rows), rows)
+	}
+	for i, want := range []int64{240, 1, 1, 1, 1, 1} {
+		if rows[i].Count != want {
+			t.Errorf("row %d count = %d, want %d", i+1, rows[i].Count, want)
+		}
+	}
+	if bad, err := s.VerifyAudit(ctx); err != nil || bad != 0 {
+		t.Fatalf("VerifyAudit = %d, %v", bad, err)
+	}
+}
+
+// TestAudit_ACollapsedRowsCountIsCoveredByItsMAC: lowering a count (to
+// hide how many attempts were made) breaks the chain at that row.
+func TestAudit_ACollapsedRowsCountIsCoveredByItsMAC(t *testing.T) {
+	s, path := openTest(t, newClock())
+	ctx := context.Background()
+	auditN(t, s, 2)
+	bad := AuditEntry{Actor: "anonymous", Outcome: OutcomeRefused, Reason: ReasonRateLimited, Via: "hmac", Count: 500}
+	if err := s.Audit(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	auditN(t, s, 1)
+	if n, err := s.VerifyAudit(ctx); err != nil || n != 0 {
+		t.Fatalf("before tampering: %d, %v", n, err)
+	}
+	tamper(t, path, `UPDATE audit SET count = 5 WHERE seq = 3`)
+	if n, err := s.VerifyAudit(ctx); err != nil || n != 3 {
+		t.Fatalf("VerifyAudit after lowering the count = %d, %v; want 3", n, err)
 	}
 }

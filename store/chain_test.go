@@ -196,12 +196,16 @@ func TestPublish_InvalidInputIsRefusedAndWritesNothing(t *testing.T) {
 			t.Errorf("%s: invalid write left seq %d", tc.field, last)
 		}
 	}
-	// Positive twin: the valid input, and a value of exactly 16 KiB, are written.
+	// Positive twin: the valid input, a speakable value of exactly
+	// models.MaxSpeakableValueRunes characters, and an assistant-only value
+	// of exactly 16 KiB, are written.
 	s, _ := openTest(t, newClock())
 	mustPublish(t, s, system, ok)
 	big := ok
-	big.Value = strings.Repeat("a", models.MaxValueBytes)
+	big.Value = strings.Repeat("a", models.MaxSpeakableValueRunes)
 	mustPublish(t, s, system, big)
+	internal := in("notes", models.AudienceAssistant, strings.Repeat("a", models.MaxValueBytes))
+	mustPublish(t, s, system, internal)
 }
 
 func TestPublish_IdempotencyKeyAppliesAtMostOnceWithinTheWindow(t *testing.T) {

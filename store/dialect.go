@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"net/url"
 	"strings"
+	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // dialect isolates what differs between database backends. The store's
@@ -44,6 +46,10 @@ type dialect interface {
 	lockWrites(ctx context.Context, tx *sql.Tx) error
 	// notify tells other instances that tx committed a change.
 	notify(ctx context.Context, tx *sql.Tx) error
+	// unavailable reports whether err says writes cannot commit right now
+	// (a full or read-only disk, an unreachable or busy database), with a
+	// reason safe to show and a sensible wait before retrying.
+	unavailable(err error) (reason string, retryAfter time.Duration, ok bool)
 }
 
 type migration struct {
@@ -71,6 +77,29 @@ func (sqliteDialect) migrations() ([]migration, error) {
 func (sqliteDialect) rebind(q string) string                       { return q }
 func (sqliteDialect) lockWrites(context.Context, *sql.Tx) error    { return nil }
 func (sqliteDialect) notify(ctx context.Context, tx *sql.Tx) error { return nil }
+
+// unavailable classifies SQLite's primary result codes: SQLITE_FULL (the
+// disk, or max_page_count), SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN,
+// and SQLITE_BUSY/LOCKED once the busy timeout (10 s) has passed.
+func (sqliteDialect) unavailable(err error) (string, time.Duration, bool) {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return "", 0, false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return "the disk is full", retryAfterFull, true
+	case sqlite3.SQLITE_READONLY:
+		return "the database is read-only", retryAfterFull, true
+	case sqlite3.SQLITE_IOERR:
+		return "the disk reported an I/O error", retryAfterFull, true
+	case sqlite3.SQLITE_CANTOPEN:
+		return "the database file cannot be opened", retryAfterFull, true
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return "the database is busy", retryAfterTransient, true
+	}
+	return "", 0, false
+}
 
 // sqliteBusyTimeout is how long (ms) a connection waits for another
 // writer's lock before failing with SQLITE_BUSY.

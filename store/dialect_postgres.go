@@ -3,16 +3,19 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/unsay/unsay/models"
@@ -105,44 +108,151 @@ func (d postgresDialect) notify(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// rebindDollar rewrites "?" placeholders into "$1", "$2", … outside
-// single-quoted literals, double-quoted identifiers and comments.
+// unavailable classifies Postgres errors: SQLSTATE 53100 disk_full, 25006
+// read_only_sql_transaction (a standby, or default_transaction_read_only),
+// class 53 insufficient resources, 57P01–57P03 a server shutting down or
+// starting, class 08 and failed connections (the server is unreachable).
+func (postgresDialect) unavailable(err error) (string, time.Duration, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "53100":
+			return "the disk is full", retryAfterFull, true
+		case pe.Code == "25006":
+			return "the database is read-only", retryAfterFull, true
+		case strings.HasPrefix(pe.Code, "53"):
+			return "the database is out of resources", retryAfterTransient, true
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+			return "the database is shutting down or starting", retryAfterTransient, true
+		case strings.HasPrefix(pe.Code, "08"):
+			return "the database is unreachable", retryAfterTransient, true
+		}
+		return "", 0, false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err) {
+		return "the database is unreachable", retryAfterTransient, true
+	}
+	return "", 0, false
+}
+
+// rebindDollar rewrites "?" placeholders into "$1", "$2", … everywhere
+// except inside what Postgres reads as text (PostgreSQL docs §4.1): string
+// constants ('…', where two single quotes stand for one), escape strings
+// (E'…', where a backslash also escapes the next character), quoted
+// identifiers ("…", where two double quotes stand for one), dollar-quoted
+// strings ($$…$$, $tag$…$tag$), line comments (-- to the end of the line)
+// and block comments (/* … */, which nest). An unterminated construct runs
+// to the end of the query, as Postgres reads it. The store's queries are
+// written with "?" once, for both backends; this is the store's one
+// placeholder rewriter.
 func rebindDollar(q string) string {
 	if !strings.Contains(q, "?") {
 		return q
 	}
 	var (
-		b     strings.Builder
-		n     int
-		quote byte // the quote we are inside, or 0
+		b strings.Builder
+		n int
 	)
 	b.Grow(len(q) + 8)
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '-' && i+1 < len(q) && q[i+1] == '-':
-			j := strings.IndexByte(q[i:], '\n')
-			if j < 0 {
-				j = len(q) - i
-			}
-			b.WriteString(q[i : i+j])
-			i += j - 1
+	for i := 0; i < len(q); {
+		if end := skipLiteral(q, i); end > i {
+			b.WriteString(q[i:end])
+			i = end
 			continue
-		case c == '?':
+		}
+		if q[i] == '?' {
 			n++
 			b.WriteByte('$')
 			b.WriteString(strconv.Itoa(n))
-			continue
+		} else {
+			b.WriteByte(q[i])
 		}
-		b.WriteByte(c)
+		i++
 	}
 	return b.String()
+}
+
+// skipLiteral returns the index just past the literal, quoted identifier or
+// comment that starts at q[i], or i when none starts there.
+func skipLiteral(q string, i int) int {
+	c := q[i]
+	switch {
+	case c == '\'':
+		escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i < 2 || !isIdentChar(q[i-2]))
+		return skipQuoted(q, i, '\'', escapes)
+	case c == '"':
+		return skipQuoted(q, i, '"', false)
+	case c == '-' && strings.HasPrefix(q[i:], "--"):
+		if j := strings.IndexByte(q[i:], '\n'); j >= 0 {
+			return i + j + 1
+		}
+		return len(q)
+	case c == '/' && strings.HasPrefix(q[i:], "/*"):
+		depth, j := 0, i
+		for j < len(q) {
+			switch {
+			case strings.HasPrefix(q[j:], "/*"):
+				depth, j = depth+1, j+2
+			case strings.HasPrefix(q[j:], "*/"):
+				depth, j = depth-1, j+2
+				if depth == 0 {
+					return j
+				}
+			default:
+				j++
+			}
+		}
+		return len(q)
+	case c == '$' && (i == 0 || !isIdentChar(q[i-1])):
+		tag, ok := dollarTag(q[i:])
+		if !ok {
+			return i // a positional parameter ($1) or a lone $
+		}
+		if j := strings.Index(q[i+len(tag):], tag); j >= 0 {
+			return i + len(tag) + j + len(tag)
+		}
+		return len(q)
+	}
+	return i
+}
+
+// skipQuoted returns the index just past the quote-delimited text that
+// starts at q[i] (== quote): a doubled quote stays inside, and with
+// escapes a backslash takes the next character with it.
+func skipQuoted(q string, i int, quote byte, escapes bool) int {
+	for j := i + 1; j < len(q); j++ {
+		switch {
+		case escapes && q[j] == '\\':
+			j++
+		case q[j] == quote && j+1 < len(q) && q[j+1] == quote:
+			j++
+		case q[j] == quote:
+			return j + 1
+		}
+	}
+	return len(q)
+}
+
+// dollarTag returns the dollar-quote delimiter ("$$" or "$tag$") at the
+// start of s.
+func dollarTag(s string) (string, bool) {
+	for j := 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '$':
+			return s[:j+1], true
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80:
+		case c >= '0' && c <= '9' && j > 1:
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func isIdentChar(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
 // IsPostgresDSN reports whether dsn selects the Postgres backend: it begins

@@ -47,9 +47,11 @@ type LinkedUser struct {
 
 // CreateLinkCode creates a single-use six-digit code (100000–999999, from
 // crypto/rand) that links a device to patient, valid for LinkCodeTTL from
-// now. The caller authorizes (care.write bound to the patient). Errors: an
-// invalid patient id (*ValidationError), the database.
+// now. The caller authorizes (care.link bound to the patient). Errors: an
+// invalid patient id (*ValidationError), *UnavailableError when the store
+// cannot commit, the database.
 func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Time) (code string, expiresAt time.Time, err error) {
+	defer func() { err = s.writeErr(err) }() // a full or read-only disk is an *UnavailableError
 	if !models.ValidID(patient) {
 		return "", time.Time{}, &ValidationError{Field: "patient", Reason: "must be 1–64 characters of [a-z0-9_.-]"}
 	}
@@ -87,7 +89,7 @@ func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Tim
 			code, patient, expiresAt.UnixMilli()); err != nil {
 			return "", time.Time{}, fmt.Errorf("store: link code: %w", err)
 		}
-		if err := tx.Commit(); err != nil {
+		if err := s.commit(tx); err != nil {
 			return "", time.Time{}, fmt.Errorf("store: link code: commit: %w", err)
 		}
 		return code, expiresAt, nil
@@ -103,6 +105,7 @@ func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Tim
 // is ErrLinkBlocked (and does not extend the block). An empty alexaUserID
 // is a *ValidationError.
 func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (patient string, err error) {
+	defer func() { err = s.writeErr(err) }()
 	if alexaUserID == "" || len(alexaUserID) > 512 {
 		return "", &ValidationError{Field: "userId", Reason: "must be 1–512 bytes"}
 	}
@@ -141,7 +144,7 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 		if err := s.linkFailure(ctx, tx, alexaUserID, nowMS); err != nil {
 			return "", err
 		}
-		if err := tx.Commit(); err != nil {
+		if err := s.commit(tx); err != nil {
 			return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 		}
 		return "", ErrLinkCodeInvalid
@@ -164,7 +167,7 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 			return "", fmt.Errorf("store: redeem link code: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commit(tx); err != nil {
 		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 	}
 	return patient, nil

@@ -178,6 +178,18 @@ func TestRebindDollar_NumbersPlaceholdersOutsideQuotesAndComments(t *testing.T) 
 		{`x = '?' AND y = ? AND "q?" = ?`, `x = '?' AND y = $1 AND "q?" = $2`},
 		{"-- why?\nSELECT ?", "-- why?\nSELECT $1"},
 		{`'it''s ?' || ?`, `'it''s ?' || $1`},
+		// Each of these was rewritten inside the literal by the old rewriter.
+		{`E'it\'s ?' || ?`, `E'it\'s ?' || $1`},     // a backslash-escaped quote in an escape string
+		{`e'\\' || ? || '\'`, `e'\\' || $1 || '\'`}, // E'\\' ends at its second quote; a plain '\' ends at once
+		{`"a""?" = ?`, `"a""?" = $1`},               // a doubled quote inside an identifier
+		{`/* why? */ SELECT ?`, `/* why? */ SELECT $1`},
+		{`/* a /* nested? */ still? */ ?`, `/* a /* nested? */ still? */ $1`},
+		{`$$ what? $$ || ?`, `$$ what? $$ || $1`},
+		{`$q$ it's $$ ? $q$ || ?`, `$q$ it's $$ ? $q$ || $1`},
+		{`SELECT $1, ?`, `SELECT $1, $1`}, // a positional parameter is no dollar quote (and is left alone)
+		{`name$x$ = ?`, `name$x$ = $1`},   // $ inside an identifier starts nothing
+		{`x = ? -- trailing?`, `x = $1 -- trailing?`},
+		{`'unterminated ?`, `'unterminated ?`},
 	} {
 		if got := rebindDollar(tc.in); got != tc.want {
 			t.Errorf("rebindDollar(%q) = %q, want %q", tc.in, got, tc.want)

@@ -124,7 +124,7 @@ func (s *Store) seed(ctx context.Context, now time.Time, recs []seedRecord) (boo
 		return false, nil
 	}
 	for _, r := range recs {
-		pi, err := validate(r.in)
+		pi, err := Validate(r.in)
 		if err != nil {
 			return false, fmt.Errorf("store: seed %s: %w", r.in.Domain, err)
 		}
@@ -137,7 +137,7 @@ func (s *Store) seed(ctx context.Context, now time.Time, recs []seedRecord) (boo
 			return false, err
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commit(tx); err != nil {
 		return false, fmt.Errorf("store: seed: commit: %w", err)
 	}
 	return true, nil
@@ -200,7 +200,7 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("store: rekey: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commit(tx); err != nil {
 		return 0, fmt.Errorf("store: rekey: commit: %w", err)
 	}
 	if plaintext > 0 {

@@ -20,7 +20,14 @@ var ErrStartup = errors.New("store: refusing to start")
 //   - a Sealer that cannot open the latest sealed value → refuse (wrong
 //     UNSAY_MASTER_KEY / KMS key, or the key service is unreachable);
 //   - the last audit row's MAC does not verify under this audit key → refuse
-//     (wrong UNSAY_AUDIT_KEY, or a tampered tail: run `unsay verify --audit`).
+//     (wrong UNSAY_AUDIT_KEY, or a tampered tail: run `unsay verify --audit`);
+//   - a chain head or the audit head that is unsigned, or whose signature
+//     does not verify under this UNSAY_SIGNING_KEY → refuse (wrong key, a
+//     database run with the development key, or a rewritten chain: run
+//     `unsay verify`). A database written before heads were signed passes:
+//     the server then signs its heads once with SignLegacyHeads (P-26).
+//
+// CheckStartup writes nothing.
 //
 // Errors wrap ErrStartup and say what to do; they never carry a value.
 func (s *Store) CheckStartup(ctx context.Context) error {
@@ -46,7 +53,10 @@ func (s *Store) CheckStartup(ctx context.Context) error {
 				ErrStartup, r.v.URI(), s.sealer.Name(), err)
 		}
 	}
-	return s.checkAuditTail(ctx)
+	if err := s.checkAuditTail(ctx); err != nil {
+		return err
+	}
+	return s.checkHeads(ctx)
 }
 
 // checkAuditTail recomputes the last audit row's MAC from the row before it.

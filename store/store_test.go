@@ -43,11 +43,14 @@ func openTest(t testing.TB, clock *testClock) (*Store, string) {
 }
 
 var (
-	writer    = models.Principal{Subject: "okafor", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"ray"}}
-	userRay   = models.Principal{Subject: "speech", Scopes: []models.Scope{models.ScopeReadUser}, Patients: []string{"ray"}}
-	dualRay   = models.Principal{Subject: "host", Scopes: []models.Scope{models.ScopeReadUser, models.ScopeReadAssistant}, Patients: []string{"ray"}}
-	dualOther = models.Principal{Subject: "host2", Scopes: []models.Scope{models.ScopeReadUser, models.ScopeReadAssistant}, Patients: []string{"sue"}}
-	system    = models.System("test", models.ScopeReadUser, models.ScopeReadAssistant, models.ScopeWrite)
+	// writer is a clinician system: it writes both audiences of ray's facts.
+	writer = models.Principal{Subject: "okafor", Scopes: []models.Scope{models.ScopeWrite, models.ScopeWriteAssistant}, Patients: []string{"ray"}}
+	// userWriter holds care.write only: speakable facts only.
+	userWriter = models.Principal{Subject: "carer", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"ray"}}
+	userRay    = models.Principal{Subject: "speech", Scopes: []models.Scope{models.ScopeReadUser}, Patients: []string{"ray"}}
+	dualRay    = models.Principal{Subject: "host", Scopes: []models.Scope{models.ScopeReadUser, models.ScopeReadAssistant}, Patients: []string{"ray"}}
+	dualOther  = models.Principal{Subject: "host2", Scopes: []models.Scope{models.ScopeReadUser, models.ScopeReadAssistant}, Patients: []string{"sue"}}
+	system     = models.System("test", models.ScopeReadUser, models.ScopeReadAssistant, models.ScopeWrite, models.ScopeWriteAssistant)
 )
 
 func in(domain string, a models.Audience, value string) PublishInput {

@@ -9,15 +9,24 @@ import (
 )
 
 // Verify recomputes the chain of the fact named by rawURI (P-5), opening
-// each sealed value; ErrNotFound if p cannot read it (P-1, P-2, P-21).
+// each sealed value, and checks its signed heads (P-26); ErrNotFound if p
+// cannot read it (P-1, P-2, P-21).
 //
 // BrokenAt is the first version n whose stored prevHash is not version
 // n-1's stored hash ("" for n = 1), whose number is out of sequence, whose
 // recomputed VersionHash over its plaintext differs from its stored hash,
 // whose sealed value fails to open (one failure shape for both), or — when
 // the store has a Sealer — whose value is stored as plaintext (P-6: forged
-// by someone with write access to the database, or not yet rekeyed).
-// Versions holds a receipt for every version (never a value).
+// by someone with write access to the database, or not yet rekeyed); or
+// whose head signature (made when it was committed) does not verify under
+// the store's public key (ProblemHeadSignature: a chain rewritten with
+// recomputed hashes by someone holding the database and the data key).
+// The chain's head must be signed, and so must every version after the
+// first signed one (ProblemHeadUnsigned); versions written before heads
+// were signed may not be, and a database not yet signed (SignLegacyHeads)
+// passes unsigned with Head.Valid false. Problem says what disagreed at
+// BrokenAt. Versions holds a receipt for every version (never a value), and
+// Head the head as signed.
 //
 // No verdict is given when a verdict cannot be had: a sealed value with no
 // Sealer configured returns an error wrapping ErrSealed, and a sealer outage
@@ -35,11 +44,17 @@ func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (
 	if u.Version > len(rs) {
 		return VerifyResult{}, ErrNotFound
 	}
+	legacy, err := s.legacyUnsigned(ctx, s.db)
+	if err != nil {
+		return VerifyResult{}, err
+	}
 	res := VerifyResult{URI: u.Unversioned().String(), Intact: true}
-	prev := ""
+	prev, signedSeen := "", false
 	for i, r := range rs {
-		rec := VersionReceipt{N: r.v.N, Hash: r.v.Hash, PrevHash: r.v.PrevHash, WrittenAt: r.v.WrittenAt, AuthorID: r.v.AuthorID}
+		rec := VersionReceipt{N: r.v.N, Hash: r.v.Hash, PrevHash: r.v.PrevHash, WrittenAt: r.v.WrittenAt, AuthorID: r.v.AuthorID,
+			Signature: r.headSig, KeyID: r.headKey}
 		ok := r.v.N == i+1 && r.v.PrevHash == prev
+		problem := "out of sequence, or prevHash does not match"
 		if r.sealed {
 			if s.sealer != nil {
 				if aad, err := AAD(r.v.Patient, r.v.Domain, r.v.N, r.v.Audience); err == nil {
@@ -56,16 +71,31 @@ func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (
 			case errors.Is(err, ErrSealed), errors.Is(err, ErrSealerUnavailable):
 				return VerifyResult{}, fmt.Errorf("store: verify: %w", err)
 			case err != nil:
-				ok = false
+				ok, problem = false, "the value does not open"
 			default:
-				ok = VersionHash(r.v.PrevHash, value, r.v.WrittenAt, r.v.AuthorID) == r.v.Hash
+				ok, problem = VersionHash(r.v.PrevHash, value, r.v.WrittenAt, r.v.AuthorID) == r.v.Hash, "hash does not match"
+			}
+		}
+		if ok {
+			isHead := i == len(rs)-1
+			switch {
+			case r.headSig != "":
+				signedSeen = true
+				ok, problem = s.verifyHead(chainHeadPreimage(r.v.URI(), r.v.Hash), r.headSig), ProblemHeadSignature
+			case legacy:
+				// written before heads were signed; adopted at the next start
+			case signedSeen || isHead:
+				ok, problem = false, ProblemHeadUnsigned
 			}
 		}
 		if !ok && res.Intact {
-			res.Intact, res.BrokenAt = false, i+1
+			res.Intact, res.BrokenAt, res.Problem = false, i+1, problem
 		}
 		res.Versions = append(res.Versions, rec)
 		prev = r.v.Hash
+	}
+	if len(rs) > 0 {
+		res.Head = s.signedHead(rs[len(rs)-1])
 	}
 	return res, nil
 }

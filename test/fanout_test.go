@@ -226,6 +226,7 @@ func connectClock(s *harness.Server, sub, uri string) (*updatedClock, error) {
 	return cl, nil
 }
 
+// bearerRT sets Authorization: Bearer token on every request.
 type bearerRT struct {
 	token string
 	next  http.RoundTripper

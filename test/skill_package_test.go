@@ -40,4 +40,9 @@ func TestSkillPackage_ValidAgainstSMAPIModel(t *testing.T) {
 		"LABEL=build copy", "PKG=" + filepath.Join(out, "skill-package"), "RESOURCES=" + filepath.Join(out, "ask-resources.json"),
 		"EXPECT_ENDPOINT=" + public + "/alexa",
 	}, time.Minute)
+
+	// The account-linking request beside it (issue 14), and the committed template.
+	runChecks(t, node, "account-linking.mjs", []string{"LABEL=build copy", "FILE=" + filepath.Join(out, "accountLinking.json"),
+		"EXPECT_BASE=" + public}, time.Minute)
+	runChecks(t, node, "account-linking.mjs", []string{"LABEL=source", "FILE=" + filepath.Join(repoRoot, "skill-package", "accountLinking.json")}, time.Minute)
 }

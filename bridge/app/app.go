@@ -12,6 +12,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -25,11 +26,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/unsay/unsay/bridge"
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/bridge/oauth"
 	"github.com/unsay/unsay/bridge/speech"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/skill"
@@ -72,19 +75,33 @@ type Config struct {
 	// then always reads as day five after surgery).
 	SeedClock time.Time
 
-	AllowedOrigins       []string
+	AllowedOrigins []string
+	// AuthorizationServers names an external authorization server (the
+	// issuer its tokens carry, with TokenJWKSURL); empty means the embedded
+	// one (bridge/oauth) on PublicURL.
 	AuthorizationServers []string
-	TokenPublicKeyPEM    []byte
+	// TokenJWKSURL is the external authorization server's JWKS (--token-jwks-url).
+	TokenJWKSURL      string
+	TokenPublicKeyPEM []byte
+	// OAuthMetadataClient fetches Client ID Metadata Documents; nil refuses
+	// private addresses (tests pass an httptest TLS client).
+	OAuthMetadataClient *http.Client
 
 	// Envelope is none|local|kms (default none: PLAINTEXT at rest).
 	Envelope    string
 	KMSEndpoint string
 	KMSRegion   string
 
-	// Secrets. Empty means the development default, announced at startup.
+	// Secrets. Empty means the development default, announced at startup
+	// and refused off loopback; a secret set shorter than MinSecretBytes is
+	// refused, naming its variable.
 	TokenSecret []byte // UNSAY_TOKEN_SECRET
 	WriteSecret []byte // UNSAY_WRITE_SECRET
 	AuditKey    []byte // UNSAY_AUDIT_KEY
+	// SigningKey is UNSAY_SIGNING_KEY as set (base64 of an Ed25519 seed,
+	// from `unsay keygen`): it signs every chain head and the audit head at
+	// commit (P-26). Empty means store.DevSigningKey.
+	SigningKey []byte
 
 	// Alexa is the skill's configuration (skill id, verification, roots,
 	// certificate overrides, default patient). Clock and Logger are filled in.
@@ -126,6 +143,10 @@ type App struct {
 	Skill    *skill.Skill
 	Speech   *speech.Principal
 	Notifier *proactive.Notifier
+	api      *httpapi.API
+	// AS is the embedded OAuth authorization server; nil when an external
+	// one or a static public key verifies tokens.
+	AS *oauth.Server
 
 	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
 	// exactly one instance speaks for each patient.
@@ -148,6 +169,10 @@ type App struct {
 	tokenCfg    auth.Config
 	sealer      store.Sealer
 	closeOnce   sync.Once
+
+	authServers []string // named in the protected-resource metadata (oauth.go)
+	speechTokMu sync.Mutex
+	speechToks  map[string]cachedToken // minted speech tokens by patient set (oauth.go)
 }
 
 // New opens the store (seeding an empty one), listens on cfg.Addr, and
@@ -160,6 +185,21 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if cfg.AdminPprof && cfg.AdminAddr == "" {
 		return nil, errors.New("--admin-pprof needs --admin-addr (pprof is never served on the public listener)")
+	}
+	if err := refuseWeakSecrets(cfg); err != nil {
+		return nil, err
+	}
+	pause, err := testPause(cfg) // refused off loopback before anything opens
+	if err != nil {
+		return nil, err
+	}
+	var signingKey ed25519.PrivateKey
+	if len(cfg.SigningKey) > 0 {
+		k, err := store.ParseSigningKey(string(cfg.SigningKey))
+		if err != nil {
+			return nil, fmt.Errorf("UNSAY_SIGNING_KEY: %w", err)
+		}
+		signingKey = k
 	}
 	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}, devSettings: devSettings(cfg)}
 	defer func() {
@@ -176,11 +216,21 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		auditKey = []byte(store.DevAuditKey)
 		a.notes = append(a.notes, "DEV DEFAULT UNSAY_AUDIT_KEY")
 	}
-	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer, Logger: cfg.Logger}); err != nil {
+	if a.Store, err = store.Open(ctx, store.Options{DSN: cfg.DB, Clock: cfg.Clock, AuditKey: auditKey, Sealer: a.sealer,
+		SigningKey: signingKey, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	if a.Store.UsesDevSigningKey() {
+		a.notes = append(a.notes, "DEV DEFAULT UNSAY_SIGNING_KEY")
+	}
+	a.notes = append(a.notes, "chain heads signed by Ed25519 key "+store.KeyID(a.Store.PublicKey()))
 	if err := a.Store.CheckStartup(ctx); err != nil {
 		return nil, err
+	}
+	if n, err := a.Store.SignLegacyHeads(ctx); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	} else if n > 0 {
+		a.notes = append(a.notes, fmt.Sprintf("signed %d chain heads written before head signing", n))
 	}
 	if err := a.seed(ctx); err != nil {
 		return nil, err
@@ -200,19 +250,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
 
-	tokenSecret := cfg.TokenSecret
-	if len(tokenSecret) == 0 {
-		tokenSecret = []byte(auth.DevTokenSecret)
-		a.notes = append(a.notes, "DEV DEFAULT UNSAY_TOKEN_SECRET")
-	}
 	writeSecret := cfg.WriteSecret
 	if len(writeSecret) == 0 {
 		writeSecret = []byte(httpapi.DevWriteSecret)
 		a.notes = append(a.notes, "DEV DEFAULT UNSAY_WRITE_SECRET")
 	}
-	a.tokenCfg = auth.Config{Secret: tokenSecret, PublicKeyPEM: cfg.TokenPublicKeyPEM, PublicURL: a.publicURL, Clock: cfg.Clock}
-	if a.verifier, err = auth.NewVerifier(a.tokenCfg); err != nil {
-		return nil, fmt.Errorf("tokens: %w", err)
+	if err := a.Store.WithMigrationLock(ctx, a.buildTokens); err != nil {
+		return nil, err
 	}
 
 	// Parts that create their own tables do so under the store's migration
@@ -220,12 +264,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
-	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor, verifier: a.verifier}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
-	if skillCfg.TestPause, err = testPause(cfg); err != nil {
-		return nil, err
-	}
+	skillCfg.TestPause = pause
 	if skillCfg.TestPause.For > 0 {
 		a.notes = append(a.notes, "TEST PAUSE "+skillCfg.TestPause.At+" "+skillCfg.TestPause.For.String()+" on Alexa responses ("+TestPauseEnv+", tests only)")
 	}
@@ -236,7 +278,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var srv *bridge.Server
 	api := httpapi.New(httpapi.Config{
 		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
-		AuthorizationServers: cfg.AuthorizationServers, Clock: cfg.Clock, Logger: cfg.Logger,
+		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
 		Subscribers: func(u models.URI) int {
 			if srv == nil {
 				return 0
@@ -249,14 +291,16 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			}
 		},
 	})
+	a.api = api
 	srv, err = bridge.New(ctx, bridge.Config{
-		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: cfg.AuthorizationServers,
+		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 		// Shared by every instance on one database, so a list cursor
 		// issued by one is honoured by another (no sticky routing).
 		CursorSecret: auditKey,
 	}, a.Store, a.verifier, api, bridge.Extra{
-		Alexa: a.Skill,
+		Alexa:         a.Skill,
+		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
 		Ready: func(context.Context) map[string]any {
 			// Ready only while the speech principal is connected, caught up
 			// with the store (speech.DefaultMaxLag) and confirming facts at speak
@@ -266,6 +310,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				"lagSeconds": st.LagSeconds, "confirming": st.Confirming,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
 				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
+		},
+		Routes: func(r chi.Router) {
+			if a.AS != nil {
+				a.AS.Routes(r)
+			}
 		},
 	})
 	if err != nil {
@@ -380,11 +429,12 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 		sc.Token = a.cfg.SpeechToken
 	} else {
-		sc.TokenSource = func(_ context.Context, patients []string) (string, error) {
-			if len(patients) == 0 {
-				patients = []string{"none"} // a token must be bound to something; "none" holds no facts
-			}
-			return auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+		if a.AS == nil && !a.verifier.HS256() {
+			return errors.New("speech principal: give --speech-token, a care.read.user token of the authorization server in force")
+		}
+		sc.TokenSource = a.mintSpeechToken
+		if _, err := a.mintSpeechToken(ctx, patients); err != nil { // warm: the first connection need not wait for it
+			return fmt.Errorf("speech principal: token: %w", err)
 		}
 	}
 	if a.Speech, err = speech.New(sc); err != nil {
@@ -405,6 +455,11 @@ func (a *App) speechPatients(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("linked patients: %w", err)
 	}
 	set = append(set, linked...)
+	granted, err := a.Store.GrantedPatients(ctx) // account-linked (OAuth) patients
+	if err != nil {
+		return nil, fmt.Errorf("granted patients: %w", err)
+	}
+	set = append(set, granted...)
 	slices.Sort(set)
 	return slices.Compact(set), nil
 }
@@ -494,7 +549,13 @@ func (a *App) StartupLine() string {
 		"encryption " + envelope.Describe(a.sealer),
 	}
 	parts = append(parts, a.Skill.StartupNotes()...)
-	if len(a.cfg.AuthorizationServers) == 0 {
+	parts = append(parts, a.verifier.Describe())
+	switch {
+	case a.AS != nil:
+		parts = append(parts, "authorization server "+a.AS.Issuer()+" (embedded)")
+	case len(a.authServers) > 0:
+		parts = append(parts, "authorization server "+strings.Join(a.authServers, ", "))
+	default:
 		parts = append(parts, "no authorization server configured")
 	}
 	if ps := a.Speech.State().Patients; len(ps) > 0 {
@@ -600,6 +661,9 @@ func (a *App) Close() {
 		if a.Bridge != nil {
 			a.Bridge.Close()
 		}
+		if a.api != nil {
+			a.api.Close() // the batched audit rows of rate-limited attempts
+		}
 		for _, ln := range []net.Listener{a.ln, a.speechLn, a.adminLn} {
 			if ln != nil {
 				_ = ln.Close()
@@ -627,10 +691,11 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // mapping the store's errors to the skill's, and makes the speech principal
 // follow a newly linked patient.
 type linkAdapter struct {
-	st     *store.Store
-	speech *speech.Principal
-	log    *slog.Logger
-	follow func(patient string) // compete for the patient's speech lease
+	st       *store.Store
+	speech   *speech.Principal
+	log      *slog.Logger
+	follow   func(patient string) // compete for the patient's speech lease
+	verifier *auth.Verifier       // account-linking access tokens (oauth.go)
 }
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
@@ -741,19 +806,12 @@ func instanceID() string {
 // that patient). On loopback they are allowed, and requests relayed by a
 // reverse proxy are refused at request time (refuseRelayedDev).
 func refuseUnsafeExposure(cfg Config) error {
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 		return fmt.Errorf("--addr %q: %w", cfg.Addr, err)
 	}
 	// Loopback both where it listens and where it is reached: a loopback
 	// listener behind a reverse proxy with a public --public-url is exposed.
-	exposed := !isLoopbackHost(host)
-	if cfg.PublicURL != "" {
-		if u, err := url.Parse(cfg.PublicURL); err != nil || !isLoopbackHost(u.Hostname()) {
-			exposed = true
-		}
-	}
-	if !exposed {
+	if !isExposed(cfg) {
 		return nil
 	}
 	bad := devSettings(cfg)
@@ -768,7 +826,13 @@ func refuseUnsafeExposure(cfg Config) error {
 // and --default-patient.
 func devSettings(cfg Config) []string {
 	var bad []string
-	for name, v := range map[string][]byte{"UNSAY_TOKEN_SECRET": cfg.TokenSecret, "UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey} {
+	secrets := map[string][]byte{"UNSAY_WRITE_SECRET": cfg.WriteSecret, "UNSAY_AUDIT_KEY": cfg.AuditKey, "UNSAY_SIGNING_KEY": cfg.SigningKey}
+	// UNSAY_TOKEN_SECRET counts only where HS256 development tokens are
+	// accepted, on loopback: off it HS256 is off, so the secret is not needed.
+	if !isExposed(cfg) {
+		secrets["UNSAY_TOKEN_SECRET"] = cfg.TokenSecret
+	}
+	for name, v := range secrets {
 		if len(v) == 0 {
 			bad = append(bad, name+" unset (development default)")
 		}
@@ -781,6 +845,30 @@ func devSettings(cfg Config) []string {
 	}
 	slices.Sort(bad)
 	return bad
+}
+
+// MinSecretBytes is the shortest HMAC secret accepted (UNSAY_TOKEN_SECRET,
+// UNSAY_WRITE_SECRET, UNSAY_AUDIT_KEY): 32 bytes, as auth.MinSecretBytes.
+// A 1-byte write secret was recovered from one signed write.
+const MinSecretBytes = auth.MinSecretBytes
+
+// refuseWeakSecrets refuses an HMAC secret that is set but shorter than
+// MinSecretBytes, naming its variable (unset means the development
+// default, which refuseUnsafeExposure keeps to loopback).
+func refuseWeakSecrets(cfg Config) error {
+	var bad []string
+	for _, s := range []struct {
+		name string
+		v    []byte
+	}{{"UNSAY_TOKEN_SECRET", cfg.TokenSecret}, {"UNSAY_WRITE_SECRET", cfg.WriteSecret}, {"UNSAY_AUDIT_KEY", cfg.AuditKey}} {
+		if len(s.v) > 0 && len(s.v) < MinSecretBytes {
+			bad = append(bad, fmt.Sprintf("%s is %d bytes", s.name, len(s.v)))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("refusing weak secrets: %s; each must be at least %d bytes (e.g. openssl rand -base64 32)", strings.Join(bad, ", "), MinSecretBytes)
+	}
+	return nil
 }
 
 func isLoopbackHost(host string) bool {

@@ -162,10 +162,10 @@ func (r *rig) waitPending(n int) {
 	})
 }
 
-// link has a carer create a code (POST /link, care.write) and Ray say it.
+// link has a carer create a code (POST /link, care.link) and Ray say it.
 func (r *rig) link(dev *alexatest.Device) {
 	r.t.Helper()
-	code, out := r.post("/link", []byte(`{"patient":"ray"}`), map[string]string{"Authorization": "Bearer " + r.token(models.ScopeWrite)})
+	code, out := r.post("/link", []byte(`{"patient":"ray"}`), map[string]string{"Authorization": "Bearer " + r.token(models.ScopeLink)})
 	if code != http.StatusCreated {
 		r.t.Fatalf("/link answered %d %v", code, out)
 	}

@@ -3,6 +3,8 @@ package app_test
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,7 +24,7 @@ func TestNew_RefusesDevelopmentSettingsOffLoopback(t *testing.T) {
 		tweak func(*app.Config)
 		want  string
 	}{
-		{"development secrets", func(c *app.Config) { c.TokenSecret = nil }, "UNSAY_TOKEN_SECRET"},
+		{"development secrets", func(c *app.Config) { c.WriteSecret = nil }, "UNSAY_WRITE_SECRET"},
 		{"verification off", func(c *app.Config) { c.Alexa.Verify = false }, "--alexa-verify=false"},
 		{"a default patient", func(c *app.Config) { c.Alexa.DefaultPatient = "ray" }, "--default-patient"},
 		{"a public URL in front of a loopback listener", func(c *app.Config) {
@@ -77,4 +79,61 @@ func TestNew_RefusesASpeechTokenWiderThanTheSpeakableScope(t *testing.T) {
 		t.Fatalf("a care.read.user speech token refused: %v", err)
 	}
 	a.Close()
+}
+
+// TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff (issue 12, issue 14):
+// on a public URL the embedded authorization server verifies tokens and
+// HS256 is off — a development token is refused with invalid_token — so
+// UNSAY_TOKEN_SECRET is not required. Its twin on loopback accepts the
+// same development token.
+func TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff(t *testing.T) {
+	secret := []byte("a-production-secret-of-at-least-32-bytes!")
+	devToken := func(public string) string {
+		tok, err := auth.Mint(auth.Config{Secret: []byte(auth.DevTokenSecret), PublicURL: public}, "dev", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for _, tc := range []struct {
+		name, addr, public, host string
+		wantStatus               int
+		wantLine                 string
+	}{
+		{"public URL", "0.0.0.0:0", "https://care.example.org", "care.example.org", 401, "HS256 off"},
+		{"loopback", "127.0.0.1:0", "", "", 200, "HS256 development tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := app.Config{Addr: tc.addr, PublicURL: tc.public, DB: filepath.Join(t.TempDir(), "u.db"), WriteSecret: secret, AuditKey: secret, SigningKey: prodSigningKey,
+				Alexa: skill.Config{Verify: true, SkillID: "amzn1.ask.skill.x"}}
+			a, err := app.New(context.Background(), cfg)
+			if err != nil {
+				t.Fatalf("New without UNSAY_TOKEN_SECRET: %v", err)
+			}
+			defer a.Close()
+			if line := a.StartupLine(); !strings.Contains(line, tc.wantLine) || !strings.Contains(line, "embedded") {
+				t.Fatalf("startup line %q does not say which verification is in force (%q)", line, tc.wantLine)
+			}
+			host := tc.host
+			if host == "" {
+				host = strings.TrimPrefix(a.URL(), "http://")
+			}
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			req.Host = host
+			req.Header.Set("Authorization", "Bearer "+devToken(a.URL()))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			w := httptest.NewRecorder()
+			a.Bridge.Handler().ServeHTTP(w, req)
+			if tc.wantStatus == 401 {
+				if w.Code != 401 || !strings.Contains(w.Header().Get("WWW-Authenticate"), `error="invalid_token"`) {
+					t.Fatalf("HS256 development token off loopback: %d %q, want 401 invalid_token", w.Code, w.Header().Get("WWW-Authenticate"))
+				}
+				return
+			}
+			if w.Code == 401 || w.Code == 403 {
+				t.Fatalf("HS256 development token on loopback refused: %d %s", w.Code, w.Body)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,10 +24,15 @@ import (
 	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/skill"
+	"github.com/unsay/unsay/store"
 )
 
-// prodSecret passes for every production secret in these tests.
-var prodSecret = []byte("edge-test-production-secret-0123456789abcdef")
+// prodSecret passes for every production secret in these tests, and
+// prodSigningKey for UNSAY_SIGNING_KEY.
+var (
+	prodSecret     = []byte("edge-test-production-secret-0123456789abcdef")
+	prodSigningKey = []byte(store.FormatSigningKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize))))
+)
 
 // serveApp starts the whole program with cfg (a temporary SQLite database
 // and a free loopback port unless set) and stops it at the end of the test.
@@ -364,8 +370,8 @@ func TestServe_DevelopmentSettingsRefuseRequestsRelayedByAProxy(t *testing.T) {
 	}
 	for name, cfg := range map[string]app.Config{
 		"development secrets":  {Alexa: skill.Config{Verify: true, SkillID: "amzn1.ask.skill.edge"}},
-		"--alexa-verify=false": {TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret},
-		"--default-patient": {TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret,
+		"--alexa-verify=false": {TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret, SigningKey: prodSigningKey},
+		"--default-patient": {TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret, SigningKey: prodSigningKey,
 			Alexa: skill.Config{Verify: true, SkillID: "amzn1.ask.skill.edge", DefaultPatient: "ray"}},
 	} {
 		a := serveApp(t, cfg)
@@ -378,7 +384,7 @@ func TestServe_DevelopmentSettingsRefuseRequestsRelayedByAProxy(t *testing.T) {
 			t.Errorf("%s, straight from the box: %d, want 200", name, got)
 		}
 	}
-	prod := serveApp(t, app.Config{TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret,
+	prod := serveApp(t, app.Config{TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret, SigningKey: prodSigningKey,
 		Alexa: skill.Config{Verify: true, SkillID: "amzn1.ask.skill.edge"}})
 	for _, h := range relayed {
 		if got := get(prod, h); got != http.StatusOK {
@@ -392,7 +398,7 @@ func TestServe_DevelopmentSettingsRefuseRequestsRelayedByAProxy(t *testing.T) {
 // is answered. Twin: the same write relayed by a proxy with a loopback Host
 // is refused.
 func TestServe_TheCLIOnTheBoxReachesAnInstanceWithAPublicHost(t *testing.T) {
-	a := serveApp(t, app.Config{PublicURL: "https://care.example.org", TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret,
+	a := serveApp(t, app.Config{PublicURL: "https://care.example.org", TokenSecret: prodSecret, WriteSecret: prodSecret, AuditKey: prodSecret, SigningKey: prodSigningKey,
 		Alexa: skill.Config{Verify: true, SkillID: "amzn1.ask.skill.edge"}})
 	local := "http://" + listenAddr(t, a)
 	write := func(hdr map[string]string) int {

@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"github.com/unsay/unsay/bridge/app"
 	"github.com/unsay/unsay/skill"
 	"github.com/unsay/unsay/skill/alexatest"
+	"github.com/unsay/unsay/store"
 )
 
 // The admin /readyz is 200 with the speech principal connected and caught
@@ -62,10 +65,12 @@ func TestReadyz_ReportsTheSpeechPrincipalsReadinessAndLag(t *testing.T) {
 // on loopback it starts, and the startup line says so.
 func TestNew_TestPauseIsForLoopbackTestsOnly(t *testing.T) {
 	secret := []byte("a-production-secret-of-at-least-32-bytes!")
+	signing := []byte(store.FormatSigningKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))))
 	cfg := func(addr, public, pause string, dir string) app.Config {
 		return app.Config{Addr: addr, PublicURL: public, DB: filepath.Join(dir, "u.db"), TokenSecret: secret, WriteSecret: secret, AuditKey: secret,
-			Alexa:  skill.Config{Verify: true, SkillID: "amzn1.ask.skill.x"},
-			Getenv: func(k string) string { return map[string]string{app.TestPauseEnv: pause}[k] }}
+			SigningKey: signing,
+			Alexa:      skill.Config{Verify: true, SkillID: "amzn1.ask.skill.x"},
+			Getenv:     func(k string) string { return map[string]string{app.TestPauseEnv: pause}[k] }}
 	}
 	for _, tc := range []struct{ name, addr, public, pause string }{
 		{"off loopback", "0.0.0.0:0", "", "before-heard:1s"},

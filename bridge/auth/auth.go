@@ -3,19 +3,38 @@
 // /mcp with the RFC 6750 / RFC 9728 WWW-Authenticate challenges, and mints
 // development tokens (P-13, P-21; spec I-13, T-5).
 //
-// A token is accepted only when all of these hold:
+// Which keys verify a token is decided once, by Config (Verifier.Describe
+// names it for the startup line):
 //
-//   - it is a JWS signed with a pinned algorithm: HS256 under Config.Secret,
-//     or RS256/ES256 under Config.PublicKeyPEM (the key's type decides which);
-//     "none" and every other algorithm are refused, and each algorithm is
-//     checked only against its own key;
+//   - a key set (Config.JWKS): the embedded authorization server's keys
+//     (bridge/oauth) or an external one's (RemoteJWKS, --token-jwks-url).
+//     Only the key named by the token's "kid" verifies it, with the one
+//     algorithm of that key (RS256, PS256, ES256, ES384 or EdDSA); "iss"
+//     must be Config.Issuer. HS256 stays on beside it only when
+//     Config.HS256WithJWKS is set (the embedded server on loopback: the
+//     development tokens of `unsay token`);
+//   - a public key (Config.PublicKeyPEM, --token-public-key): RS256 or ES256
+//     under that key and nothing else — HS256 is off (issue 12);
+//   - otherwise HS256 under Config.Secret.
+//
+// "none" and every other algorithm are refused, and each algorithm is
+// checked only against its own key. A token is accepted only when all of
+// these hold:
+//
+//   - its header and payload are JSON objects without duplicate member
+//     names, its header has no "crit", and "exp"/"nbf"/"iat" are numbers;
 //   - "exp" is present and not past (Config.Clock, no leeway);
 //   - "aud" (a string or an array) contains this server's resource
 //     identifier "{public-url}/mcp" or "{public-url}" (RFC 8707);
 //   - "sub" is non-empty;
 //   - "scope" is a non-empty, space-separated list of known scopes
 //     (models.Scope.Valid) — one unknown scope refuses the whole token;
-//   - "patients" is a non-empty array of valid patient ids (models.ValidID).
+//   - "patients" is an array of valid patient ids (models.ValidID), non-empty
+//     except in key-set tokens (a client_credentials token is bound to no
+//     patient and reads none);
+//   - with Config.GrantActive, the token's "grant" names a grant that is not
+//     revoked — checked on every request, so a revocation is effective on
+//     the next one.
 //
 // Scopes and patients come from the signed payload and nowhere else.
 package auth
@@ -56,16 +75,36 @@ var (
 	ErrNoToken = errors.New("no bearer token in the Authorization header")
 	// ErrConfig: NewVerifier or Mint was given an unusable configuration.
 	ErrConfig = errors.New("auth: bad configuration")
+	// ErrUnavailable: the token could not be checked now (the grant check's
+	// store is unreachable). It does not wrap sdkauth.ErrInvalidToken: the
+	// token is not known to be bad, so /mcp answers 503, not 401, and the
+	// skill does not tell a linked person to link again.
+	ErrUnavailable = errors.New("auth: token verification unavailable")
 )
 
 // Config configures token verification and minting.
 type Config struct {
 	// Secret is the HS256 key (UNSAY_TOKEN_SECRET), at least MinSecretBytes.
-	// Empty disables HS256 (then PublicKeyPEM is required).
+	// It verifies tokens only when neither PublicKeyPEM nor JWKS is set, or
+	// beside JWKS with HS256WithJWKS. Mint always uses it.
 	Secret []byte
-	// PublicKeyPEM optionally enables RS256 (an RSA key) or ES256 (an EC
-	// P-256 key) verification (--token-public-key). PKIX or PKCS#1 PEM.
+	// PublicKeyPEM enables RS256 (an RSA key) or ES256 (an EC P-256 key)
+	// verification under that key alone (--token-public-key). PKIX or PKCS#1 PEM.
 	PublicKeyPEM []byte
+	// JWKS is an authorization server's key set; Issuer is then required.
+	JWKS KeySource
+	// Issuer is the "iss" every key-set token must carry (the authorization
+	// server's issuer identifier, RFC 8414 §2).
+	Issuer string
+	// HS256WithJWKS keeps HS256 under Secret beside JWKS (development tokens
+	// on a loopback server with the embedded authorization server).
+	HS256WithJWKS bool
+	// GrantActive, when set, is asked about every key-set token from Issuer:
+	// it returns nil while the grant named by the token's "grant" claim is
+	// active, an error once it is revoked (the token is then refused).
+	GrantActive func(ctx context.Context, grantID string) error
+	// JWKSDescription names the key set in Describe (e.g. its URL).
+	JWKSDescription string
 	// PublicURL is this server's public base URL, e.g. "http://127.0.0.1:8080"
 	// (a trailing slash is ignored). The resource identifier is PublicURL+"/mcp".
 	PublicURL string
@@ -76,48 +115,88 @@ type Config struct {
 // Verifier verifies bearer tokens. It is immutable after NewVerifier and
 // safe for concurrent use.
 type Verifier struct {
-	secret   []byte
+	secret   []byte // nil when HS256 is off
 	pubKey   any    // *rsa.PublicKey or *ecdsa.PublicKey; nil when none
 	pubAlg   string // "RS256" or "ES256" when pubKey != nil
+	jwks     KeySource
+	issuer   string
+	active   func(ctx context.Context, grantID string) error
+	describe string
 	methods  []string
 	base     string // PublicURL without trailing slash
 	resource string // base + "/mcp"
 	clock    func() time.Time
+	sigs     *sigCache
 }
 
 // NewVerifier checks cfg and returns a Verifier. Errors (wrapping ErrConfig):
-// no key at all, a secret shorter than MinSecretBytes, an unparsable or
-// unsupported public key (only RSA ≥ 2048 bits and EC P-256), a PublicURL
-// that is not an absolute http(s) URL without query or fragment.
+// no key at all, both a public key and a key set, a key set without an
+// issuer, a secret shorter than MinSecretBytes where HS256 is in force, an
+// unparsable or unsupported public key (only RSA ≥ 2048 bits and EC P-256),
+// a PublicURL that is not an absolute http(s) URL without query or fragment.
 func NewVerifier(cfg Config) (*Verifier, error) {
 	base, err := normalizePublicURL(cfg.PublicURL)
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{base: base, resource: base + "/mcp", clock: cfg.Clock}
+	v := &Verifier{base: base, resource: base + "/mcp", clock: cfg.Clock, sigs: &sigCache{}}
 	if v.clock == nil {
 		v.clock = time.Now
 	}
-	if len(cfg.Secret) > 0 {
-		if len(cfg.Secret) < MinSecretBytes {
-			return nil, fmt.Errorf("%w: token secret is %d bytes, need at least %d", ErrConfig, len(cfg.Secret), MinSecretBytes)
-		}
-		v.secret = slices.Clone(cfg.Secret)
-		v.methods = append(v.methods, jwt.SigningMethodHS256.Alg())
+	if len(cfg.PublicKeyPEM) > 0 && cfg.JWKS != nil {
+		return nil, fmt.Errorf("%w: --token-public-key and a key set (--token-jwks-url or the embedded authorization server) exclude each other", ErrConfig)
 	}
-	if len(cfg.PublicKeyPEM) > 0 {
+	hs256 := len(cfg.Secret) > 0
+	switch {
+	case len(cfg.PublicKeyPEM) > 0:
 		key, alg, err := parsePublicKey(cfg.PublicKeyPEM)
 		if err != nil {
 			return nil, err
 		}
 		v.pubKey, v.pubAlg = key, alg
 		v.methods = append(v.methods, alg)
+		v.describe = "tokens verified by the " + alg + " public key only (HS256 off)"
+		hs256 = false
+	case cfg.JWKS != nil:
+		if cfg.Issuer == "" {
+			return nil, fmt.Errorf("%w: a key set needs the issuer its tokens carry", ErrConfig)
+		}
+		v.jwks, v.issuer, v.active = cfg.JWKS, cfg.Issuer, cfg.GrantActive
+		v.methods = append(v.methods, jwksAlgorithms...)
+		what := cfg.JWKSDescription
+		if what == "" {
+			what = "a JWKS"
+		}
+		v.describe = "tokens verified by " + what + " (issuer " + cfg.Issuer + ")"
+		hs256 = hs256 && cfg.HS256WithJWKS
+		if hs256 {
+			v.describe += " and HS256 development tokens (loopback only)"
+		} else {
+			v.describe += ", HS256 off"
+		}
+	default:
+		v.describe = "tokens verified by HS256 (UNSAY_TOKEN_SECRET)"
+	}
+	if hs256 {
+		if len(cfg.Secret) < MinSecretBytes {
+			return nil, fmt.Errorf("%w: token secret is %d bytes, need at least %d", ErrConfig, len(cfg.Secret), MinSecretBytes)
+		}
+		v.secret = slices.Clone(cfg.Secret)
+		v.methods = append(v.methods, jwt.SigningMethodHS256.Alg())
 	}
 	if len(v.methods) == 0 {
 		return nil, fmt.Errorf("%w: neither a token secret nor a public key is configured", ErrConfig)
 	}
 	return v, nil
 }
+
+// Describe says which verification is in force, for the startup line:
+// "tokens verified by …" naming the key set and issuer, the public key's
+// algorithm, or HS256, and whether HS256 is on.
+func (v *Verifier) Describe() string { return v.describe }
+
+// HS256 reports whether HS256 tokens (Mint) are accepted.
+func (v *Verifier) HS256() bool { return v.secret != nil }
 
 func normalizePublicURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
@@ -155,8 +234,9 @@ func (v *Verifier) ResourceMetadataURL() string {
 
 // claims is the token payload Unsay reads.
 type claims struct {
-	Scope    string   `json:"scope"`
-	Patients []string `json:"patients"`
+	Scope    string    `json:"scope"`
+	Patients *[]string `json:"patients"`
+	Grant    string    `json:"grant,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -179,18 +259,47 @@ func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*
 	if pv, ok := ctx.Value(verifiedKey{}).(verified); ok && pv.token == token {
 		return pv.info, nil
 	}
-	var c claims
-	_, err := jwt.ParseWithClaims(token, &c, v.keyFunc,
-		jwt.WithValidMethods(v.methods),
-		jwt.WithExpirationRequired(),
-		jwt.WithAudience(v.resource, v.base),
-		jwt.WithTimeFunc(v.clock),
-		jwt.WithStrictDecoding(),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+	now := v.clock()
+	c, fromKeySet, hit := v.sigs.get(token, now)
+	if !hit {
+		if err := checkRaw(token); err != nil {
+			return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+		}
+		_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+			key, set, err := v.keyFunc(ctx, t)
+			fromKeySet = set
+			return key, err
+		},
+			jwt.WithValidMethods(v.methods),
+			jwt.WithExpirationRequired(),
+			jwt.WithAudience(v.resource, v.base),
+			jwt.WithTimeFunc(func() time.Time { return now }),
+			jwt.WithStrictDecoding(),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
+		}
+		if fromKeySet && c.Issuer != v.issuer {
+			return nil, fmt.Errorf("%w: \"iss\" is not the authorization server in force", sdkauth.ErrInvalidToken)
+		}
+		v.sigs.put(token, c, fromKeySet, now)
+	} else if !now.Before(c.ExpiresAt.Time) {
+		return nil, fmt.Errorf("%w: token has expired", sdkauth.ErrInvalidToken)
 	}
-	p, err := principalFromClaims(&c)
+	if fromKeySet {
+		if v.active != nil {
+			if c.Grant == "" {
+				return nil, fmt.Errorf("%w: \"grant\" is missing", sdkauth.ErrInvalidToken)
+			}
+			if err := v.active(ctx, c.Grant); err != nil {
+				if errors.Is(err, ErrUnavailable) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%w: grant: %w", sdkauth.ErrInvalidToken, err)
+			}
+		}
+	}
+	p, err := principalFromClaims(&c, fromKeySet)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
 	}
@@ -229,23 +338,43 @@ func SessionUserID(p models.Principal) string {
 func (v *Verifier) Now() time.Time { return v.clock() }
 
 // keyFunc returns the key for the token's own algorithm only: the HMAC
-// secret for HS256, the public key for RS256/ES256. WithValidMethods has
-// already refused any other algorithm, including "none".
-func (v *Verifier) keyFunc(t *jwt.Token) (any, error) {
-	switch t.Method.Alg() {
-	case jwt.SigningMethodHS256.Alg():
+// secret for HS256, the public key for its RS256/ES256, and for a key set
+// the key named by "kid" when the token's algorithm is that key's one
+// algorithm. WithValidMethods has already refused any other algorithm,
+// including "none". set reports that the key came from the key set.
+func (v *Verifier) keyFunc(ctx context.Context, t *jwt.Token) (key any, set bool, err error) {
+	alg := t.Method.Alg()
+	switch {
+	case alg == jwt.SigningMethodHS256.Alg():
 		if v.secret != nil {
-			return v.secret, nil
+			return v.secret, false, nil
 		}
-	case v.pubAlg:
-		if v.pubKey != nil {
-			return v.pubKey, nil
+	case v.pubKey != nil:
+		if alg == v.pubAlg {
+			return v.pubKey, false, nil
 		}
+	case v.jwks != nil:
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
+			return nil, true, errors.New(`a key-set token needs a "kid" header`)
+		}
+		k, err := v.jwks.Key(ctx, kid)
+		if err != nil {
+			return nil, true, err
+		}
+		want, err := keyAlgorithm(k)
+		if err != nil {
+			return nil, true, err
+		}
+		if alg != want {
+			return nil, true, fmt.Errorf("key %q verifies %s, not %s", kid, want, alg)
+		}
+		return k.Key, true, nil
 	}
-	return nil, fmt.Errorf("no key for algorithm %q", t.Method.Alg())
+	return nil, false, fmt.Errorf("no key for algorithm %q", alg)
 }
 
-func principalFromClaims(c *claims) (models.Principal, error) {
+func principalFromClaims(c *claims, fromKeySet bool) (models.Principal, error) {
 	if c.Subject == "" {
 		return models.Principal{}, errors.New(`"sub" is missing`)
 	}
@@ -253,11 +382,11 @@ func principalFromClaims(c *claims) (models.Principal, error) {
 	if err != nil {
 		return models.Principal{}, err
 	}
-	if len(c.Patients) == 0 {
+	if c.Patients == nil || (len(*c.Patients) == 0 && !fromKeySet) {
 		return models.Principal{}, errors.New(`"patients" is missing or empty`)
 	}
-	patients := make([]string, 0, len(c.Patients))
-	for _, id := range c.Patients {
+	patients := make([]string, 0, len(*c.Patients))
+	for _, id := range *c.Patients {
 		if !models.ValidID(id) {
 			return models.Principal{}, errors.New(`"patients" holds an invalid patient id`)
 		}
@@ -355,6 +484,7 @@ func Challenge(resourceMetadataURL, errorCode string, scope models.Scope) string
 //   - no bearer token → 401, WWW-Authenticate: Bearer resource_metadata="{url}"
 //     (no error code, RFC 6750 §3.1);
 //   - a token that fails Verify → 401, the same plus error="invalid_token";
+//   - a token that cannot be checked now (ErrUnavailable) → 503 with Retry-After;
 //   - a valid token holding neither read scope → 403,
 //     error="insufficient_scope", scope="care.read.user";
 //
@@ -374,6 +504,14 @@ func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) htt
 				return
 			}
 			ti, err := v.Verify(r.Context(), tok, r)
+			if errors.Is(err, ErrUnavailable) {
+				w.Header().Set("Retry-After", "5")
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Cache-Control", "no-store")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintln(w, `{"error":"token verification is unavailable; try again"}`)
+				return
+			}
 			if err != nil {
 				WriteChallenge(w, http.StatusUnauthorized, Challenge(resourceMetadataURL, "invalid_token", ""), "invalid_token")
 				return
@@ -384,9 +522,41 @@ func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) htt
 				return
 			}
 			ctx := context.WithValue(r.Context(), verifiedKey{}, verified{token: tok, info: ti})
-			inner.ServeHTTP(w, r.WithContext(ctx))
+			inner.ServeHTTP(&challengeWriter{ResponseWriter: w, meta: resourceMetadataURL}, r.WithContext(ctx))
 		})
 	}
+}
+
+// challengeWriter gives a 401 the SDK writes itself (its own expiry check
+// against time.Now, a token expiring between the two checks) the
+// error="invalid_token" the SDK leaves out (go-sdk issue #1134), so every
+// 401 for a presented token says why (RFC 6750 §3.1). Unwrap keeps
+// http.ResponseController (flushing SSE streams) working through it.
+type challengeWriter struct {
+	http.ResponseWriter
+	meta  string
+	wrote bool
+}
+
+func (c *challengeWriter) WriteHeader(status int) {
+	if !c.wrote && status == http.StatusUnauthorized && !strings.Contains(c.Header().Get("WWW-Authenticate"), "error=") {
+		c.Header().Set("WWW-Authenticate", Challenge(c.meta, "invalid_token", ""))
+	}
+	c.wrote = true
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *challengeWriter) Write(b []byte) (int, error) {
+	c.wrote = true
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// Flush flushes the underlying writer when it can (SSE).
+func (c *challengeWriter) Flush() {
+	c.wrote = true
+	_ = http.NewResponseController(c.ResponseWriter).Flush()
 }
 
 // WriteChallenge answers status with the given WWW-Authenticate value and a
@@ -422,9 +592,10 @@ func Mint(cfg Config, sub string, scopes []models.Scope, patients []string, ttl 
 	for i, s := range scopes {
 		parts[i] = string(s)
 	}
-	c := claims{Scope: strings.Join(parts, " "), Patients: slices.Clone(patients)}
+	ps := slices.Clone(patients)
+	c := claims{Scope: strings.Join(parts, " "), Patients: &ps}
 	c.Subject = sub
-	if _, err := principalFromClaims(&c); err != nil {
+	if _, err := principalFromClaims(&c, false); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	now := time.Now

@@ -258,7 +258,9 @@ func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
 		wantErr bool
 	}{
 		{"RS256 with the RSA key configured", rsaV, rs, false},
-		{"HS256 still accepted beside the RSA key", rsaV, hs, false},
+		// Issue 12: with a public key only its algorithm is accepted —
+		// HS256 under the (still configured) secret is refused.
+		{"HS256 refused beside the RSA key", rsaV, hs, true},
 		{"HS256 keyed with the public key PEM", rsaV, confused, true},
 		{"ES256 where only RS256 is configured", rsaV, es, true},
 		{"ES256 with the EC key configured", ecV, es, false},
@@ -454,5 +456,54 @@ func BenchmarkVerify_HS256(b *testing.B) {
 		if _, err := v.Verify(ctx, tok, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMiddleware_SDKsOwn401CarriesInvalidToken: a token our clock accepts
+// but the SDK's own expiry check (against time.Now) refuses gets the SDK's
+// 401 — and error="invalid_token", which the SDK leaves out (#1134).
+func TestMiddleware_SDKsOwn401CarriesInvalidToken(t *testing.T) {
+	past := time.Now().Add(-48 * time.Hour)
+	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL, Clock: func() time.Time { return past }}
+	v := newVerifier(t, cfg)
+	tok, err := Mint(cfg, "host", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	srv := httptest.NewServer(v.Middleware(v.ResourceMetadataURL())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true })))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := `Bearer resource_metadata="` + v.ResourceMetadataURL() + `", error="invalid_token"`
+	if resp.StatusCode != 401 || ran || resp.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("status %d ran=%v WWW-Authenticate %q, want 401 and %q", resp.StatusCode, ran, resp.Header.Get("WWW-Authenticate"), want)
+	}
+}
+
+// TestVerify_ARepeatedTokenStillExpiresByTheClock: the second verification
+// of the same token (served from the signature cache) is still refused
+// once the verifier's clock passes its "exp".
+func TestVerify_ARepeatedTokenStillExpiresByTheClock(t *testing.T) {
+	now := testNow
+	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL, Clock: func() time.Time { return now }}
+	v := newVerifier(t, cfg)
+	tok, err := Mint(cfg, "host", []models.Scope{models.ScopeReadUser}, []string{"ray"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := v.Verify(t.Context(), tok, nil); err != nil {
+			t.Fatalf("a fresh token: %v", err)
+		}
+	}
+	now = now.Add(10 * time.Second)
+	if _, err := v.Verify(t.Context(), tok, nil); !errors.Is(err, sdkauth.ErrInvalidToken) {
+		t.Fatalf("a cached token past its exp: %v", err)
 	}
 }

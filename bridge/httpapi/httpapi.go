@@ -1,7 +1,7 @@
 // Package httpapi is the clinicians' and carers' HTTP surface beside /mcp:
 //
 //	POST /write                                    a signed (HMAC) or bearer write of one fact revision (P-12, P-14, spec I-12, I-14, T-4)
-//	POST /link                                     a carer creates a six-digit device-linking code (care.write token)
+//	POST /link                                     a carer creates a six-digit device-linking code (care.link token)
 //	GET  /verify?uri=…                             one hash-chain verdict: hashes, versions, times, never values (P-5, P-2)
 //	GET  /verify                                   every chain the bearer token can read
 //	GET  /.well-known/oauth-protected-resource     RFC 9728 metadata for "{public-url}"
@@ -66,6 +66,9 @@ type API struct {
 	base string
 	log  *slog.Logger
 	now  func() time.Time
+
+	refusals    *refusalLimiter   // refused, unauthenticated attempts per source
+	rateLimited *rateLimitedAudit // the audit rows of the 429s it caused
 }
 
 // New returns the API for cfg. It panics if cfg.Store is nil.
@@ -73,10 +76,11 @@ func New(cfg Config) *API {
 	if cfg.Store == nil {
 		panic("httpapi.New: Config.Store is nil")
 	}
-	a := &API{cfg: cfg, base: strings.TrimRight(cfg.PublicURL, "/"), log: cfg.Logger, now: cfg.Clock}
+	a := &API{cfg: cfg, base: strings.TrimRight(cfg.PublicURL, "/"), log: cfg.Logger, now: cfg.Clock, refusals: newRefusalLimiter()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.rateLimited = &rateLimitedAudit{st: cfg.Store, log: a.log}
 	if a.now == nil {
 		a.now = cfg.Store.Now
 	}
@@ -85,6 +89,11 @@ func New(cfg Config) *API {
 	}
 	return a
 }
+
+// Close writes the audit rows of rate-limited attempts counted but not yet
+// written (they are batched for up to a second). Call it after the HTTP
+// server has shut down and before the store closes; the API stays usable.
+func (a *API) Close() { a.rateLimited.flush() }
 
 // Routes mounts the routes listed in the package comment on r.
 func (a *API) Routes(r chi.Router) {
@@ -104,7 +113,7 @@ func (a *API) MetadataURL() string { return a.base + "/.well-known/oauth-protect
 // scopes_supported (models.AllScopes), bearer_methods_supported ["header"],
 // authorization_servers (omitted when none is configured).
 func (a *API) metadataHandler(resource string) http.Handler {
-	scopes := make([]string, 0, 3)
+	scopes := make([]string, 0, len(models.AllScopes()))
 	for _, s := range models.AllScopes() {
 		scopes = append(scopes, string(s))
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +39,39 @@ type fixture struct {
 	t      testing.TB
 	st     *store.Store
 	srv    *httptest.Server
-	now    time.Time // the API's clock (signature window, link codes)
+	router http.Handler
+	api    *API
+	now    time.Time  // the API's clock at the start (signature window, link codes)
+	clock  *testClock // the API's clock; Advance moves it
+	logs   *syncBuffer
 	tokCfg auth.Config
 }
+
+// testClock is a settable clock, safe for concurrent use.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes (the API's log).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func newFixture(t testing.TB) *fixture { return newSealedFixture(t, nil) }
 
@@ -61,13 +93,16 @@ func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := &testClock{now: now}
+	logs := &syncBuffer{}
 	api := New(Config{
 		Store:                st,
 		Verifier:             v,
 		WriteSecret:          []byte(writeSecret),
 		PublicURL:            publicURL,
 		AuthorizationServers: []string{"https://as.example"},
-		Clock:                func() time.Time { return now },
+		Clock:                clock.Now,
+		Logger:               slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Subscribers: func(u models.URI) int {
 			if u.String() == "care://ray/weight_bearing" {
 				return 2
@@ -79,7 +114,7 @@ func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, st: st, srv: srv, now: now, tokCfg: tokCfg}
+	return &fixture{t: t, st: st, srv: srv, router: r, api: api, now: now, clock: clock, logs: logs, tokCfg: tokCfg}
 }
 
 func (f *fixture) token(sub string, patients []string, scopes ...models.Scope) string {
@@ -146,16 +181,20 @@ func (f *fixture) versions(uri string) int {
 	return len(h)
 }
 
-func (f *fixture) auditSeq() int64 {
+// auditMark is where the audit log stood: its last row and that row's count.
+type auditMark struct{ seq, count int64 }
+
+func (f *fixture) auditSeq() auditMark {
 	f.t.Helper()
 	rows, err := f.st.AuditRows(context.Background(), 0, 0)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	if len(rows) == 0 {
-		return 0
+		return auditMark{}
 	}
-	return rows[len(rows)-1].Seq
+	last := rows[len(rows)-1]
+	return auditMark{seq: last.Seq, count: last.Count}
 }
 
 // auditAfter returns the audit rows appended after seq.
@@ -168,14 +207,23 @@ func (f *fixture) auditAfter(seq int64) []store.AuditEntry {
 	return rows
 }
 
-// oneAuditRow asserts exactly one row was appended after seq and returns it.
-func (f *fixture) oneAuditRow(seq int64) store.AuditEntry {
+// oneAuditRow asserts exactly one attempt was audited since m — one new
+// row, or the last row's count up by one (a repeat collapsed into it) —
+// and returns the row that records it.
+func (f *fixture) oneAuditRow(m auditMark) store.AuditEntry {
 	f.t.Helper()
-	rows := f.auditAfter(seq)
-	if len(rows) != 1 {
-		f.t.Fatalf("want exactly one new audit row, got %d: %+v", len(rows), rows)
+	rows := f.auditAfter(m.seq)
+	if len(rows) == 1 && rows[0].Count == 1 {
+		return rows[0]
 	}
-	return rows[0]
+	if len(rows) == 0 && m.seq > 0 {
+		tail := f.auditAfter(m.seq - 1)
+		if len(tail) == 1 && tail[0].Count == m.count+1 {
+			return tail[0]
+		}
+	}
+	f.t.Fatalf("want exactly one new audited attempt, got rows %+v after seq %d (count %d)", rows, m.seq, m.count)
+	return store.AuditEntry{}
 }
 
 // seededValues are the values of every seeded fact, both audiences.
@@ -774,7 +822,7 @@ func TestVerify_UnreadableURIIs404WithTheSameShapeAsAnAbsentOne(t *testing.T) {
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-func TestLink_WriteTokenBoundToThePatientCreatesASixDigitCode(t *testing.T) {
+func TestLink_LinkTokenBoundToThePatientCreatesASixDigitCode(t *testing.T) {
 	f := newFixture(t)
 	post := func(body string, tok string) answer {
 		h := map[string]string{}
@@ -783,7 +831,7 @@ func TestLink_WriteTokenBoundToThePatientCreatesASixDigitCode(t *testing.T) {
 		}
 		return f.do(http.MethodPost, "/link", []byte(body), h)
 	}
-	writer := f.token("carer", []string{"ray"}, models.ScopeWrite)
+	writer := f.token("carer", []string{"ray"}, models.ScopeLink)
 	a := post(`{"patient":"ray"}`, writer)
 	if a.status != http.StatusCreated {
 		t.Fatalf("status = %d: %s", a.status, a.body)
@@ -813,7 +861,10 @@ func TestLink_WriteTokenBoundToThePatientCreatesASixDigitCode(t *testing.T) {
 		{"no token", `{"patient":"ray"}`, "", 401},
 		{"invalid token", `{"patient":"ray"}`, writer + "x", 401},
 		{"read-only token", `{"patient":"ray"}`, f.token("carer", []string{"ray"}, models.ScopeReadUser), 403},
-		{"bound to another patient", `{"patient":"ray"}`, f.token("carer", []string{"ada"}, models.ScopeWrite), 403},
+		// care.write no longer implies care.link: a clinician's write token
+		// links no device, and a carer's link token writes no fact.
+		{"care.write token", `{"patient":"ray"}`, f.token("okafor", []string{"ray"}, models.ScopeWrite, models.ScopeWriteAssistant), 403},
+		{"bound to another patient", `{"patient":"ray"}`, f.token("carer", []string{"ada"}, models.ScopeLink), 403},
 		{"bad patient id", `{"patient":"Ray!"}`, writer, 400},
 		{"unknown field", `{"patient":"ray","code":"123456"}`, writer, 400},
 		{"valid again", `{"patient":"ray"}`, writer, 201},
@@ -846,7 +897,7 @@ func TestMetadata_BothResourcesAdvertiseScopesHeaderBearerAndAuthorizationServer
 		if err := json.Unmarshal(a.body, &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.Resource != resource || !slices.Equal(m.ScopesSupported, []string{"care.read.user", "care.read.assistant", "care.write"}) ||
+		if m.Resource != resource || !slices.Equal(m.ScopesSupported, []string{"care.read.user", "care.read.assistant", "care.write", "care.write.assistant", "care.link"}) ||
 			!slices.Equal(m.BearerMethodsSupported, []string{"header"}) || !slices.Equal(m.AuthorizationServers, []string{"https://as.example"}) {
 			t.Fatalf("%s: %+v", path, m)
 		}

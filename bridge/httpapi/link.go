@@ -32,27 +32,34 @@ type LinkResponse struct {
 }
 
 // handleLink serves POST /link {patient}: a carer holding a bearer token
-// with care.write bound to the patient creates a device-linking code
-// (store.CreateLinkCode) → 201 LinkResponse. Refusals: 401 no or invalid
-// token (WWW-Authenticate names the metadata), 403 without care.write
-// (insufficient_scope) or for a patient the token is not bound to, 413 over
-// MaxLinkBody, 400 a malformed body naming the field. The code is never
-// logged.
+// with care.link bound to the patient creates a device-linking code
+// (store.CreateLinkCode) → 201 LinkResponse. care.link is its own scope:
+// care.write does not imply it (a write token is a clinician's; linking an
+// Echo is a carer's errand, and the carer's token writes nothing). Refusals:
+// 401 no or invalid token (WWW-Authenticate names the metadata; 429 with
+// Retry-After past the source's refusal budget, as on /write), 403 without
+// care.link (insufficient_scope) or for a patient the token is not bound
+// to, 413 over MaxLinkBody, 400 a malformed body naming the field, 503 with
+// Retry-After when the store cannot commit. The code is never logged.
 func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 	p, err := a.principal(r)
 	if err != nil {
+		msg, code := "invalid bearer token", "invalid_token"
 		if errors.Is(err, auth.ErrNoToken) {
-			a.challenge(w, "", "")
-			writeError(w, http.StatusUnauthorized, "a bearer token with care.write is required", "")
+			msg, code = "a bearer token with care.link is required", ""
+		}
+		if ok, wait := a.refusals.take(sourceOf(r), a.now()); !ok {
+			w.Header().Set("Retry-After", retryAfterSeconds(wait))
+			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many refused attempts from this address: retry after %s s", retryAfterSeconds(wait)), "")
 			return
 		}
-		a.challenge(w, "invalid_token", "")
-		writeError(w, http.StatusUnauthorized, "invalid bearer token", "")
+		a.challenge(w, code, "")
+		writeError(w, http.StatusUnauthorized, msg, "")
 		return
 	}
-	if !p.Can(models.ScopeWrite) {
-		a.challenge(w, "insufficient_scope", models.ScopeWrite)
-		writeError(w, http.StatusForbidden, "the token does not hold care.write", "")
+	if !p.Can(models.ScopeLink) {
+		a.challenge(w, "insufficient_scope", models.ScopeLink)
+		writeError(w, http.StatusForbidden, "the token does not hold care.link", "")
 		return
 	}
 	body, tooLarge, err := readBody(w, r, MaxLinkBody)
@@ -93,10 +100,18 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 		note = fmt.Sprintf("%d codes were already live for %s; the oldest, valid until %s UTC, no longer works.", n, req.Patient, oldest.Format("15:04"))
 	}
 	code, expires, err := a.cfg.Store.CreateLinkCode(r.Context(), req.Patient, a.now())
-	var ve *store.ValidationError
+	var (
+		ve *store.ValidationError
+		ue *store.UnavailableError
+	)
 	switch {
 	case errors.As(err, &ve):
 		writeError(w, http.StatusBadRequest, ve.Reason, ve.Field)
+		return
+	case errors.As(err, &ue):
+		a.log.ErrorContext(r.Context(), "link: the store cannot commit", "reason", ue.Reason, "actor", p.Subject, "err", ue.Err)
+		w.Header().Set("Retry-After", retryAfterSeconds(ue.RetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "the store cannot commit right now: "+ue.Reason+"; retry later", "")
 		return
 	case err != nil:
 		a.log.ErrorContext(r.Context(), "link: store failure", "actor", p.Subject, "patient", req.Patient, "err", err)

@@ -15,10 +15,10 @@ import (
 // store.LinkMaxLiveCodes), with its expiry; the first codes carry no note.
 func TestLink_AFourthLiveCodeTellsTheCarerTheOldestWasRetired(t *testing.T) {
 	f := newFixture(t)
-	writer := f.token("carer", []string{"ray"}, models.ScopeWrite)
+	carer := f.token("carer", []string{"ray"}, models.ScopeLink)
 	var notes []string
 	for range store.LinkMaxLiveCodes + 1 {
-		a := f.do(http.MethodPost, "/link", []byte(`{"patient":"ray"}`), map[string]string{"Authorization": "Bearer " + writer})
+		a := f.do(http.MethodPost, "/link", []byte(`{"patient":"ray"}`), map[string]string{"Authorization": "Bearer " + carer})
 		if a.status != http.StatusCreated {
 			t.Fatalf("status %d: %s", a.status, a.body)
 		}

@@ -8,13 +8,39 @@ import (
 	"github.com/unsay/unsay/store"
 )
 
-// Chain is one hash-chain verdict as /verify shows it (P-5): hashes,
-// versions, authors' ids and times, never a value.
+// Chain is one hash-chain verdict as /verify shows it (P-5, P-26): hashes,
+// versions, authors' ids, times and head signatures, never a value.
 type Chain struct {
-	URI      string    `json:"uri"`
-	Intact   bool      `json:"intact"`
-	BrokenAt int       `json:"brokenAt"` // first version that disagrees; 0 when intact
+	URI      string `json:"uri"`
+	Intact   bool   `json:"intact"`
+	BrokenAt int    `json:"brokenAt"` // first version that disagrees; 0 when intact
+	// Problem says what disagreed at BrokenAt, e.g. "hash does not match",
+	// or store.ProblemHeadSignature for a chain rewritten with recomputed
+	// hashes; absent when intact.
+	Problem  string    `json:"problem,omitempty"`
 	Versions []Receipt `json:"versions"`
+	// Head is the chain's head (its latest version) as signed at commit.
+	Head *Head `json:"head,omitempty"`
+	// SigningKey is the public key head signatures verify under, so anyone
+	// can check them offline.
+	SigningKey SigningKey `json:"signingKey"`
+}
+
+// Head is a signed chain head (P-26).
+type Head struct {
+	Version   int64  `json:"version"`
+	Hash      string `json:"hash"`
+	Signature string `json:"signature"` // base64 Ed25519 over "unsay/v1/chain-head\n{versioned uri}\n{hash}"; "" when unsigned
+	KeyID     string `json:"keyId"`
+	// SignatureValid: the signature verifies under SigningKey.
+	SignatureValid bool `json:"signatureValid"`
+}
+
+// SigningKey names the Ed25519 public key of a Chain's head signatures.
+type SigningKey struct {
+	Algorithm string `json:"alg"`       // "Ed25519"
+	KeyID     string `json:"keyId"`     // store.KeyID: 16 hex digits
+	PublicKey string `json:"publicKey"` // base64, 32 bytes (UNSAY_SIGNING_PUBLIC_KEY)
 }
 
 // Receipt is one version of a Chain.
@@ -25,6 +51,9 @@ type Receipt struct {
 	WrittenAt string               `json:"writtenAt"` // models.TimeLayout, UTC
 	AuthorID  string               `json:"authorId"`
 	AtRest    *store.AtRestReceipt `json:"atRest,omitempty"` // absent when stored as plaintext
+	// Signature is the head signature made when this version was committed;
+	// absent for a version written before heads were signed.
+	Signature string `json:"signature,omitempty"`
 }
 
 // ChainList is the answer to GET /verify without a uri.
@@ -39,7 +68,8 @@ type notFoundBody struct {
 	URI   string `json:"uri"`
 }
 
-// handleVerify serves GET /verify.
+// handleVerify serves GET /verify: chain verdicts with their signed heads
+// (P-26) and the public key that checks them.
 //
 //   - ?uri=… is public: without a token it verifies as an anonymous
 //     principal holding care.read.user for every patient; with a bearer
@@ -93,7 +123,7 @@ func (a *API) handleVerify(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal error", "")
 		return
 	}
-	writeJSON(w, http.StatusOK, chainOf(res))
+	writeJSON(w, http.StatusOK, a.chainOf(res))
 }
 
 func (a *API) verifyAll(w http.ResponseWriter, r *http.Request, p models.Principal) {
@@ -114,7 +144,7 @@ func (a *API) verifyAll(w http.ResponseWriter, r *http.Request, p models.Princip
 			writeError(w, http.StatusInternalServerError, "internal error", "")
 			return
 		}
-		c := chainOf(res)
+		c := a.chainOf(res)
 		out.Intact = out.Intact && c.Intact
 		out.Chains = append(out.Chains, c)
 	}
@@ -127,8 +157,10 @@ func missingVersion(raw string, res store.VerifyResult) bool {
 	return err != nil || u.Version > len(res.Versions)
 }
 
-func chainOf(res store.VerifyResult) Chain {
-	c := Chain{URI: res.URI, Intact: res.Intact, BrokenAt: res.BrokenAt, Versions: make([]Receipt, len(res.Versions))}
+func (a *API) chainOf(res store.VerifyResult) Chain {
+	pub := a.cfg.Store.PublicKey()
+	c := Chain{URI: res.URI, Intact: res.Intact, BrokenAt: res.BrokenAt, Problem: res.Problem, Versions: make([]Receipt, len(res.Versions)),
+		SigningKey: SigningKey{Algorithm: "Ed25519", KeyID: store.KeyID(pub), PublicKey: store.FormatPublicKey(pub)}}
 	for i, v := range res.Versions {
 		c.Versions[i] = Receipt{
 			Version:   v.N,
@@ -137,7 +169,11 @@ func chainOf(res store.VerifyResult) Chain {
 			WrittenAt: v.WrittenAt.UTC().Format(timeLayout),
 			AuthorID:  v.AuthorID,
 			AtRest:    v.AtRest,
+			Signature: v.Signature,
 		}
+	}
+	if h := res.Head; h != nil {
+		c.Head = &Head{Version: h.N, Hash: h.Hash, Signature: h.Signature, KeyID: h.KeyID, SignatureValid: h.Valid}
 	}
 	return c
 }

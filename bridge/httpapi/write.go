@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -70,15 +69,22 @@ func writeMAC(secret []byte, ts string, body []byte) []byte {
 }
 
 // WriteRequest is the JSON body of POST /write. Unknown fields are refused.
+// The HTTP layer checks only the body's shape (one JSON object, each key
+// once and spelled exactly, the documented types, UTF-8 without lone
+// surrogate escapes, staleAfter as RFC 3339); every rule about the values
+// is store.Validate's, the one write validator.
 type WriteRequest struct {
-	Patient     string          `json:"patient"`
-	Domain      string          `json:"domain"`
-	Audience    models.Audience `json:"audience"` // "user" or "assistant"; required, fixed per domain (P-3)
-	Value       string          `json:"value"`    // 1 … models.MaxValueBytes bytes of UTF-8
-	AuthorID    string          `json:"authorId"`
-	AuthorLabel string          `json:"authorLabel"`          // "Sarah Okafor, physio"
-	StaleAfter  string          `json:"staleAfter,omitempty"` // RFC 3339; empty: never stale
-	Priority    *float64        `json:"priority,omitempty"`   // 0…1, a hint only (P-4)
+	Patient  string          `json:"patient"`
+	Domain   string          `json:"domain"`
+	Audience models.Audience `json:"audience"` // "user" or "assistant"; required, fixed per domain (P-3)
+	// Value is the instruction: a speakable (user) value at most
+	// models.MaxSpeakableValueRunes characters, any value at most
+	// models.MaxValueBytes bytes, only characters XML 1.0 allows.
+	Value       string   `json:"value"`
+	AuthorID    string   `json:"authorId"`
+	AuthorLabel string   `json:"authorLabel"`          // "Sarah Okafor, physio"
+	StaleAfter  string   `json:"staleAfter,omitempty"` // RFC 3339; empty: never stale
+	Priority    *float64 `json:"priority,omitempty"`   // 0…1, a hint only (P-4)
 }
 
 // WriteResponse is the answer to an accepted (201), unchanged (200) or
@@ -110,20 +116,36 @@ type attempt struct {
 //     stale_timestamp outside ±SignatureWindow) OR a bearer token with
 //     care.write (401 bad_signature for a token that does not verify, 403
 //     forbidden without care.write); not both (400 invalid);
-//   - then parsed strictly (400 invalid naming the field);
+//   - a source past RefusalBurst refused, unauthenticated attempts (one
+//     more per RefusalEvery) is answered 429 with Retry-After instead of
+//     401, and those answers are audited as one row per kind with a count
+//     (rate_limited); a good credential from the same source is served;
+//   - then parsed for shape (400 invalid naming the field) and validated by
+//     store.Validate (400 invalid naming the field and the rule: XML-
+//     forbidden characters, a speakable value over
+//     models.MaxSpeakableValueRunes characters, …);
 //   - a bearer token's sub must equal authorId (403 forbidden) and the
-//     token must be bound to the patient (403 wrong_patient);
+//     token must be bound to the patient (403 wrong_patient); an
+//     assistant-only fact — audience assistant, or a domain that is —
+//     needs care.write.assistant too (403 forbidden, the same answer
+//     whether or not the domain exists). A verified signature is a
+//     clinician system's and holds every write right;
 //   - store.Publish commits (201), or finds the write repeats the current
 //     version — same value, audience, authorId, authorLabel, staleAfter and
 //     priority — (200, "unchanged": true, the current version, nothing
 //     written, audited accepted/ok), or recognises a replayed signed request
 //     through its idempotency key (200, "replayed": true, nothing written),
-//     or refuses an audience change (409 audience_change, nothing written).
+//     or refuses an audience change (409 audience_change, nothing written);
+//   - a store that cannot commit (a full or read-only disk, an unreachable
+//     database) is 503 with Retry-After and the reason, nothing written;
+//   - a client that hangs up before the write committed is audited
+//     abandoned (nothing written) and logged at INFO, not as a store failure.
 //
-// Every path appends one audit row with a closed reason. The actor is
-// ActorHMAC for a verified signature, the token's sub for a verified token,
-// ActorAnonymous otherwise. The only path without a row is a store failure
-// (500), where the audit log lives in the same failing store; it is logged.
+// Every path appends one audit row with a closed reason (repeats of the
+// last row collapse into it with a count). The actor is ActorHMAC for a
+// verified signature, the token's sub for a verified token, ActorAnonymous
+// otherwise. A store that cannot commit cannot keep the row either: the
+// attempt is then logged.
 func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	at := attempt{actor: ActorAnonymous, via: viaHMAC}
 	_, hasAuthz := r.Header["Authorization"]
@@ -138,13 +160,11 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		}
 		p, err := a.principal(r)
 		if errors.Is(err, auth.ErrNoToken) {
-			a.challenge(w, "", "")
-			a.refuseWrite(w, r, at, http.StatusUnauthorized, store.ReasonBadSignature, "the Authorization header holds no bearer token", "")
+			a.refuseUnauthenticated(w, r, at, "", store.ReasonBadSignature, "the Authorization header holds no bearer token")
 			return
 		}
 		if err != nil {
-			a.challenge(w, "invalid_token", "")
-			a.refuseWrite(w, r, at, http.StatusUnauthorized, store.ReasonBadSignature, "invalid bearer token", "")
+			a.refuseUnauthenticated(w, r, at, "invalid_token", store.ReasonBadSignature, "invalid bearer token")
 			return
 		}
 		at.actor = p.Subject
@@ -162,6 +182,10 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
+		if r.Context().Err() != nil {
+			a.abandonWrite(r, at, "while sending the body")
+			return
+		}
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, "could not read the body", "")
 		return
 	}
@@ -170,8 +194,7 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	if !hasAuthz {
 		key, reason, msg := a.checkSignature(r, body)
 		if reason != "" {
-			a.challenge(w, "", "")
-			a.refuseWrite(w, r, at, http.StatusUnauthorized, reason, msg, "")
+			a.refuseUnauthenticated(w, r, at, "", reason, msg)
 			return
 		}
 		at.actor, idempotencyKey = ActorHMAC, key
@@ -191,6 +214,14 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
 		return
 	}
+	// The one validator, before any right is checked, so a refusal names
+	// the field whatever the credential (Publish validates again).
+	if _, err := store.Validate(in); err != nil {
+		ve := &store.ValidationError{Field: "body", Reason: "invalid"}
+		errors.As(err, &ve)
+		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, ve.Reason, ve.Field)
+		return
+	}
 	if hasAuthz {
 		if principal.Subject != req.AuthorID {
 			a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonForbidden, "authorId must equal the token's subject", "authorId")
@@ -201,8 +232,9 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
-		// Trusted server code: a verified signature may write this one patient.
-		principal = models.Principal{Subject: ActorHMAC, Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{req.Patient}}
+		// Trusted server code: a verified signature is a clinician system's
+		// and may write either audience of this one patient.
+		principal = models.Principal{Subject: ActorHMAC, Scopes: []models.Scope{models.ScopeWrite, models.ScopeWriteAssistant}, Patients: []string{req.Patient}}
 		in.IdempotencyKey = idempotencyKey
 	}
 
@@ -212,16 +244,29 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	started := time.Now()
 	res, err := a.cfg.Store.Publish(r.Context(), principal, in)
 	elapsed := time.Since(started)
-	var ve *store.ValidationError
+	var (
+		ve *store.ValidationError
+		ue *store.UnavailableError
+	)
 	switch {
 	case errors.As(err, &ve):
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, ve.Reason, ve.Field)
+		return
+	case errors.Is(err, store.ErrNeedsAssistantWrite):
+		a.challenge(w, "insufficient_scope", models.ScopeWriteAssistant)
+		a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonForbidden, store.ErrNeedsAssistantWrite.Error(), "")
 		return
 	case errors.Is(err, store.ErrAudienceChange):
 		a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonAudienceChange, "this domain's audience cannot change", "audience")
 		return
 	case errors.Is(err, store.ErrForbidden):
 		a.refuseWrite(w, r, at, http.StatusForbidden, store.ReasonForbidden, "forbidden", "")
+		return
+	case errors.Is(err, store.ErrAbandoned):
+		a.abandonWrite(r, at, "before the write committed")
+		return
+	case errors.As(err, &ue):
+		a.unavailable(w, r, at, ue)
 		return
 	case err != nil:
 		a.log.ErrorContext(r.Context(), "write: store failure", "actor", at.actor, "via", at.via, "uri", at.uri, "err", err)
@@ -240,10 +285,10 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
 	}
 	at.uri = resp.URI
-	status, outcome, reason := http.StatusCreated, outcomeOK, store.ReasonOK
+	status, outcome, reason := http.StatusCreated, store.OutcomeAccepted, store.ReasonOK
 	switch {
 	case res.Replayed:
-		status, outcome, reason = http.StatusOK, outcomeRefused, store.ReasonReplay
+		status, outcome, reason = http.StatusOK, store.OutcomeRefused, store.ReasonReplay
 	case res.Unchanged:
 		status = http.StatusOK // accepted, nothing committed: no publish latency to observe
 	case a.cfg.OnPublish != nil:
@@ -259,10 +304,43 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 
 // refuseWrite audits a refused attempt and answers it.
 func (a *API) refuseWrite(w http.ResponseWriter, r *http.Request, at attempt, status int, reason store.AuditReason, msg, field string) {
-	a.audit(r.Context(), at, outcomeRefused, reason)
+	a.audit(r.Context(), at, store.OutcomeRefused, reason)
 	a.log.InfoContext(r.Context(), "write refused", "status", status, "reason", string(reason), "actor", at.actor,
 		"via", at.via, "uri", at.uri, "field", field)
 	writeError(w, status, msg, field)
+}
+
+// refuseUnauthenticated answers an attempt whose credential did not verify:
+// 401 with a challenge (errCode for WWW-Authenticate) and its own audit
+// row while the source's refusal budget lasts (refusalLimiter), then 429
+// with Retry-After, counted into one audit row per kind (rateLimitedAudit)
+// and not logged one by one.
+func (a *API) refuseUnauthenticated(w http.ResponseWriter, r *http.Request, at attempt, errCode string, reason store.AuditReason, msg string) {
+	ok, wait := a.refusals.take(sourceOf(r), a.now())
+	if ok {
+		a.challenge(w, errCode, "")
+		a.refuseWrite(w, r, at, http.StatusUnauthorized, reason, msg, "")
+		return
+	}
+	a.rateLimited.add(store.AuditEntry{Actor: at.actor, Via: at.via, Outcome: store.OutcomeRefused, Reason: store.ReasonRateLimited})
+	w.Header().Set("Retry-After", retryAfterSeconds(wait))
+	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many refused attempts from this address: retry after %s s", retryAfterSeconds(wait)), "")
+}
+
+// abandonWrite audits a write whose client hung up before it committed:
+// nothing was written and no one is left to answer.
+func (a *API) abandonWrite(r *http.Request, at attempt, when string) {
+	a.audit(r.Context(), at, store.OutcomeAbandoned, store.ReasonAbandoned)
+	a.log.InfoContext(r.Context(), "write abandoned: the client hung up "+when, "actor", at.actor, "via", at.via, "uri", at.uri)
+}
+
+// unavailable answers a write the store cannot commit: 503, Retry-After,
+// and the reason (a full or read-only disk, an unreachable database).
+func (a *API) unavailable(w http.ResponseWriter, r *http.Request, at attempt, ue *store.UnavailableError) {
+	a.audit(r.Context(), at, store.OutcomeRefused, store.ReasonUnavailable) // fails too, most likely: logged
+	a.log.ErrorContext(r.Context(), "write: the store cannot commit", "reason", ue.Reason, "actor", at.actor, "via", at.via, "uri", at.uri, "err", ue.Err)
+	w.Header().Set("Retry-After", retryAfterSeconds(ue.RetryAfter))
+	writeError(w, http.StatusServiceUnavailable, "the store cannot commit writes right now: "+ue.Reason+"; nothing was written, retry later", "")
 }
 
 // audit appends the row even when the client has gone away.
@@ -310,17 +388,19 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 	return a.cfg.Verifier.FromRequest(r)
 }
 
-// parseWriteRequest decodes body strictly: one JSON object, valid UTF-8, no
-// unknown fields, no trailing data. It returns the request decoded so far
-// (for the audit row) and a validation error naming the field.
+// parseWriteRequest decodes body for shape only: one JSON object, each key
+// once and spelled exactly (see exactKeys), each value valid UTF-8 without
+// a lone surrogate escape (encoding/json would silently turn either into
+// U+FFFD, so the parsed value would differ from the signed bytes), the
+// documented types, no unknown fields, no trailing data. It returns the
+// request decoded so far (for the audit row) and a validation error naming
+// the field. Rules about the values are store.Validate's.
 func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
-	if !utf8.Valid(body) {
-		// encoding/json would silently replace invalid bytes, so the parsed
-		// value would differ from the signed bytes.
-		return nil, &store.ValidationError{Field: "body", Reason: "body must be UTF-8"}
-	}
 	if verr := exactKeys(body, writeKeys); verr != nil {
 		return nil, verr
+	}
+	if !utf8.Valid(body) {
+		return nil, &store.ValidationError{Field: "body", Reason: "body must be UTF-8"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -331,7 +411,12 @@ func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, &store.ValidationError{Field: "body", Reason: "body must hold exactly one JSON object"}
 	}
-	return &req, req.validate()
+	if req.StaleAfter != "" {
+		if _, err := time.Parse(time.RFC3339, req.StaleAfter); err != nil {
+			return &req, &store.ValidationError{Field: "staleAfter", Reason: "must be an RFC 3339 time"}
+		}
+	}
+	return &req, nil
 }
 
 // jsonError turns a decoding error into a ValidationError naming the field,
@@ -343,7 +428,7 @@ func jsonError(err error) *store.ValidationError {
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
-		if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 			name = "body"
 		}
 		return &store.ValidationError{Field: name, Reason: "unknown field"}
@@ -361,48 +446,7 @@ func jsonKind(k reflect.Kind) string {
 	return "value of the documented type"
 }
 
-const maxAuthorLen = 200
-
-func (q *WriteRequest) validate() *store.ValidationError {
-	switch {
-	case q.Patient == "":
-		return &store.ValidationError{Field: "patient", Reason: "is required"}
-	case !models.ValidID(q.Patient):
-		return &store.ValidationError{Field: "patient", Reason: "must be 1-64 characters of a-z 0-9 _ . -"}
-	case q.Domain == "":
-		return &store.ValidationError{Field: "domain", Reason: "is required"}
-	case !models.ValidID(q.Domain):
-		return &store.ValidationError{Field: "domain", Reason: "must be 1-64 characters of a-z 0-9 _ . -"}
-	case q.Audience == "":
-		return &store.ValidationError{Field: "audience", Reason: `is required: "user" or "assistant"`}
-	case !q.Audience.Valid():
-		return &store.ValidationError{Field: "audience", Reason: `must be "user" or "assistant"`}
-	case strings.TrimSpace(q.Value) == "":
-		return &store.ValidationError{Field: "value", Reason: "is required"}
-	case len(q.Value) > models.MaxValueBytes:
-		return &store.ValidationError{Field: "value", Reason: fmt.Sprintf("exceeds %d bytes", models.MaxValueBytes)}
-	case q.AuthorID == "":
-		return &store.ValidationError{Field: "authorId", Reason: "is required"}
-	case !store.ValidAuthorID(q.AuthorID):
-		return &store.ValidationError{Field: "authorId", Reason: "must be 1-64 characters of a-z 0-9 _ . @ : -"}
-	case strings.TrimSpace(q.AuthorLabel) == "":
-		return &store.ValidationError{Field: "authorLabel", Reason: "is required"}
-	case len(q.AuthorLabel) > maxAuthorLen || hasControl(q.AuthorLabel):
-		return &store.ValidationError{Field: "authorLabel", Reason: fmt.Sprintf("must be at most %d printable characters", maxAuthorLen)}
-	case q.Priority != nil && (math.IsNaN(*q.Priority) || *q.Priority < 0 || *q.Priority > 1):
-		return &store.ValidationError{Field: "priority", Reason: "must be between 0 and 1"}
-	}
-	if q.StaleAfter != "" {
-		if _, err := time.Parse(time.RFC3339, q.StaleAfter); err != nil {
-			return &store.ValidationError{Field: "staleAfter", Reason: "must be an RFC 3339 time"}
-		}
-	}
-	return nil
-}
-
-func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
-
-// input converts a validated request into a store.PublishInput.
+// input converts a parsed request into a store.PublishInput.
 func (q *WriteRequest) input() (store.PublishInput, *store.ValidationError) {
 	in := store.PublishInput{
 		Patient: q.Patient, Domain: q.Domain, Audience: q.Audience, Value: q.Value,
@@ -435,9 +479,11 @@ var writeKeys = map[string]bool{"patient": true, "domain": true, "audience": tru
 	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true}
 
 // exactKeys refuses a top-level key that is repeated or not spelled exactly
-// as documented. encoding/json matches keys case-insensitively and lets the
-// last duplicate win, so {"PATIENT":"bob","patient":"ray"} would mean one
-// thing to us and another to a different parser of the same signed bytes.
+// as documented, and a value that is not valid UTF-8 or holds a lone
+// surrogate escape (naming its field, with store.ReasonXMLForbidden).
+// encoding/json matches keys case-insensitively and lets the last
+// duplicate win, so {"PATIENT":"bob","patient":"ray"} would mean one thing
+// to us and another to a different parser of the same signed bytes.
 func exactKeys(body []byte, allowed map[string]bool) *store.ValidationError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -453,7 +499,7 @@ func exactKeys(body []byte, allowed map[string]bool) *store.ValidationError {
 		switch {
 		case !allowed[key]:
 			name := key
-			if len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 				name = "body"
 			}
 			return &store.ValidationError{Field: name, Reason: "unknown field (keys are case-sensitive)"}
@@ -461,10 +507,53 @@ func exactKeys(body []byte, allowed map[string]bool) *store.ValidationError {
 			return &store.ValidationError{Field: key, Reason: "repeated field"}
 		}
 		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			return nil
+		}
+		if !utf8.Valid(raw) {
+			return &store.ValidationError{Field: key, Reason: store.ReasonXMLForbidden + ": found invalid UTF-8"}
+		}
+		if loneSurrogateEscape(raw) {
+			return &store.ValidationError{Field: key, Reason: store.ReasonXMLForbidden + ": found a lone surrogate escape (\\uD800–\\uDFFF)"}
 		}
 	}
 	return nil
+}
+
+// loneSurrogateEscape reports whether the JSON text raw holds a \uXXXX
+// escape of a UTF-16 surrogate that is not half of a high–low pair.
+func loneSurrogateEscape(raw []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if i+1 < len(raw) && raw[i+1] != 'u' {
+			i++ // a two-character escape (\\, \", \n, …)
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			continue // malformed: the decoder refuses it
+		}
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo, ok := hex4(i + 6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+				i += 11
+				continue
+			}
+			return true
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		}
+		i += 5
+	}
+	return false
 }

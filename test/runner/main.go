@@ -44,6 +44,7 @@ var parts = []struct{ pkg, prefix, label string }{
 	{e2ePkg, "TestRekey", "unsay rekey (binary)"},
 	{e2ePkg, "TestByHand", "README by hand (binary)"},
 	{e2ePkg, "TestSpeechSafety", "8 speech safety (P-24)"},
+	{e2ePkg, "TestOAuth", "OAuth and account linking"},
 	{e2ePkg + "/multi", "Test", "two instances on Postgres"},
 }
 

@@ -1,0 +1,263 @@
+package oauth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+)
+
+//go:embed consent.html
+var consentHTML string
+
+//go:embed consent.css
+var consentCSS string
+
+var consentTmpl = template.Must(template.New("consent").Parse(strings.Replace(consentHTML, "/*CSS*/", consentCSS, 1)))
+
+// consentCSP allows the page's one inline style block (by its hash) and
+// nothing else: no script, no frames, no framing (clickjacking).
+var consentCSP = func() string {
+	h := sha256.Sum256([]byte(consentCSS))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'; frame-ancestors 'none'; base-uri 'none'"
+}()
+
+// consentPage is what consent.html renders.
+type consentPage struct {
+	Title      string
+	Step       string // "code", "confirm" or "message"
+	ID, CSRF   string
+	Client     string
+	Host       string // where the person is sent back to
+	Unverified bool   // a self-registered client or a metadata document: nobody checked who made it
+	Patient    string
+	Grants     []string // what is granted, in plain words
+	Cannot     string
+	Message    string // the message step's text, or an error above the form
+	Alert      bool
+}
+
+// scopeWords says what a scope lets the client do, in plain words, for the
+// person who grants it.
+func scopeWords(sc, name, approvedBy string) string {
+	switch models.Scope(sc) {
+	case models.ScopeReadUser:
+		return "Read " + name + "'s care notes aloud — the instructions written for " + name +
+			", with who wrote each one and when — and hear when one changes."
+	case models.ScopeReadAssistant:
+		by := "the care team"
+		if approvedBy != "" {
+			by = approvedBy
+		}
+		return "Also read the notes the care team wrote only for the assistant's own reasoning. These are never read aloud. Approved by " + by + ", not by this page."
+	}
+	return ""
+}
+
+func (s *Server) writePage(w http.ResponseWriter, status int, p consentPage) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", consentCSP)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make Chromium send "Origin: null" on the form POST
+	w.WriteHeader(status)
+	if err := consentTmpl.Execute(w, p); err != nil {
+		s.log.Error("oauth: consent page", "err", err)
+	}
+}
+
+func (s *Server) messagePage(w http.ResponseWriter, status int, title, msg string) {
+	s.writePage(w, status, consentPage{Title: title, Step: "message", Message: msg, Alert: status >= 400})
+}
+
+const textExpired = "This linking page has expired or was already used. Go back to the app you were linking and start again."
+
+// handleConsentPage shows the step the request is at: the link code, or
+// what is granted with Allow / Don't allow.
+func (s *Server) handleConsentPage(w http.ResponseWriter, r *http.Request) {
+	a, c, ok := s.consentRequest(w, r, r.URL.Query().Get("id"))
+	if !ok {
+		return
+	}
+	s.writePage(w, http.StatusOK, s.pageFor(a, c, ""))
+}
+
+func (s *Server) consentRequest(w http.ResponseWriter, r *http.Request, id string) (*authRequest, *client, bool) {
+	if id == "" || len(id) > 64 {
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return nil, nil, false
+	}
+	a, err := s.storage.authRequestByID(r.Context(), id)
+	if err != nil || a.grant != nil {
+		if err != nil && !errors.Is(err, store.ErrOAuthNotFound) {
+			s.log.Error("oauth: consent: authorization request", "err", err)
+			s.messagePage(w, http.StatusInternalServerError, "Something went wrong", "Unsay could not load this page. Please try again in a minute.")
+			return nil, nil, false
+		}
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return nil, nil, false
+	}
+	c, err := s.storage.client(r.Context(), a.row.ClientID)
+	if err != nil {
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return nil, nil, false
+	}
+	return a, c, true
+}
+
+func (s *Server) pageFor(a *authRequest, c *client, message string) consentPage {
+	p := consentPage{ID: a.row.ID, CSRF: a.row.CSRF, Client: c.c.Name, Host: hostOf(a.d.RedirectURI),
+		Unverified: c.c.Kind != store.ClientRegistered, Message: message, Alert: message != ""}
+	if a.row.Patient == "" {
+		p.Title, p.Step = "Link "+c.c.Name+" to a care plan", "code"
+		return p
+	}
+	name := s.cfg.PatientName(a.row.Patient)
+	p.Title, p.Step, p.Patient = "Allow "+c.c.Name+" to read "+name+"'s care notes?", "confirm", name
+	for _, sc := range a.d.Scopes {
+		if words := scopeWords(sc, name, c.c.ApprovedBy); words != "" {
+			p.Grants = append(p.Grants, words)
+		}
+	}
+	if a.d.Refresh {
+		p.Grants = append(p.Grants, "Stay linked until you remove it.")
+	}
+	cannot := []string{"change anything in " + name + "'s care plan"}
+	if !slices.Contains(a.d.Scopes, string(models.ScopeReadAssistant)) {
+		cannot = append(cannot, "read the notes meant only for the assistant")
+	}
+	p.Cannot = "It cannot " + strings.Join(cannot, ", ") + ", or see anyone else's notes."
+	return p
+}
+
+// handleConsentForm takes the page's three actions: "code" (redeem a link
+// code: the person may link to that patient), "allow" (make the grant and
+// send the person back with a code) and "deny" (send them back with
+// access_denied). Every answer to the client carries "iss" (RFC 9207).
+func (s *Server) handleConsentForm(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil {
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return
+	}
+	a, c, ok := s.consentRequest(w, r, r.PostForm.Get("id"))
+	if !ok {
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(a.row.CSRF)) != 1 {
+		s.messagePage(w, http.StatusForbidden, "Link expired", textExpired)
+		return
+	}
+	ctx := r.Context()
+	switch r.PostForm.Get("action") {
+	case "deny":
+		_ = s.st.DeleteOAuthAuthRequest(ctx, a.row.ID)
+		s.redirectError(w, r, a, oidc.ErrAccessDenied().WithDescription("the person did not allow it"))
+	case "code":
+		if a.row.Patient != "" {
+			http.Redirect(w, r, PathConsent+"?id="+url.QueryEscape(a.row.ID), http.StatusSeeOther)
+			return
+		}
+		s.redeem(w, r, a, c, strings.ReplaceAll(strings.TrimSpace(r.PostForm.Get("code")), " ", ""))
+	case "allow":
+		if a.row.Patient == "" {
+			s.writePage(w, http.StatusBadRequest, s.pageFor(a, c, "Enter the six-digit code first."))
+			return
+		}
+		s.allow(w, r, a)
+	default:
+		s.writePage(w, http.StatusBadRequest, s.pageFor(a, c, "Choose one of the buttons."))
+	}
+}
+
+func validCode(code string) bool {
+	if len(code) != 6 || code[0] == '0' {
+		return false
+	}
+	for i := range len(code) {
+		if code[i] < '0' || code[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) redeem(w http.ResponseWriter, r *http.Request, a *authRequest, c *client, code string) {
+	if !validCode(code) {
+		s.writePage(w, http.StatusBadRequest, s.pageFor(a, c, "A linking code has six digits. Please check it and try again."))
+		return
+	}
+	ctx := r.Context()
+	patient, err := s.st.RedeemLinkCodeForConsent(ctx, "consent:"+clientAddress(r), code, s.now())
+	switch {
+	case errors.Is(err, store.ErrLinkBlocked):
+		w.Header().Set("Retry-After", "900")
+		s.writePage(w, http.StatusTooManyRequests, s.pageFor(a, c, "Too many wrong codes were tried. Please wait fifteen minutes, then ask the care team for a new code."))
+		return
+	case errors.Is(err, store.ErrLinkCodeInvalid):
+		s.writePage(w, http.StatusBadRequest, s.pageFor(a, c, "That code didn't work. A code lasts ten minutes and works once. Ask the care team for a new one."))
+		return
+	case err != nil:
+		s.log.Error("oauth: consent: link code", "err", err)
+		s.writePage(w, http.StatusInternalServerError, s.pageFor(a, c, "Unsay could not check the code. Please try again in a minute."))
+		return
+	}
+	if err := s.st.SetOAuthAuthRequestPatient(ctx, a.row.ID, patient); err != nil {
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return
+	}
+	http.Redirect(w, r, PathConsent+"?id="+url.QueryEscape(a.row.ID), http.StatusSeeOther)
+}
+
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, a *authRequest) {
+	ctx := r.Context()
+	id := randomToken(12)
+	g := store.OAuthGrant{ID: id, ClientID: a.row.ClientID, Kind: store.GrantAuthorizationCode, Subject: "oauth:" + id,
+		Patient: a.row.Patient, Scopes: a.d.Scopes, Resource: a.d.Resource,
+		Consent: "link code on the consent page, from " + clientAddress(r), CreatedAt: s.now()}
+	if err := s.st.CreateOAuthGrant(ctx, g); err != nil {
+		s.log.Error("oauth: consent: grant", "err", err)
+		s.messagePage(w, http.StatusInternalServerError, "Something went wrong", "Unsay could not save this. Please try again in a minute.")
+		return
+	}
+	if err := s.st.SetOAuthAuthRequestGrant(ctx, a.row.ID, id); err != nil {
+		_ = s.st.RevokeOAuthGrant(ctx, id, "consent page (request already answered)", s.now())
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return
+	}
+	a.grant = &g
+	a.row.GrantID = id
+	callback, err := op.BuildAuthResponseCallbackURL(ctx, a, s.provider)
+	if err != nil {
+		s.log.Error("oauth: consent: code", "err", err)
+		s.messagePage(w, http.StatusInternalServerError, "Something went wrong", "Unsay could not finish linking. Please try again.")
+		return
+	}
+	s.log.Info("oauth: grant made on the consent page", "grant", id, "client", a.row.ClientID, "patient", a.row.Patient, "scopes", strings.Join(a.d.Scopes, " "))
+	http.Redirect(w, r, addIss(callback, s.issuer), http.StatusSeeOther)
+}
+
+// redirectError sends the person back to the client with an OAuth error.
+func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, a *authRequest, e *oidc.Error) {
+	e.State = a.d.State
+	loc, err := op.AuthResponseURL(a.d.RedirectURI, oidc.ResponseTypeCode, oidc.ResponseMode(a.d.ResponseMode), e, s.provider.Encoder())
+	if err != nil {
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+		return
+	}
+	http.Redirect(w, r, addIss(loc, s.issuer), http.StatusSeeOther)
+}

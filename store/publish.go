@@ -1,0 +1,419 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+// replayWindow is how long an IdempotencyKey is remembered (P-12): 600 s.
+const replayWindow = 600 * time.Second
+
+// publishAttempts bounds how many times Publish seals a value for a
+// version number that another writer then takes (a writer in another
+// process; in-process writers of one fact queue on its fact lock). The
+// last attempt seals under the write lock, so Publish always progresses.
+const publishAttempts = 5
+
+// factLocks is the number of stripes of Store.factMu.
+const factLocks = 64
+
+// errHeadMoved: the fact's current version changed between planning a
+// write (outside the write lock) and committing it; Publish plans again.
+var errHeadMoved = errors.New("store: the fact's current version moved")
+
+// Publish validates in (Validate), checks p may write it, refuses an
+// audience change before any state changes (P-3), stamps WrittenAt from
+// the clock truncated to ms, chains, signs (P-26) and commits version n+1
+// durably, appends in.Audit (when set) in the same transaction, and wakes
+// the change feed without blocking.
+//
+// Rights: p needs care.write and to be bound to the patient (ErrForbidden);
+// an assistant-only fact — in's audience is assistant, or the domain's is —
+// also needs care.write.assistant, and without it every such write is
+// ErrNeedsAssistantWrite, decided before the store is read, so the answer
+// for an assistant-only domain is the same whether or not it exists.
+//
+// Errors: *ValidationError (ErrInvalid), ErrForbidden,
+// ErrNeedsAssistantWrite, ErrAudienceChange, ErrSealerUnavailable (a
+// key-service outage while sealing), *UnavailableError (ErrUnavailable:
+// the store cannot commit — a full or read-only disk, an unreachable
+// database), ErrAbandoned (ctx ended before the write lock was taken). In
+// every error case nothing was written.
+//
+// Cancellation: ctx bounds the wait for the fact's lock-free planning and
+// for the store's write lock. Once the lock is held the write no longer
+// depends on ctx and commits (a client that hangs up then has its write
+// applied and audited accepted), so a write is never half-done or
+// uncertain.
+//
+// Unchanged writes: when in's Value, Audience, AuthorID, AuthorLabel
+// (normalized as Validate does), StaleAfter (to the ms) and Priority all
+// equal the fact's current version, nothing is written: the current version
+// is returned with Unchanged = true, Created = false and its own Seq, and
+// the change feed is not woken. An IdempotencyKey on such a write is still
+// remembered, so its replay answers Replayed with that version.
+//
+// Versions of one fact are contiguous under any concurrency: writers are
+// serialized by a process mutex and the database write lock (BEGIN
+// IMMEDIATE on SQLite). The value is sealed BEFORE the write lock is taken
+// (with KMS, Seal is a network round trip): Publish reads the current
+// version number n outside the lock, seals for n+1 (the AAD names the
+// version), and under the lock checks that n is still current, planning
+// again if another writer took n+1 (at most publishAttempts times; the
+// last attempt seals under the lock). WrittenAt and the hash chain are
+// computed under the lock. Writers of the same fact in this process queue
+// on a per-fact lock first, so they never race each other for n+1.
+//
+// With an IdempotencyKey seen within the last 600 s, the first write's
+// result is returned with Replayed = true and nothing is written (the key
+// is checked in the same transaction as the write).
+func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput) (PublishResult, error) {
+	if !p.Can(models.ScopeWrite) {
+		return PublishResult{}, ErrForbidden
+	}
+	in, err := Validate(in)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if !p.CanAccessPatient(in.Patient) {
+		return PublishResult{}, ErrForbidden
+	}
+	mayAssistant := p.CanWrite(in.Patient, models.AudienceAssistant)
+	if !p.CanWrite(in.Patient, in.Audience) {
+		return PublishResult{}, ErrNeedsAssistantWrite
+	}
+	mu := s.factLock(in.Patient, in.Domain)
+	mu.Lock()
+	defer mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		res, err := s.publishOnce(ctx, in, attempt == publishAttempts)
+		if errors.Is(err, errHeadMoved) && attempt < publishAttempts {
+			continue
+		}
+		switch {
+		case errors.Is(err, ErrAudienceChange) && !mayAssistant:
+			// The domain is assistant-only (in asked for user): the same
+			// answer as writing it as assistant without the scope.
+			return PublishResult{}, ErrNeedsAssistantWrite
+		case err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			return PublishResult{}, fmt.Errorf("store: publish: %w: %w", ErrAbandoned, ctx.Err())
+		}
+		return res, s.writeErr(err)
+	}
+}
+
+// factLock returns the stripe of factMu serializing this process's
+// Publishes of one fact (a stripe may be shared by several facts).
+func (s *Store) factLock(patient, domain string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(patient))
+	h.Write([]byte{0})
+	h.Write([]byte(domain))
+	return &s.factMu[h.Sum32()%factLocks]
+}
+
+// publishOnce is one attempt of Publish. Unless underLock, it plans (reads
+// the current version, compares, seals) before taking the write lock and
+// returns errHeadMoved if the fact moved meanwhile; underLock plans inside
+// the write transaction. Past beginWrite it runs on a context ctx's end
+// does not cancel (see Publish).
+func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool) (PublishResult, error) {
+	var (
+		pl  plan
+		err error
+	)
+	if !underLock {
+		if pl, err = s.planVersion(ctx, s.db, in, true); err != nil {
+			return PublishResult{}, err
+		}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+
+	tx, err := s.beginWrite(ctx)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	defer tx.Rollback()
+	ctx = context.WithoutCancel(ctx) // the lock is held: commit whatever the caller does
+	now := s.clock().UTC().Truncate(time.Millisecond)
+
+	if in.IdempotencyKey != "" {
+		res, ok, err := s.replayed(ctx, tx, in.IdempotencyKey, now)
+		if err != nil {
+			return PublishResult{}, err
+		}
+		if ok {
+			return res, nil
+		}
+	}
+	if underLock {
+		if pl, err = s.planVersion(ctx, tx, in, true); err != nil {
+			return PublishResult{}, err
+		}
+	} else if err := s.checkHead(ctx, tx, in, pl); err != nil {
+		return PublishResult{}, err
+	}
+	if pl.unchanged {
+		if in.IdempotencyKey != "" {
+			if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, pl.head.seq); err != nil {
+				return PublishResult{}, err
+			}
+			if err := s.commit(tx); err != nil {
+				return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
+			}
+		}
+		return PublishResult{Version: pl.head.v, Unchanged: true, Seq: pl.head.seq}, nil
+	}
+	v, seq, err := s.insertVersion(ctx, tx, in, now, pl)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	if in.IdempotencyKey != "" {
+		if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, seq); err != nil {
+			return PublishResult{}, err
+		}
+	}
+	audited := false
+	if in.Audit != nil {
+		e := *in.Audit
+		e.URI, e.Outcome, e.Reason = v.URI().String(), OutcomeAccepted, ReasonOK
+		if e, err = sanitizeAudit(e); err != nil {
+			return PublishResult{}, err
+		}
+		if err := s.appendAudit(ctx, tx, e); err != nil {
+			return PublishResult{}, err
+		}
+		audited = true
+	}
+	if err := s.d.notify(ctx, tx); err != nil {
+		return PublishResult{}, fmt.Errorf("store: publish: notify: %w", err)
+	}
+	if err := s.commit(tx); err != nil {
+		return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
+	}
+	s.wakeWatchers()
+	return PublishResult{Version: v, Created: v.N == 1, Seq: seq, Audited: audited}, nil
+}
+
+// beginWrite begins a write transaction holding the store-wide write lock.
+// The transaction is not bound to ctx (database/sql would roll it back,
+// or fail its commit, when ctx ends): ctx bounds only the wait for the
+// lock, and if ctx ended meanwhile beginWrite gives the lock back and
+// returns ctx's error, so nothing is written. Callers that must commit
+// regardless of ctx from here on (Publish) run their statements on
+// context.WithoutCancel(ctx).
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: begin: %w", err)
+	}
+	if err := s.d.lockWrites(ctx, tx); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("store: write lock: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		tx.Rollback()
+		return nil, fmt.Errorf("store: write lock: %w", err)
+	}
+	return tx, nil
+}
+
+// plan is a write decided from the fact's current version (its head): the
+// head it was decided against, and either "unchanged" or the new value's
+// stored bytes, sealed for version head+1.
+type plan struct {
+	found     bool // the fact exists; head is its current version
+	head      row  // head.v.Value is set only when unchanged
+	unchanged bool
+	stored    []byte
+	sealed    bool
+}
+
+// queryRower is *sql.DB or *sql.Tx.
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// planVersion reads in's fact's current version through q, refuses an
+// audience change (P-3), detects an unchanged write when detectUnchanged,
+// and otherwise seals in.Value for the next version number. It writes
+// nothing. A head whose value cannot be opened (other than a sealer outage,
+// which is returned) is treated as changed, so a correction can always
+// supersede a damaged version.
+func (s *Store) planVersion(ctx context.Context, q queryRower, in PublishInput, detectUnchanged bool) (plan, error) {
+	var pl plan
+	r, err := scanRaw(s.queryRowPrepared(ctx, q, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
+		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return plan{}, fmt.Errorf("store: publish: %w", err)
+	case r.v.Audience != in.Audience:
+		return plan{}, ErrAudienceChange
+	default:
+		pl.found, pl.head = true, r
+	}
+	if pl.found && detectUnchanged && sameFields(r.v, in) {
+		value, err := s.open(ctx, r)
+		switch {
+		case errors.Is(err, ErrSealerUnavailable):
+			return plan{}, fmt.Errorf("store: publish: %w", err)
+		case err != nil:
+			s.log.WarnContext(ctx, "store: publish: the current version cannot be opened to compare; writing a new version",
+				"uri", r.v.URI().String(), "err", err)
+		case value == in.Value:
+			pl.head.v.Value, pl.unchanged = value, true
+			return pl, nil
+		}
+	}
+	next := models.Version{Patient: in.Patient, Domain: in.Domain, N: pl.head.v.N + 1, Audience: in.Audience, Value: in.Value}
+	if pl.stored, pl.sealed, err = s.seal(ctx, next); err != nil {
+		return plan{}, err
+	}
+	return pl, nil
+}
+
+// sameFields reports whether a write of in would repeat v in every field
+// but the value (compared after opening it): audience, author id and label,
+// stale-after and priority. in is normalized by validate.
+func sameFields(v models.Version, in PublishInput) bool {
+	return v.Audience == in.Audience && v.AuthorID == in.AuthorID && v.AuthorLabel == in.AuthorLabel &&
+		v.StaleAfter.Equal(in.StaleAfter) && v.Priority == in.Priority
+}
+
+// checkHead confirms, inside tx (holding the write lock), that in's fact
+// still has the head pl was planned against; errHeadMoved if not. An
+// audience change committed meanwhile is ErrAudienceChange (P-3).
+func (s *Store) checkHead(ctx context.Context, tx *sql.Tx, in PublishInput, pl plan) error {
+	var (
+		audience, hash string
+		latest         int
+	)
+	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT f.audience, f.latest, v.hash FROM facts f JOIN versions v
+		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain).Scan(&audience, &latest, &hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if pl.found {
+			return errHeadMoved
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("store: publish: %w", err)
+	case models.Audience(audience) != in.Audience:
+		return ErrAudienceChange
+	case !pl.found || latest != pl.head.v.N || hash != pl.head.v.Hash:
+		return errHeadMoved
+	}
+	return nil
+}
+
+// appendVersion chains and inserts version n+1 of in's fact, written at
+// writtenAt, inside tx (which holds the write lock), sealing under the
+// lock. The audience check comes first, before any statement that changes
+// state (P-3). Seed writes through it; Publish plans (and seals) first and
+// calls insertVersion.
+func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time) (models.Version, int64, error) {
+	pl, err := s.planVersion(ctx, tx, in, false)
+	if err != nil {
+		return models.Version{}, 0, err
+	}
+	return s.insertVersion(ctx, tx, in, writtenAt, pl)
+}
+
+// insertVersion inserts version head+1 of in's fact with pl's stored
+// bytes, chained to pl's head, written at writtenAt, inside tx (which holds
+// the write lock and in which pl's head is current).
+func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan) (models.Version, int64, error) {
+	latest, prevHash := 0, ""
+	if pl.found {
+		latest, prevHash = pl.head.v.N, pl.head.v.Hash
+	}
+	v := models.Version{
+		Patient:     in.Patient,
+		Domain:      in.Domain,
+		N:           latest + 1,
+		Audience:    in.Audience,
+		Value:       in.Value,
+		AuthorID:    in.AuthorID,
+		AuthorLabel: in.AuthorLabel,
+		WrittenAt:   writtenAt.UTC().Truncate(time.Millisecond),
+		StaleAfter:  in.StaleAfter,
+		Priority:    in.Priority,
+		PrevHash:    prevHash,
+	}
+	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
+	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
+	stored, sealed := pl.stored, pl.sealed
+	var seq int64
+	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
+		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+	}
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
+		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey); err != nil {
+		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+	}
+	var err error
+	if latest == 0 {
+		_, err = s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`),
+			v.Patient, v.Domain, string(v.Audience))
+	} else {
+		_, err = s.execPrepared(ctx, tx, s.d.rebind(`UPDATE facts SET latest = ? WHERE patient = ? AND domain = ?`),
+			v.N, v.Patient, v.Domain)
+	}
+	if err != nil {
+		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+	}
+	return v, seq, nil
+}
+
+// replayed returns the first result for key if it was used within the
+// replay window, pruning expired keys.
+func (s *Store) replayed(ctx context.Context, tx *sql.Tx, key string, now time.Time) (PublishResult, bool, error) {
+	cutoff := now.Add(-replayWindow).UnixMilli()
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
+		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
+	}
+	var seq int64
+	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ?`), key).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return PublishResult{}, false, nil
+	}
+	if err != nil {
+		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
+	}
+	row := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
+		ON f.patient = v.patient AND f.domain = v.domain WHERE v.seq = ?`), seq)
+	r, err := s.scanVersion(ctx, row)
+	if err != nil {
+		return PublishResult{}, false, fmt.Errorf("store: publish: replay: %w", err)
+	}
+	return PublishResult{Version: r.v, Created: r.v.N == 1, Replayed: true, Seq: seq}, true, nil
+}
+
+func (s *Store) rememberKey(ctx context.Context, tx *sql.Tx, key string, now time.Time, seq int64) error {
+	_, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO idempotency (key, at_ms, seq) VALUES (?, ?, ?)`), key, now.UnixMilli(), seq)
+	if err != nil {
+		return fmt.Errorf("store: publish: idempotency key: %w", err)
+	}
+	return nil
+}
+
+func msOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}

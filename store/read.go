@@ -1,0 +1,337 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+func timeOrZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// versionCols are the columns scanVersion reads, from versions v joined to facts f.
+const versionCols = `v.seq, v.patient, v.domain, v.n, v.audience, v.value, v.sealed, v.author_id, v.author_label,
+	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest, v.head_sig, v.head_key`
+
+type row struct {
+	v       models.Version
+	seq     int64
+	latest  int
+	stored  []byte // the value column as stored (sealed bytes when sealed)
+	sealed  bool
+	headSig string // the head signature made when this version was committed (P-26)
+	headKey string // its key's KeyID
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRaw reads one row of versionCols without opening the value.
+func scanRaw(sc scanner) (row, error) {
+	var (
+		r                 row
+		aud               string
+		sealed            int
+		writtenAt, staleA int64
+	)
+	if err := sc.Scan(&r.seq, &r.v.Patient, &r.v.Domain, &r.v.N, &aud, &r.stored, &sealed, &r.v.AuthorID, &r.v.AuthorLabel,
+		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest, &r.headSig, &r.headKey); err != nil {
+		return row{}, err
+	}
+	r.v.Audience = models.Audience(aud)
+	r.sealed = sealed != 0
+	r.v.WrittenAt = time.UnixMilli(writtenAt).UTC()
+	r.v.StaleAfter = timeOrZero(staleA)
+	return r, nil
+}
+
+// scanVersion reads one row and opens its value.
+func (s *Store) scanVersion(ctx context.Context, sc scanner) (row, error) {
+	r, err := scanRaw(sc)
+	if err != nil {
+		return row{}, err
+	}
+	if r.v.Value, err = s.open(ctx, r); err != nil {
+		return row{}, err
+	}
+	return r, nil
+}
+
+// parseReadable parses rawURI and applies the first check of P-1 (the
+// scheme's scope) and the patient binding (P-21). Every failure is ErrNotFound (P-2).
+func parseReadable(p models.Principal, rawURI string) (models.URI, error) {
+	u, err := models.ParseURI(rawURI)
+	if err != nil || !p.CanReadURI(u) {
+		return models.URI{}, ErrNotFound
+	}
+	return u, nil
+}
+
+// Read returns the version named by rawURI (its current version when
+// unversioned) if p may read it by BOTH the scheme's scope and the record's
+// own audience, and is bound to the patient (P-1, P-21). Every failure —
+// malformed, unknown scheme, forbidden, absent, missing version — is ErrNotFound (P-2).
+// So is a value stored as plaintext in a store with a Sealer: it is forged
+// or not yet rekeyed, and fails closed (logged, never served; P-6).
+// Other errors (the database, sealed bytes that fail to open, ErrSealed,
+// ErrSealerUnavailable for a key-service outage) are wrapped and are not
+// ErrNotFound: the MCP server answers them as an internal error rather than
+// claiming the fact is absent.
+func (s *Store) Read(ctx context.Context, p models.Principal, rawURI string) (ReadResult, error) {
+	u, err := parseReadable(p, rawURI)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	var sr *sql.Row
+	if u.Version == 0 {
+		sr = s.readLatest.QueryRowContext(ctx, u.Patient, u.Domain)
+	} else {
+		sr = s.readN.QueryRowContext(ctx, u.Patient, u.Domain, u.Version)
+	}
+	r, err := scanRaw(sr)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ReadResult{}, ErrNotFound
+	}
+	if err != nil {
+		return ReadResult{}, fmt.Errorf("store: read: %w", err)
+	}
+	// P-1's second check: the stored record's own audience must be the one
+	// the URI scheme names. care:// never reaches an assistant record.
+	if r.v.Audience != u.Audience() {
+		return ReadResult{}, ErrNotFound
+	}
+	if r.v.Value, err = s.open(ctx, r); err != nil {
+		return ReadResult{}, s.failClosed(ctx, "read", r, err)
+	}
+	return ReadResult{Version: r.v, Latest: r.latest}, nil
+}
+
+// readableFilter returns the SQL condition (over facts f) and its args
+// restricting rows to what p may read, or ok=false when p may read nothing.
+func readableFilter(p models.Principal) (cond string, args []any, ok bool) {
+	var auds []any
+	for _, part := range models.Partitions() {
+		if p.Can(part.Scope) {
+			auds = append(auds, string(part.Audience))
+		}
+	}
+	if len(auds) == 0 || len(p.Patients) == 0 {
+		return "", nil, false
+	}
+	cond = "f.audience IN (" + placeholders(len(auds)) + ")"
+	args = auds
+	if !slices.Contains(p.Patients, models.AllPatients) {
+		cond += " AND f.patient IN (" + placeholders(len(p.Patients)) + ")"
+		for _, id := range p.Patients {
+			args = append(args, id)
+		}
+	}
+	return cond, args, true
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// List returns the current version of every fact p may read, sorted by
+// unversioned URI string, filtered before anything else (P-1): rows p may
+// not read are excluded in the query, and each row's audience is checked
+// again against p's scopes before its value is opened. A fact whose current
+// value is stored as plaintext in a sealed store is left out, as if absent
+// (logged; see Read). Errors as Read's.
+func (s *Store) List(ctx context.Context, p models.Principal) ([]models.Fact, error) {
+	cond, args, ok := readableFilter(p)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
+		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest WHERE `+cond), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	var raws []row
+	for rows.Next() {
+		r, err := scanRaw(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: list: %w", err)
+		}
+		if p.CanRead(r.v.Patient, r.v.Audience) {
+			raws = append(raws, r)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	out := make([]models.Fact, 0, len(raws))
+	for _, r := range raws {
+		if r.v.Value, err = s.open(ctx, r); err != nil {
+			if err = s.failClosed(ctx, "list", r, err); errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, models.Fact{Current: r.v, Versions: r.latest})
+	}
+	slices.SortFunc(out, func(a, b models.Fact) int {
+		return strings.Compare(a.Current.FactURI().String(), b.Current.FactURI().String())
+	})
+	return out, nil
+}
+
+// FactURIs returns the unversioned URI of every fact p may read, sorted by
+// URI string, without opening any value (for /verify and `unsay verify`).
+func (s *Store) FactURIs(ctx context.Context, p models.Principal) ([]models.URI, error) {
+	cond, args, ok := readableFilter(p)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT f.patient, f.domain, f.audience FROM facts f WHERE `+cond), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	defer rows.Close()
+	var out []models.URI
+	for rows.Next() {
+		var patient, domain, aud string
+		if err := rows.Scan(&patient, &domain, &aud); err != nil {
+			return nil, fmt.Errorf("store: list: %w", err)
+		}
+		if a := models.Audience(aud); a.Valid() && p.CanRead(patient, a) {
+			out = append(out, models.NewURI(a, patient, domain))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	slices.SortFunc(out, func(a, b models.URI) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}
+
+// historyRows returns every stored row of the fact u names, oldest first,
+// without opening values, after both P-1 checks; ErrNotFound otherwise.
+func (s *Store) historyRows(ctx context.Context, u models.URI) ([]row, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
+		ON v.patient = f.patient AND v.domain = f.domain
+		WHERE f.patient = ? AND f.domain = ? ORDER BY v.n`), u.Patient, u.Domain)
+	if err != nil {
+		return nil, fmt.Errorf("store: history: %w", err)
+	}
+	defer rows.Close()
+	var out []row
+	for rows.Next() {
+		r, err := scanRaw(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: history: %w", err)
+		}
+		if r.v.Audience != u.Audience() {
+			return nil, ErrNotFound
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: history: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, ErrNotFound
+	}
+	return out, nil
+}
+
+// History returns every version of the fact named by rawURI, oldest first,
+// or ErrNotFound (P-1, P-2, P-21). A versioned URI names its fact's
+// history only if that version exists. Any version stored as plaintext in
+// a sealed store makes the whole history ErrNotFound (fails closed, logged).
+// Other errors as Read's.
+func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) ([]models.Version, error) {
+	u, err := parseReadable(p, rawURI)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.historyRows(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	if u.Version > len(rs) {
+		return nil, ErrNotFound
+	}
+	out := make([]models.Version, len(rs))
+	for i, r := range rs {
+		if r.v.Value, err = s.open(ctx, r); err != nil {
+			return nil, s.failClosed(ctx, "history", r, err)
+		}
+		out[i] = r.v
+	}
+	return out, nil
+}
+
+// Since returns every version written strictly after t that p may read,
+// oldest first (by WrittenAt, then commit order), for whats_changed. A
+// version stored as plaintext in a sealed store is left out (logged; see
+// Read). Errors as Read's.
+func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time) ([]models.Version, error) {
+	cond, args, ok := readableFilter(p)
+	if !ok {
+		return nil, nil
+	}
+	args = append([]any{t.UnixMilli()}, args...)
+	// WrittenAt has ms precision: "strictly after t" compares against t
+	// truncated to ms, so a version at t+0.5 ms's millisecond is not lost.
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
+		ON f.patient = v.patient AND f.domain = v.domain
+		WHERE v.written_at > ? AND `+cond+` ORDER BY v.written_at, v.seq`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: since: %w", err)
+	}
+	var raws []row
+	for rows.Next() {
+		r, err := scanRaw(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: since: %w", err)
+		}
+		if p.CanRead(r.v.Patient, r.v.Audience) && r.v.WrittenAt.After(t) {
+			raws = append(raws, r)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: since: %w", err)
+	}
+	out := make([]models.Version, 0, len(raws))
+	for _, r := range raws {
+		if r.v.Value, err = s.open(ctx, r); err != nil {
+			if err = s.failClosed(ctx, "since", r, err); errors.Is(err, ErrNotFound) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, r.v)
+	}
+	return out, nil
+}
+
+// Staleness reports whether the fact is stale at now and, if so, its header (P-7).
+// The fact is its current version (or the version rawURI names). ErrNotFound as Read.
+func (s *Store) Staleness(ctx context.Context, p models.Principal, rawURI string, now time.Time) (stale bool, header string, err error) {
+	r, err := s.Read(ctx, p, rawURI)
+	if err != nil {
+		return false, "", err
+	}
+	if !r.Version.IsStale(now) {
+		return false, "", nil
+	}
+	return true, models.StaleHeader(r.Version, now), nil
+}

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/unsay/unsay/models"
+)
+
+// maxAuthorLabelBytes caps an author label: 200 bytes of UTF-8.
+const maxAuthorLabelBytes = 200
+
+// maxIdempotencyKeyBytes caps PublishInput.IdempotencyKey: 256 bytes.
+const maxIdempotencyKeyBytes = 256
+
+// ValidAuthorID reports whether s is an acceptable authorId: 1–64 bytes of
+// [a-z0-9_.@:-] (lowercase, no spaces, no '|').
+func ValidAuthorID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("_.@:-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ReasonXMLForbidden is the rule a ValidationError names when a field holds
+// a character XML 1.0 forbids (§2.2, Char): such a character makes Alexa's
+// outputSpeech SSML ill-formed, so it is refused at the door. The found
+// character and its position follow it in the Reason, never the text.
+const ReasonXMLForbidden = "must contain only characters XML 1.0 allows " +
+	"(valid UTF-8; no NUL, no control character but tab, LF and CR, no lone surrogate, no U+FFFE or U+FFFF)"
+
+// xmlForbidden returns the first character of s that XML 1.0 forbids and
+// its position (counted in characters from 1): invalid UTF-8 (which is how
+// a lone surrogate arrives in a Go string) is reported as U+FFFD. ok is
+// true when there is none.
+//
+//	Char ::= #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+func xmlForbidden(s string) (r rune, at int, ok bool) {
+	at = 0
+	for i := 0; i < len(s); {
+		c, size := utf8.DecodeRuneInString(s[i:])
+		at++
+		if c == utf8.RuneError && size <= 1 {
+			return utf8.RuneError, at, false
+		}
+		switch {
+		case c == 0x9, c == 0xA, c == 0xD:
+		case c < 0x20, c >= 0xD800 && c <= 0xDFFF, c == 0xFFFE, c == 0xFFFF:
+			return c, at, false
+		}
+		i += size
+	}
+	return 0, 0, true
+}
+
+// xmlReason is ReasonXMLForbidden with what was found and where.
+func xmlReason(s string) (string, bool) {
+	r, at, ok := xmlForbidden(s)
+	if ok {
+		return "", true
+	}
+	what := fmt.Sprintf("U+%04X", r)
+	if r == utf8.RuneError {
+		what = "invalid UTF-8"
+	}
+	return fmt.Sprintf("%s: found %s at character %d", ReasonXMLForbidden, what, at), false
+}
+
+// Validate is THE write validator (POST /write only checks the body's
+// shape, then calls it; Publish calls it again). It checks in and returns it
+// normalized: StaleAfter in UTC truncated to ms, AuthorLabel trimmed.
+// Errors are *ValidationError (errors.Is ErrInvalid) naming the field and
+// the rule, never echoing the value:
+//
+//   - patient, domain: 1–64 characters of [a-z0-9_.-];
+//   - audience: "user" or "assistant";
+//   - value: not blank; characters XML 1.0 allows (ReasonXMLForbidden);
+//     a speakable (user) value at most models.MaxSpeakableValueRunes
+//     characters; any value at most models.MaxValueBytes bytes;
+//   - authorId: 1–64 characters of [a-z0-9_.@:-];
+//   - authorLabel: not blank, at most 200 bytes, characters XML 1.0 allows
+//     and no control character at all (it is spoken on one line);
+//   - priority: 0…1; staleAfter: zero or after 1970;
+//   - idempotencyKey: at most 256 bytes.
+//
+// A patient, domain or authorId holding an XML-forbidden character is
+// refused with ReasonXMLForbidden, otherwise with its own pattern.
+func Validate(in PublishInput) (PublishInput, error) {
+	bad := func(field, reason string) (PublishInput, error) {
+		return PublishInput{}, &ValidationError{Field: field, Reason: reason}
+	}
+	for _, f := range []struct{ name, v string }{
+		{"patient", in.Patient}, {"domain", in.Domain}, {"authorId", in.AuthorID},
+		{"value", in.Value}, {"authorLabel", in.AuthorLabel},
+	} {
+		if reason, ok := xmlReason(f.v); !ok {
+			return bad(f.name, reason)
+		}
+	}
+	switch {
+	case !models.ValidID(in.Patient):
+		return bad("patient", "must be 1–64 characters of [a-z0-9_.-]")
+	case !models.ValidID(in.Domain):
+		return bad("domain", "must be 1–64 characters of [a-z0-9_.-]")
+	case !in.Audience.Valid():
+		return bad("audience", `must be "user" or "assistant"`)
+	case strings.TrimSpace(in.Value) == "":
+		return bad("value", "must not be empty")
+	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
+		return bad("value", fmt.Sprintf("a speakable value must be at most %d characters, what one Alexa response can carry "+
+			"with a retraction around it (this one has %d); split it into several facts, or make it assistant-only",
+			models.MaxSpeakableValueRunes, utf8.RuneCountInString(in.Value)))
+	case len(in.Value) > models.MaxValueBytes:
+		return bad("value", fmt.Sprintf("must be at most %d bytes", models.MaxValueBytes))
+	case !ValidAuthorID(in.AuthorID):
+		return bad("authorId", "must be 1–64 characters of [a-z0-9_.@:-]")
+	case strings.TrimSpace(in.AuthorLabel) == "":
+		return bad("authorLabel", "must not be empty")
+	case len(in.AuthorLabel) > maxAuthorLabelBytes:
+		return bad("authorLabel", fmt.Sprintf("must be at most %d bytes", maxAuthorLabelBytes))
+	case strings.ContainsFunc(in.AuthorLabel, unicode.IsControl):
+		return bad("authorLabel", "must be printable: no control characters, tab and line breaks included")
+	case math.IsNaN(in.Priority) || in.Priority < 0 || in.Priority > 1:
+		return bad("priority", "must be between 0 and 1")
+	case !in.StaleAfter.IsZero() && in.StaleAfter.Before(time.UnixMilli(1)):
+		return bad("staleAfter", "must be after 1970")
+	case len(in.IdempotencyKey) > maxIdempotencyKeyBytes:
+		return bad("idempotencyKey", fmt.Sprintf("must be at most %d bytes", maxIdempotencyKeyBytes))
+	}
+	in.AuthorLabel = strings.TrimSpace(in.AuthorLabel)
+	if !in.StaleAfter.IsZero() {
+		in.StaleAfter = in.StaleAfter.UTC().Truncate(time.Millisecond)
+	}
+	return in, nil
+}

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/unsay/unsay/models"
+)
+
+// xmlForbiddenClasses is one character of every class XML 1.0 forbids
+// (§2.2 Char), as it can reach the store in a Go string.
+var xmlForbiddenClasses = []struct {
+	name string
+	s    string
+}{
+	{"NUL", "\x00"},
+	{"U+0001", "\x01"},
+	{"U+0008 backspace", "\b"},
+	{"U+000B vertical tab", "\v"},
+	{"U+000C form feed", "\f"},
+	{"U+000E", "\x0e"},
+	{"U+001B escape", "\x1b"},
+	{"U+001F", "\x1f"},
+	{"U+FFFE", "\uFFFE"},
+	{"U+FFFF", "\uFFFF"},
+	{"a lone high surrogate (U+D800 encoded)", "\xed\xa0\x80"},
+	{"a lone low surrogate (U+DFFF encoded)", "\xed\xbf\xbf"},
+	{"invalid UTF-8", "\xff"},
+	{"a truncated sequence", "\xe2\x82"},
+}
+
+// TestPublish_XMLForbiddenCharactersAreRefusedInEveryField: a value,
+// label or domain holding a character XML 1.0 forbids would make Alexa's
+// SSML ill-formed on every turn that mentions the fact. Each class is
+// refused naming the field and the rule, and nothing is written.
+func TestPublish_XMLForbiddenCharactersAreRefusedInEveryField(t *testing.T) {
+	s, _ := openTest(t, newClock())
+	ctx := context.Background()
+	fields := []struct {
+		name string
+		set  func(*PublishInput, string)
+	}{
+		{"value", func(p *PublishInput, c string) { p.Value = "Walk with the frame." + c + " Then rest." }},
+		{"authorLabel", func(p *PublishInput, c string) { p.AuthorLabel = "Sarah " + c + "Okafor" }},
+		{"domain", func(p *PublishInput, c string) { p.Domain = "weight" + c + "bearing" }},
+		{"patient", func(p *PublishInput, c string) { p.Patient = "ray" + c }},
+		{"authorId", func(p *PublishInput, c string) { p.AuthorID = "okafor" + c }},
+	}
+	for _, f := range fields {
+		for _, c := range xmlForbiddenClasses {
+			t.Run(f.name+"/"+c.name, func(t *testing.T) {
+				pi := in("weight_bearing", models.AudienceUser, "Full weight-bearing.")
+				f.set(&pi, c.s)
+				_, err := s.Publish(ctx, writer, pi)
+				var ve *ValidationError
+				if !errors.As(err, &ve) || ve.Field != f.name || !strings.HasPrefix(ve.Reason, ReasonXMLForbidden) {
+					t.Fatalf("Publish = %v, want a ValidationError on %s naming the XML rule", err, f.name)
+				}
+				if strings.Contains(ve.Reason, "Walk with") || strings.Contains(ve.Reason, "Okafor") {
+					t.Fatalf("the reason echoes the text: %q", ve.Reason)
+				}
+				if last, _ := s.LastSeq(ctx); last != 0 {
+					t.Fatalf("a refused write left seq %d", last)
+				}
+			})
+		}
+	}
+	// Positive twin: tab, LF and CR, and the characters at the edges of
+	// XML's ranges, are accepted in a value and read back unchanged.
+	value := "Line one.\tTabbed.\nLine two.\r\nU+D7FF \uD7FF, U+E000 \uE000, U+FFFD \uFFFD, U+10000 \U00010000, 🦵."
+	r := mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, value))
+	got, err := s.Read(ctx, userRay, r.Version.URI().String())
+	if err != nil || got.Version.Value != value {
+		t.Fatalf("read back %q, %v; want %q", got.Version.Value, err, value)
+	}
+}
+
+func TestXMLForbidden_NamesTheCharacterAndItsPositionNeverTheText(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		want   string
+		wantOK bool
+	}{
+		{"plain text", "", true},
+		{"ab\vcd", "found U+000B at character 3", false},
+		{"é\x00", "found U+0000 at character 2", false},
+		{"ok \xff", "found invalid UTF-8 at character 4", false},
+		{"\uFFFF", "found U+FFFF at character 1", false},
+	} {
+		reason, ok := xmlReason(tc.in)
+		if ok != tc.wantOK || !strings.HasSuffix(reason, tc.want) {
+			t.Errorf("xmlReason(%q) = %q, %v; want …%q, %v", tc.in, reason, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// TestPublish_SpeakableValueOverOneResponseIsRefusedNamingTheLimit: a
+// speakable value that cannot fit one Alexa response with a retraction
+// around it would lock every turn; it is refused with the limit named.
+func TestPublish_SpeakableValueOverOneResponseIsRefusedNamingTheLimit(t *testing.T) {
+	s, _ := openTest(t, newClock())
+	ctx := context.Background()
+	limit := fmt.Sprint(models.MaxSpeakableValueRunes)
+	for _, tc := range []struct {
+		name  string
+		value string
+	}{
+		{"16 KiB of ASCII", strings.Repeat("a", 16<<10)},
+		{"one character over the limit", strings.Repeat("a", models.MaxSpeakableValueRunes+1)},
+		{"one two-byte character over the limit", strings.Repeat("é", models.MaxSpeakableValueRunes+1)},
+	} {
+		_, err := s.Publish(ctx, writer, in("weight_bearing", models.AudienceUser, tc.value))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, limit) {
+			t.Errorf("%s: Publish = %v, want a ValidationError on value naming %s", tc.name, err, limit)
+		}
+	}
+	if last, _ := s.LastSeq(ctx); last != 0 {
+		t.Fatalf("refused writes left seq %d", last)
+	}
+	// Positive twins: exactly at the limit (counted in characters, not
+	// bytes), and an assistant-only value of 16 KiB, which is never spoken.
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, strings.Repeat("a", models.MaxSpeakableValueRunes)))
+	mustPublish(t, s, writer, in("exercise", models.AudienceUser, strings.Repeat("é", models.MaxSpeakableValueRunes)))
+	mustPublish(t, s, writer, in("notes", models.AudienceAssistant, strings.Repeat("a", models.MaxValueBytes)))
+}
+
+func TestValidate_AuthorLabelIsRequiredAndNormalized(t *testing.T) {
+	for _, label := range []string{"", "   "} {
+		pi := in("weight_bearing", models.AudienceUser, "Rest.")
+		pi.AuthorLabel = label
+		var ve *ValidationError
+		if _, err := Validate(pi); !errors.As(err, &ve) || ve.Field != "authorLabel" {
+			t.Errorf("label %q: Validate = %v, want authorLabel refused", label, err)
+		}
+	}
+	pi := in("weight_bearing", models.AudienceUser, "Rest.")
+	pi.AuthorLabel = "  Sarah Okafor, physio "
+	got, err := Validate(pi)
+	if err != nil || got.AuthorLabel != "Sarah Okafor, physio" {
+		t.Fatalf("Validate = %q, %v; want the label trimmed", got.AuthorLabel, err)
+	}
+}
