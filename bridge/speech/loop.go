@@ -124,7 +124,7 @@ func (r *runner) loop() error {
 			if r.st.connected {
 				r.attempt = 0
 			}
-			r.p.log.Warn("speech: MCP session ended; reconnecting", "session", r.st.up.ID(), "err", err)
+			r.p.log.Warn("speech: MCP connection ended; reconnecting", "session", r.st.up.ID(), "err", err)
 			r.endSession()
 			r.backoff()
 		case <-retry:

@@ -2,6 +2,8 @@ package speech
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -170,7 +172,13 @@ type mcpSession struct {
 	err  error // set before done closes
 }
 
-func (s *mcpSession) ID() string            { return s.cs.ID() }
+// ID names the session in logs by a hash of its id, "s-1a2b3c4d", as the
+// server's logs do: the id itself, with a token of its principal,
+// addresses the session.
+func (s *mcpSession) ID() string {
+	sum := sha256.Sum256([]byte(s.cs.ID()))
+	return "s-" + hex.EncodeToString(sum[:4])
+}
 func (s *mcpSession) Done() <-chan struct{} { return s.done }
 func (s *mcpSession) Close() error          { return s.cs.Close() }
 
