@@ -671,11 +671,9 @@ func TestListen_AStalledListenerDelaysNoOtherAndIsEnded(t *testing.T) {
 	const uri = "care://ray/weight_bearing"
 	h := newHarness(t)
 	counts := make([]chan struct{}, readers)
-	var streams []*listenStream
 	for i := range readers {
 		ls := h.openListen(h.token(fmt.Sprintf("host%d", i), userScopes), 100+i, `{"resourceSubscriptions":["`+uri+`"]}`)
 		ls.next(t)
-		streams = append(streams, ls)
 		counts[i] = make(chan struct{}, writes+10)
 		go func() {
 			for f := range ls.frames {
