@@ -268,7 +268,7 @@ func TestSpeechSafety_Readyz503WhenTheSpeechStreamIsStalledOrCutAnd200WhenItReco
 	s := startWith(t, safetyPart, harness.Options{Args: []string{"--speech-patient", "ray", "--speech-mcp-url", proxy.srv.URL + "/mcp"}})
 	u, _ := url.Parse(s.URL)
 	proxy.target.Store(u)
-	waitReady(t, s.URL, http.StatusOK, 30*time.Second, "at start")
+	waitReady(t, s.AdminURL, http.StatusOK, 30*time.Second, "at start")
 
 	// Stalled: the stream delivers nothing; a revision is committed.
 	proxy.stall(true)
@@ -277,18 +277,18 @@ func TestSpeechSafety_Readyz503WhenTheSpeechStreamIsStalledOrCutAnd200WhenItReco
 	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio"); err != nil {
 		t.Fatal(err)
 	}
-	d503 := waitReady(t, s.URL, http.StatusServiceUnavailable, 15*time.Second, "stream stalled")
+	d503 := waitReady(t, s.AdminURL, http.StatusServiceUnavailable, 15*time.Second, "stream stalled")
 	proxy.stall(false)
-	d200 := waitReady(t, s.URL, http.StatusOK, 20*time.Second, "stall over")
+	d200 := waitReady(t, s.AdminURL, http.StatusOK, 20*time.Second, "stall over")
 	t.Logf("stalled stream: /readyz 503 %s after the write, 200 %s after the stall ended", d503.Round(10*time.Millisecond), d200.Round(10*time.Millisecond))
-	if code, speech := readyz(s.URL); code != http.StatusOK || !strings.Contains(speech, `"backlog":1`) {
+	if code, speech := readyz(s.AdminURL); code != http.StatusOK || !strings.Contains(speech, `"backlog":1`) {
 		t.Errorf("after recovering: %d %s, want ready with the revision queued", code, speech)
 	}
 
 	// Cut: every connection closed, new ones refused.
 	proxy.setCut(true)
-	dCut := waitReady(t, s.URL, http.StatusServiceUnavailable, 15*time.Second, "stream cut")
+	dCut := waitReady(t, s.AdminURL, http.StatusServiceUnavailable, 15*time.Second, "stream cut")
 	proxy.setCut(false)
-	dBack := waitReady(t, s.URL, http.StatusOK, 30*time.Second, "cut over")
+	dBack := waitReady(t, s.AdminURL, http.StatusOK, 30*time.Second, "cut over")
 	t.Logf("cut stream: /readyz 503 %s after the cut, 200 %s after it was restored", dCut.Round(10*time.Millisecond), dBack.Round(10*time.Millisecond))
 }

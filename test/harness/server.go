@@ -11,6 +11,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/unsay/unsay/store"
 )
 
 // Development secrets the harness gives every server it starts and every
@@ -33,6 +36,11 @@ const (
 	WriteSecret = "e2e-write-secret-0123456789abcdef0123456789abcdef"
 	AuditKey    = "e2e-audit-key-0123456789abcdef0123456789abcdef"
 )
+
+// SigningKey is the harness's UNSAY_SIGNING_KEY (chain heads, P-26): a
+// fixed Ed25519 seed, so a server behind a public URL starts without the
+// development default.
+var SigningKey = store.FormatSigningKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xe2}, ed25519.SeedSize)))
 
 // pendingFlagRE matches serve's refusal of an Alexa flag it does not have
 // yet: the skill's wiring into `unsay serve` has not landed.
@@ -109,6 +117,7 @@ func Env(extra ...string) []string {
 		"UNSAY_TOKEN_SECRET="+TokenSecret,
 		"UNSAY_WRITE_SECRET="+WriteSecret,
 		"UNSAY_AUDIT_KEY="+AuditKey,
+		"UNSAY_SIGNING_KEY="+SigningKey,
 	)
 	return append(env, extra...)
 }
@@ -222,15 +231,16 @@ func start(ctx context.Context, o Options) (*Server, error) {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				// The startup line is printed before serving starts, but
-				// reaches s.out through a pipe: wait for it (up to 10 s).
-				for wait := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				// reaches s.out through a pipe, after the banner waited (up
+				// to 15 s) for the speech principal: wait for it (up to 30 s).
+				for wait := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 					if m := adminURLRE.FindStringSubmatch(s.out.String()); m != nil {
 						s.AdminURL = m[1]
 						break
 					}
 					if time.Now().After(wait) {
 						s.Stop()
-						return nil, fmt.Errorf("harness: no admin listener in the startup line within 10 s:\n%s", s.out.String())
+						return nil, fmt.Errorf("harness: no admin listener in the startup line within 30 s:\n%s", s.out.String())
 					}
 				}
 				return s, nil
