@@ -38,19 +38,36 @@ const (
 )
 
 // ProtocolVersion is the MCP protocol version this server speaks over
-// stateful Streamable HTTP (models.ProtocolVersion, the read contract's). Older stateful-era versions are also accepted in
-// the MCP-Protocol-Version header (see SupportedProtocolVersions).
+// stateful Streamable HTTP, sessions opened with initialize
+// (models.ProtocolVersion, the read contract's). Older stateful-era
+// versions are also accepted (see LegacyProtocolVersions).
 const ProtocolVersion = models.ProtocolVersion
 
-// SupportedProtocolVersions are the versions a stateful Streamable HTTP
-// session may negotiate, newest first. 2026-07-28 is stateless-only in the
-// SDK and is not offered. An MCP-Protocol-Version header naming anything
-// else is answered 400 before the SDK runs.
-var supportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+// ModernProtocolVersion is the MCP protocol version served statelessly on
+// the same endpoint: per-request _meta, server/discover,
+// subscriptions/listen, no sessions (MCP 2026-07-28, "dual-era server" in
+// its Versioning § Backward Compatibility).
+const ModernProtocolVersion = "2026-07-28"
 
-// SupportedProtocolVersions returns a copy of the protocol versions /mcp accepts.
+// legacyProtocolVersions are the versions a stateful session may
+// negotiate with initialize, newest first. 2026-07-28 is stateless-only
+// in the SDK and is never negotiated by initialize.
+var legacyProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// SupportedProtocolVersions returns every protocol version /mcp serves,
+// newest first: 2026-07-28 (stateless) and the stateful-era versions. It
+// is the list server/discover answers and the "supported" list of every
+// -32022 UnsupportedProtocolVersion error; an MCP-Protocol-Version header
+// naming anything else is answered with that error (400) before the SDK
+// runs.
 func SupportedProtocolVersions() []string {
-	return append([]string(nil), supportedProtocolVersions...)
+	return append([]string{ModernProtocolVersion}, legacyProtocolVersions...)
+}
+
+// LegacyProtocolVersions returns the versions a 2025-era client may
+// negotiate with initialize, newest first.
+func LegacyProtocolVersions() []string {
+	return append([]string(nil), legacyProtocolVersions...)
 }
 
 // Config configures New.
@@ -100,6 +117,14 @@ type Config struct {
 	// stream's TCP connection (with Server.ConnContext on the http.Server);
 	// 0 means DefaultStreamSendBuffer (64 KiB), negative leaves the kernel's.
 	StreamSendBuffer int
+	// CursorSecret keys the MAC of resources/list cursors (P-11). Every
+	// instance behind one load balancer must share it, so that a cursor
+	// issued by one instance is honoured by another: a 2026-07-28 client
+	// has no session and no sticky routing. The key is derived from it
+	// (HMAC-SHA256 over "unsay/list-cursor/v1"), so it may be a secret
+	// used elsewhere (the audit key). Nil: a random key per process
+	// (cursors then hold only on the instance that issued them).
+	CursorSecret []byte
 	// WhatsChangedLimit bounds the revisions of one whats_changed answer; 0
 	// means DefaultWhatsChangedLimit (200).
 	WhatsChangedLimit int

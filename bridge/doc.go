@@ -1,15 +1,24 @@
 // Package bridge is Unsay's MCP server and its HTTP surface.
 //
-// One *mcp.Server (github.com/modelcontextprotocol/go-sdk v1.8.0) serves
-// every session over stateful Streamable HTTP at /mcp, protocol 2025-11-25.
-// It exposes every care fact the caller's principal may read as a resource,
-// plus the device card ui://unsay/echo (P-16); the tool whats_changed; the
-// prompt brief_carer (P-10); resources/updated, resources/list_changed and
-// notifications/message driven by the store's change feed (P-8, P-9); and a
-// resumable event store that re-authorizes every replayed frame (P-2, P-9).
+// /mcp serves both eras of MCP (modern.go, listen.go): a request carrying
+// 2026-07-28 (header or per-request _meta) and every server/discover goes
+// to a second *mcp.Server behind the SDK's stateless handler —
+// authorization per request, subscriptions/listen streams narrowed to what
+// the token may read and re-authorized at send time, -32602 for any
+// resource it cannot read (SEP-2164), retractions from the client's
+// unsay/lastReadVersion; everything else (initialize, Mcp-Session-Id) goes
+// to one *mcp.Server (github.com/modelcontextprotocol/go-sdk v1.8.0) over
+// stateful Streamable HTTP, protocol 2025-11-25. Both expose every care
+// fact the caller's principal may read as a resource, plus the device card
+// ui://unsay/echo (P-16); the tool whats_changed; the prompt brief_carer
+// (P-10); resources/updated and resources/list_changed driven by the
+// store's change feed (P-8, P-9). The stateful path adds
+// notifications/message and a resumable event store that re-authorizes
+// every replayed frame (P-2, P-9).
 //
-// The SDK's defaults are wrong for Unsay in several places, so this package
-// replaces them in receiving and sending middleware:
+// On the stateful path the SDK's defaults are wrong for Unsay in several
+// places, so this package replaces them in receiving and sending
+// middleware:
 //
 //   - resources/list pages at 3 over URI order with a MAC'd key cursor; a
 //     cursor this server did not issue is -32602 (P-11);

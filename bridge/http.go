@@ -23,7 +23,7 @@ func (s *Server) routes() chi.Router {
 	r.Use(noSniff, s.countRequests, s.checkHostOrigin)
 
 	mcpChain := s.verifier.Middleware(s.pub.base + "/.well-known/oauth-protected-resource/mcp")(
-		s.checkProtocolVersion(http.HandlerFunc(s.serveMCP)))
+		http.HandlerFunc(s.routeMCP))
 	r.Handle("/mcp", mcpChain)
 
 	r.Get("/healthz", s.healthz)
@@ -201,18 +201,6 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// checkProtocolVersion answers 400 to an MCP-Protocol-Version header naming
-// a version this stateful server does not speak (the SDK lets some through).
-func (s *Server) checkProtocolVersion(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !slices.Contains(supportedProtocolVersions, v) {
-			http.Error(w, "Bad Request: Unsupported protocol version (supported versions: "+strings.Join(supportedProtocolVersions, ",")+")", http.StatusBadRequest)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // healthz answers 200 "ok" while the process runs.

@@ -187,21 +187,29 @@ func (s *Server) finishDeadline() time.Time {
 }
 
 // trackStream adds (on) or removes a stream from those Close aborts.
-func (s *Server) trackStream(sw *StreamWriter, on bool) {
+func (s *Server) trackStream(sw *StreamWriter, on bool) { s.trackStreamGraceful(sw, on, false) }
+
+// trackStreamGraceful is trackStream for a stream that Close aborts only
+// closeDrain after it began (graceful), so that its handler can first
+// write a last message (a listen stream's result).
+func (s *Server) trackStreamGraceful(sw *StreamWriter, on, graceful bool) {
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	if on {
-		s.streams[sw] = struct{}{}
+		s.streams[sw] = graceful
 	} else {
 		delete(s.streams, sw)
 	}
 }
 
-// abortStreams aborts every response stream being served.
-func (s *Server) abortStreams() {
+// abortStreams aborts every response stream being served, graceful ones
+// included when all is set.
+func (s *Server) abortStreams(all bool) {
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
-	for sw := range s.streams {
-		sw.Abort()
+	for sw, graceful := range s.streams {
+		if all || !graceful {
+			sw.Abort()
+		}
 	}
 }

@@ -18,9 +18,10 @@ type metrics struct {
 	publish               prometheus.Histogram   // unsay_publish_latency_seconds
 	fanOut                prometheus.Histogram   // unsay_change_fanout_delay_seconds
 	sessionsClosed        *prometheus.CounterVec // unsay_mcp_sessions_closed_total{reason}
+	listensEnded          *prometheus.CounterVec // unsay_mcp_listen_streams_ended_total{reason}
 }
 
-func newMetrics(sessions, subscriptions func() float64) *metrics {
+func newMetrics(sessions, subscriptions, listens func() float64) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
@@ -54,16 +55,24 @@ func newMetrics(sessions, subscriptions func() float64) *metrics {
 			Name: "unsay_mcp_sessions_closed_total",
 			Help: "MCP sessions the server closed because their client did not keep up, by reason: overflow (stream queue full), write_timeout, keepalive (pings unanswered).",
 		}, []string{"reason"}),
+		listensEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "unsay_mcp_listen_streams_ended_total",
+			Help: "2026-07-28 subscriptions/listen streams the server ended, by reason: tokenExpired, shutdown, overflow (stream queue full), write_timeout.",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.notificationsSent, m.notificationsWithheld, m.replayWithheld, m.publish, m.fanOut, m.sessionsClosed,
+	reg.MustRegister(m.requests, m.notificationsSent, m.notificationsWithheld, m.replayWithheld, m.publish, m.fanOut, m.sessionsClosed, m.listensEnded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "unsay_mcp_sessions",
 			Help: "Open MCP sessions.",
 		}, sessions),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "unsay_mcp_subscriptions",
-			Help: "Resource subscriptions held by open MCP sessions.",
+			Help: "Resource subscriptions held by open MCP sessions and 2026-07-28 listen streams.",
 		}, subscriptions),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "unsay_mcp_listen_streams",
+			Help: "Open 2026-07-28 subscriptions/listen streams.",
+		}, listens),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -65,7 +65,9 @@ func (s *Server) watch(ctx context.Context, after int64) {
 //     sending middleware to subscribed sessions whose current principal may
 //     read it;
 //   - every version: one notifications/message (notice, unsay.revision,
-//     {uri, version}) to each session whose current principal may read it.
+//     {uri, version}) to each session whose current principal may read it;
+//   - and the same change to the 2026-07-28 listen streams (fanOutModern):
+//     list_changed or updated, never a log.
 func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 	uri := ch.URI.Unversioned()
 	s.logger.DebugContext(ctx, "change feed", "seq", ch.Seq, "uri", uri.String(), "version", ch.Version, "created", ch.Created)
@@ -91,6 +93,7 @@ func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 	} else {
 		_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri.String()})
 	}
+	s.fanOutModern(ctx, uri, ch.Created, visible)
 	for ss := range s.mcp.Sessions() {
 		st := s.sessions.get(ss.ID())
 		if st == nil || !visible(st.currentPrincipal()) {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -25,19 +26,43 @@ const (
 	EchoMIMEType = "text/html;profile=mcp-app"
 )
 
-// CodeResourceNotFound is the JSON-RPC error code of every read that does
-// not succeed (P-2). The SDK's own mcp.ResourceNotFoundError uses -32602 in
-// v1.8.0, so the bridge builds this error itself.
+// CodeResourceNotFound is the JSON-RPC error code of every read (and
+// subscribe) that does not succeed on the 2025-11-25 path (P-2). The SDK's
+// own mcp.ResourceNotFoundError uses -32602 in v1.8.0, so the bridge builds
+// this error itself.
 const CodeResourceNotFound = -32002
 
-// NotFoundError is the one answer to a read (or subscribe) that does not
-// succeed — forbidden, absent, another patient's, a missing version, a
-// malformed or unknown-scheme URI: code -32002, message
-// "Resource not found: {uri}", data {"uri": uri}, where uri is exactly the
-// string asked for (P-2).
+// CodeResourceNotFoundModern is the code of the same answer on the
+// 2026-07-28 path: -32602 Invalid Params (SEP-2164; "clients SHOULD also
+// accept -32002"). Each era keeps one code for every cause (P-2).
+const CodeResourceNotFoundModern = jsonrpc.CodeInvalidParams
+
+// NotFoundError is the one answer, on the 2025-11-25 path, to a read (or
+// subscribe) that does not succeed — forbidden, absent, another patient's,
+// a missing version, a malformed or unknown-scheme URI: code -32002,
+// message "Resource not found: {uri}", data {"uri": uri}, where uri is
+// exactly the string asked for (P-2).
 func NotFoundError(uri string) *jsonrpc.Error {
+	return notFoundWithCode(CodeResourceNotFound, uri)
+}
+
+// NotFoundErrorModern is NotFoundError on the 2026-07-28 path: the same
+// message and data, code -32602 (SEP-2164).
+func NotFoundErrorModern(uri string) *jsonrpc.Error {
+	return notFoundWithCode(CodeResourceNotFoundModern, uri)
+}
+
+func notFoundWithCode(code int64, uri string) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
-	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found: " + uri, Data: data}
+	return &jsonrpc.Error{Code: code, Message: "Resource not found: " + uri, Data: data}
+}
+
+// notFoundFor is the not-found answer in the era of req.
+func notFoundFor(req mcp.Request, uri string) *jsonrpc.Error {
+	if isModernRequest(req) {
+		return NotFoundErrorModern(uri)
+	}
+	return NotFoundError(uri)
 }
 
 // invalidParams is a -32602 error with a fixed, non-revealing message.
@@ -61,6 +86,18 @@ const (
 	MetaLatest       = models.MetaLatest
 )
 
+// MetaLastReadVersion is the _meta key of a resources/read request (params
+// _meta) naming the version of that fact the client last read as current —
+// the "unsay/version" of its previous read. When the fact has changed since
+// and is speakable, the answer carries "unsay/retraction" withdrawing that
+// version (P-17): the explicit basis a 2026-07-28 client, which has no
+// session for the server to remember its reads by, gives for a retraction.
+// A 2025-11-25 session may send it too; it then takes precedence over what
+// the session read. It must be a positive integer (else -32602, decided
+// before the URI is looked at, so it reveals nothing about the resource);
+// a version at or past the one served yields no retraction.
+const MetaLastReadVersion = "unsay/lastReadVersion"
+
 // readPrincipal is the principal of one MCP request: from req.Extra.TokenInfo,
 // verified on this very HTTP request — never from the handler's context,
 // which holds the initialize request's token. No token: the zero principal,
@@ -82,13 +119,17 @@ func (s *Server) readToken(req mcp.Request) (models.Principal, time.Time) {
 }
 
 // sessionOf returns the bridge state of the request's session, creating it
-// from the request's principal if the session is not yet known.
+// from the request's principal if the session is not yet known; nil for a
+// request without a session (every 2026-07-28 request).
 func (s *Server) sessionOf(req mcp.Request) (*sessionState, string) {
 	ss := req.GetSession()
 	if ss == nil {
 		return nil, ""
 	}
 	id := ss.ID()
+	if id == "" {
+		return nil, "" // a stateless (2026-07-28) request has no session
+	}
 	if st := s.sessions.get(id); st != nil {
 		return st, id
 	}
@@ -232,48 +273,123 @@ func (s *Server) cursorMAC(key string) []byte {
 // ---- resources/read (P-1, P-2, P-7, P-16, P-17) ----
 
 // readResource serves resources/read for ui://unsay/echo and every care
-// URI. Every failure is NotFoundError(uri), whatever the cause (P-2).
+// URI. Every failure is the era's not-found error for uri, whatever the
+// cause (P-2): -32002 on the 2025-11-25 path, -32602 on 2026-07-28. The
+// answer carries "unsay/retraction" when the request's _meta names, as
+// MetaLastReadVersion, an older version of the fact it reads, or else when
+// its 2025-11-25 session read an older version (P-17, P-19).
 func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := ""
+	var lastRead int
 	if req.Params != nil {
 		uri = req.Params.URI
+		n, err := lastReadVersion(req.Params.Meta)
+		if err != nil {
+			return nil, err
+		}
+		lastRead = n
 	}
 	if uri == EchoURI {
-		res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+		res := newReadResult(req)
+		res.Contents = []*mcp.ResourceContents{{
 			URI: EchoURI, MIMEType: EchoMIMEType, Text: string(s.echo),
 			Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": false}},
-		}}}
+		}}
 		res.CacheScope = "private"
 		return res, nil
 	}
 	p := s.readPrincipal(req)
 	rr, err := s.st.Read(ctx, p, uri)
 	if err != nil {
-		return nil, NotFoundError(uri)
+		return nil, notFoundFor(req, uri)
 	}
 	v := rr.Version
 	// Defence in depth: the store checked both the scheme's scope and the
 	// record's audience (P-1); check the record's audience once more here.
 	if !p.CanRead(v.Patient, v.Audience) {
-		return nil, NotFoundError(uri)
+		return nil, notFoundFor(req, uri)
 	}
 	now := s.now()
 	// The read contract (models.ReadMeta): an old version asked for by
 	// /v{n} is marked SUPERSEDED and never retracts; a stale current one
-	// starts with the STALE header (P-7).
+	// starts with the STALE header (P-7). The retraction withdraws the
+	// version the request names (MetaLastReadVersion), or else the one its
+	// session read before.
 	m := models.NewReadMeta(v, rr.Latest, now)
 	text := models.ReadText(v, m, now)
 	if !m.Superseded() {
+		if lastRead > 0 {
+			m.Retraction = s.retractionSince(ctx, p, v, lastRead, now)
+		}
 		if st, _ := s.sessionOf(req); st != nil {
-			m.Retraction = s.noteRead(st, v, now)
+			if sr := s.noteRead(st, v, now); lastRead == 0 {
+				m.Retraction = sr
+			}
 		}
 	}
-	meta := mcp.Meta(m.Map())
-	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
-		URI: uri, MIMEType: "text/plain", Text: text, Meta: meta,
-	}}}
+	res := newReadResult(req)
+	res.Contents = []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text, Meta: mcp.Meta(m.Map())}}
 	res.CacheScope = "private"
 	return res, nil
+}
+
+// newReadResult is an empty resources/read result for req. On the
+// 2026-07-28 path it carries resultType "complete", which every result
+// must (SEP-2322): the SDK sets it only on results its own read handler
+// built, and its setter is unexported, so the field is set the one public
+// way there is — by decoding it.
+func newReadResult(req mcp.Request) *mcp.ReadResourceResult {
+	res := &mcp.ReadResourceResult{}
+	if isModernRequest(req) {
+		_ = json.Unmarshal([]byte(`{"resultType":"complete"}`), res)
+	}
+	return res
+}
+
+// lastReadVersion returns the MetaLastReadVersion of a read's _meta: 0 when
+// absent, a positive integer, or a -32602 error for anything else.
+func lastReadVersion(meta mcp.Meta) (int, error) {
+	raw, ok := meta[MetaLastReadVersion]
+	if !ok || raw == nil {
+		return 0, nil
+	}
+	var f float64
+	switch n := raw.(type) {
+	case float64:
+		f = n
+	case int:
+		f = float64(n)
+	case json.Number:
+		var err error
+		if f, err = n.Float64(); err != nil {
+			f = -1
+		}
+	default:
+		f = -1
+	}
+	if f < 1 || f != math.Trunc(f) || f > math.MaxInt32 {
+		return 0, invalidParams(fmt.Sprintf("_meta %q must be a positive integer: the %q of the version you last read", MetaLastReadVersion, MetaVersion))
+	}
+	return int(f), nil
+}
+
+// retractionSince is the retraction of version n of v's fact, which the
+// client says it last read, by v: "" when n is not older than v, when v is
+// assistant-only, when version n cannot be read by p, or when the words
+// are unchanged (P-17).
+func (s *Server) retractionSince(ctx context.Context, p models.Principal, v models.Version, n int, now time.Time) string {
+	if v.Audience != models.AudienceUser || n >= v.N {
+		return ""
+	}
+	pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(n).String())
+	if err != nil || !p.CanRead(pr.Version.Patient, pr.Version.Audience) {
+		return ""
+	}
+	r, err := models.RenderRetraction(pr.Version, v, now)
+	if err != nil {
+		return ""
+	}
+	return r
 }
 
 // noteRead records that the session read v as current and returns the

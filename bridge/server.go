@@ -2,7 +2,9 @@ package bridge
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,16 +24,18 @@ import (
 	"github.com/unsay/unsay/web"
 )
 
-// Instructions are the server instructions every MCP host receives in the
-// initialize result, in plain words. They name the schemes without "://" so
-// that the replay filter, which withholds any frame mentioning a scheme the
-// resuming token cannot read (fail closed), never withholds an initialize
-// result.
+// Instructions are the server instructions every MCP host receives, in the
+// initialize result (2025-11-25) and in server/discover (2026-07-28), in
+// plain words. They name the schemes without "://" so that the replay
+// filter, which withholds any frame mentioning a scheme the resuming token
+// cannot read (fail closed), never withholds an initialize result.
 const Instructions = `Unsay serves a patient's live care plan, written by his clinicians.
 
 Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong.
 
 If a revision or a resource read carries a retraction (the "retraction" field, or _meta "unsay/retraction"), speak that retraction FIRST, word for word, before anything else. It withdraws what was said before.
+
+A retraction withdraws what you last read, so tell the server what that was. Either call whats_changed with since: each revision then comes with its previousValue, and the latest revision of each fact with the retraction of the version that was current at since. Or, on resources/read, put the version you last read of that fact (the _meta "unsay/version" of your previous read) in the request's _meta as "unsay/lastReadVersion": the answer carries "unsay/retraction" when the fact has changed since. Over a 2025-11-25 session the server also remembers what the session read; over 2026-07-28 there is no session, so name the version.
 
 Facts whose URI scheme is "care" are speakable: say them with their author and age. If a fact's text starts with [STALE …], say its age aloud. Facts whose URI scheme is "care-internal" are for your reasoning only: never speak, quote or paraphrase them to the patient or a carer.
 
@@ -54,12 +58,18 @@ type Server struct {
 	cursorKey   []byte
 	principalOf func(*sdkauth.TokenInfo) (models.Principal, bool)
 
-	mcp      *mcp.Server
-	mcpHTTP  *mcp.StreamableHTTPHandler
-	events   *replayStore
-	sessions *sessionRegistry
-	metrics  *metrics
-	router   chi.Router
+	mcp     *mcp.Server
+	mcpHTTP *mcp.StreamableHTTPHandler
+	// modern and modernHTTP serve the 2026-07-28 path (modern.go):
+	// stateless, one short-lived SDK session per request; listeners are
+	// its open subscriptions/listen streams.
+	modern     *mcp.Server
+	modernHTTP *mcp.StreamableHTTPHandler
+	listeners  *listenerRegistry
+	events     *replayStore
+	sessions   *sessionRegistry
+	metrics    *metrics
+	router     chi.Router
 
 	// streamOpts bound every MCP response stream (P-25); sendBuffer is the
 	// SO_SNDBUF of a standalone GET stream's connection (0: the kernel's).
@@ -67,9 +77,11 @@ type Server struct {
 	sendBuffer  int
 	maxSessions int // per principal; 0: no cap
 	keepAlive   time.Duration
-	// streams are the response streams being served, aborted by Close.
+	// streams are the response streams being served, aborted by Close: at
+	// once, or closeDrain later for a graceful one (a listen stream, which
+	// is first answered with its listen result).
 	streamsMu sync.Mutex
-	streams   map[*StreamWriter]struct{}
+	streams   map[*StreamWriter]bool
 	// sweeps counts completed keep-alive sweeps (tests wait on it).
 	sweeps atomic.Int64
 
@@ -117,7 +129,8 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		cursorKey:   make([]byte, 32),
 		principalOf: auth.PrincipalOf,
 		sessions:    newSessionRegistry(),
-		streams:     make(map[*StreamWriter]struct{}),
+		listeners:   newListenerRegistry(),
+		streams:     make(map[*StreamWriter]bool),
 		watchDone:   make(chan struct{}),
 	}
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
@@ -153,16 +166,22 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 	if s.extra.Web == nil {
 		s.extra.Web = web.Handler()
 	}
-	if _, err := rand.Read(s.cursorKey); err != nil {
+	if len(cfg.CursorSecret) > 0 {
+		m := hmac.New(sha256.New, cfg.CursorSecret)
+		m.Write([]byte("unsay/list-cursor/v1"))
+		s.cursorKey = m.Sum(nil)
+	} else if _, err := rand.Read(s.cursorKey); err != nil {
 		return nil, fmt.Errorf("bridge: cursor key: %w", err)
 	}
 	maxBytes := cfg.EventStoreMaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultEventStoreMaxBytes
 	}
-	s.metrics = newMetrics(func() float64 { return float64(s.sessions.len()) }, func() float64 { return float64(s.subscriptionCount()) })
+	s.metrics = newMetrics(func() float64 { return float64(s.sessions.len()) }, func() float64 { return float64(s.subscriptionCount()) },
+		func() float64 { return float64(s.listeners.len()) })
 	s.events = newReplayStore(maxBytes, s.principalOf, s.tokenExpired, s.sessions.close, s.metrics.replayWithheld.Inc)
 	s.mcp = s.newMCPServer()
+	s.modern = s.newModernServer()
 	timeout := cfg.SessionTimeout
 	if timeout == 0 {
 		timeout = DefaultSessionTimeout
@@ -177,6 +196,14 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		// against the public URL (see hostAllowed); the SDK's loopback-only
 		// check would refuse a proxied public host.
 		DisableLocalhostProtection: true,
+	})
+	s.modernHTTP = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.modern }, &mcp.StreamableHTTPOptions{
+		Stateless: true,
+		Logger:    s.sdkLogger,
+		// Closing a response stream cancels its request (MCP 2026-07-28,
+		// Streamable HTTP § Cancellation).
+		PropagateRequestCancellation: true,
+		DisableLocalhostProtection:   true,
 	})
 	after, err := st.LastSeq(ctx)
 	if err != nil {
@@ -200,20 +227,16 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 }
 
 func (s *Server) newMCPServer() *mcp.Server {
-	version := s.cfg.Version
-	if version == "" {
-		version = "dev"
-	}
 	// Keep-alive pings are the bridge's own (runKeepAlive): only sessions
 	// with a stream attached are pinged, so a session whose client never
 	// opened its GET stream lives until the session timeout.
-	srv := mcp.NewServer(&mcp.Implementation{Name: "unsay", Title: "Unsay care plan", Version: version}, &mcp.ServerOptions{
+	srv := mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions:              Instructions,
 		Logger:                    s.sdkLogger,
 		CompletionHandler:         s.complete,
 		SubscribeHandler:          s.subscribe,
 		UnsubscribeHandler:        s.unsubscribe,
-		SupportedProtocolVersions: SupportedProtocolVersions(),
+		SupportedProtocolVersions: LegacyProtocolVersions(),
 	})
 	// The card is registered so the resources capability is advertised
 	// (with subscribe) and so re-registering it can trigger list_changed;
@@ -269,19 +292,21 @@ func (s *Server) receiveMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // readiness details are on AdminHandler.
 func (s *Server) Handler() http.Handler { return s.router }
 
-// MCPServer is the underlying SDK server (for in-process wiring and tests).
+// MCPServer is the underlying SDK server of the 2025-11-25 path (for
+// in-process wiring and tests).
 func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
 // Metrics is the server's own Prometheus registry (served at the admin
 // handler's /metrics).
 func (s *Server) Metrics() *prometheus.Registry { return s.metrics.reg }
 
-// Subscribers counts the sessions subscribed to the unversioned URI uri
-// whose current principal may read it, now, with a token not yet expired:
-// POST /write's "subscribers".
+// Subscribers counts the sessions subscribed to the unversioned URI uri,
+// and the 2026-07-28 listen streams acknowledged for it, whose current
+// principal may read it, now, with a token not yet expired: POST /write's
+// "subscribers".
 func (s *Server) Subscribers(uri models.URI) int {
 	key := uri.Unversioned().String()
-	n := 0
+	n := s.listenSubscribers(uri)
 	s.sessions.each(func(_ string, st *sessionState) {
 		st.mu.Lock()
 		_, ok := st.subs[key]
@@ -295,7 +320,7 @@ func (s *Server) Subscribers(uri models.URI) int {
 }
 
 func (s *Server) subscriptionCount() int {
-	n := 0
+	n := s.listenSubscriptionCount()
 	s.sessions.each(func(_ string, st *sessionState) {
 		st.mu.Lock()
 		n += len(st.subs)
@@ -321,7 +346,10 @@ func (s *Server) Close() {
 		defer deadline.Stop()
 		s.closeCancel()
 		s.cancel()
-		s.abortStreams()
+		s.abortStreams(false)
+		// Listen streams were ended gracefully (their listen result is
+		// being written); whatever is left of them goes closeDrain later.
+		time.AfterFunc(closeDrain, func() { s.abortStreams(true) })
 		var wg sync.WaitGroup
 		var closing atomic.Int64 // sessions whose Close has not returned
 		for ss := range s.mcp.Sessions() {

@@ -170,7 +170,10 @@ func newStallProxy(t *testing.T) *stallProxy {
 		},
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
-			if resp.Request.Method == http.MethodGet {
+			// The speech principal's event stream: the standalone GET
+			// stream of a 2025-11-25 session, or a 2026-07-28
+			// subscriptions/listen response.
+			if resp.Request.Method == http.MethodGet || resp.Request.Header.Get("Mcp-Method") == "subscriptions/listen" {
 				resp.Body = &stallBody{p: p, rc: resp.Body}
 			}
 			return nil

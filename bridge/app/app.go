@@ -295,6 +295,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	srv, err = bridge.New(ctx, bridge.Config{
 		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
+		// Shared by every instance on one database, so a list cursor
+		// issued by one is honoured by another (no sticky routing).
+		CursorSecret: auditKey,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa:         a.Skill,
 		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready

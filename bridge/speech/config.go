@@ -63,10 +63,17 @@ type Config struct {
 	// speaks for him, after SetSpeaking(patient, true): exactly one instance
 	// tells Ray unasked (issue 8, P-23).
 	Leased bool
-	// KeepAlive is the interval between pings on an idle session; a failed
-	// ping ends the session so it is re-established. Default 15 s; negative
-	// disables.
+	// KeepAlive is the interval between pings on an idle 2025-11-25
+	// session (a server that does not offer 2026-07-28); a failed ping ends
+	// the session so it is re-established. Default 15 s; negative disables.
+	// A 2026-07-28 connection sends no pings (ListenIdle).
 	KeepAlive time.Duration
+	// ListenIdle is how long a 2026-07-28 subscriptions/listen stream may
+	// carry nothing — no notification and no keep-alive comment, which the
+	// Unsay server writes every 15 s — before it is taken for dead (a
+	// half-open connection) and the connection re-established. Default
+	// 45 s; negative: never.
+	ListenIdle time.Duration
 	// ConfirmTimeout bounds the one round trip Turn makes to confirm, at
 	// speak time, that every fact it returns is current (P-24). Alexa
 	// allows about 8 s for a whole answer. Default 2 s.
@@ -92,6 +99,7 @@ const (
 	DefaultBackoffMax     = 10 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultKeepAlive      = 15 * time.Second
+	DefaultListenIdle     = 45 * time.Second
 	DefaultConfirmTimeout = 2 * time.Second
 	DefaultMaxLag         = 5 * time.Second
 )
@@ -162,6 +170,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KeepAlive < 0 {
 		c.KeepAlive = 0
+	}
+	if c.ListenIdle == 0 {
+		c.ListenIdle = DefaultListenIdle
+	}
+	if c.ListenIdle < 0 {
+		c.ListenIdle = 0
 	}
 	if c.ConfirmTimeout <= 0 {
 		c.ConfirmTimeout = DefaultConfirmTimeout

@@ -1,7 +1,8 @@
 // Package speech is the speech principal (DESIGN.md, main job steps 2–4):
 // an MCP client inside the Unsay process that holds a bearer token with
 // care.read.user and nothing else, subscribes to every care:// fact of its
-// linked patients, and turns each revision into an announcement for Ray —
+// linked patients (one subscriptions/listen stream on MCP 2026-07-28, or
+// resources/subscribe on a 2025-11-25 session), and turns each revision into an announcement for Ray —
 // a retraction of the version he actually heard, or a first hearing — kept
 // in a durable heard ledger and announcement queue (P-19).
 //
@@ -10,8 +11,9 @@
 //	principal.go  the Principal, New, the errors
 //	loop.go       Run: the one goroutine that owns the state and the session
 //	state.go      the state it owns (patients, session, cache, work, lag)
-//	upstream.go   how it reaches the server: a 2025-11-25 MCP session today
-//	              (swapping to 2026-07-28 subscriptions/listen is local here)
+//	upstream.go   how it reaches the server: 2026-07-28 when offered, else a
+//	              2025-11-25 session (a remote legacy-only Unsay)
+//	listen.go     the 2026-07-28 connection: one subscriptions/listen stream
 //	sync.go       the session's worker: list, subscribe, read, reconcile
 //	rule.go       decide: the P-19 rule, one pure function
 //	read.go       a resources/read decoded by the read contract (models)

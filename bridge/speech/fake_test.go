@@ -36,9 +36,18 @@ type fakeCare struct {
 	srv         *httptest.Server
 
 	keepAlive    time.Duration // the principal's Config.KeepAlive; -1 (off) unless a test sets it
+	listenIdle   time.Duration // the principal's Config.ListenIdle; 0 (the default) unless a test sets it
 	unauthorized atomic.Int64
 	readDelay    atomic.Int64 // nanoseconds each resources/read waits first (a slow or frozen server)
 	readFail     atomic.Bool  // resources/read answers an internal error (a broken server)
+
+	// dual makes the fake serve 2026-07-28 too, statelessly, as the real
+	// bridge does (newDualFakeCare); without it the fake is a legacy-only
+	// server, like a remote Unsay that predates 2026-07-28.
+	dual bool
+	// probes counts requests at 2026-07-28 (server/discover first);
+	// initializes counts initialize requests.
+	probes, initializes atomic.Int64
 
 	mu         sync.Mutex
 	token      string                   // what the server accepts
@@ -47,8 +56,12 @@ type fakeCare struct {
 	extra      []string // listed non-care resources (ui://unsay/echo)
 	reads      []string
 	subscribes []string
+	listens    [][]string      // each subscriptions/listen's resourceSubscriptions, as asked
+	refuse     map[string]bool // URIs a listen leaves unacknowledged
 	server     *mcp.Server
 	handler    http.Handler
+	modern     *mcp.Server // dual only
+	modernH    http.Handler
 }
 
 type fakeVersion struct {
@@ -61,9 +74,19 @@ type fakeVersion struct {
 
 var fakeEpoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func newFakeCare(t testing.TB) *fakeCare {
+func newFakeCare(t testing.TB) *fakeCare { return newFake(t, false) }
+
+// newDualFakeCare is newFakeCare serving 2026-07-28 as well: a request
+// carrying it (the MCP-Protocol-Version header) is served by a stateless
+// SDK handler whose subscriptions/listen acknowledges only facts that
+// exist (and not those in refuse).
+func newDualFakeCare(t testing.TB) *fakeCare { return newFake(t, true) }
+
+func newFake(t testing.TB, dual bool) *fakeCare {
 	t.Helper()
 	f := &fakeCare{
+		dual:      dual,
+		refuse:    map[string]bool{},
 		t:         t,
 		token:     "speech-token-" + t.Name(),
 		facts:     map[string][]fakeVersion{},
@@ -74,8 +97,12 @@ func newFakeCare(t testing.TB) *fakeCare {
 	f.clientToken = f.token
 	f.mu.Lock()
 	f.server, f.handler = f.newServerLocked()
+	f.modern, f.modernH = f.newModernLocked()
 	f.mu.Unlock()
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") == ModernProtocolVersion {
+			f.probes.Add(1)
+		}
 		f.mu.Lock()
 		accepted := f.token
 		f.mu.Unlock()
@@ -87,6 +114,9 @@ func newFakeCare(t testing.TB) *fakeCare {
 		}
 		f.mu.Lock()
 		h := f.handler
+		if f.dual && r.Header.Get("MCP-Protocol-Version") == ModernProtocolVersion {
+			h = f.modernH
+		}
 		f.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
@@ -121,6 +151,8 @@ func (f *fakeCare) newServerLocked() (*mcp.Server, http.Handler) {
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
+			case "initialize":
+				f.initializes.Add(1)
 			case "resources/list":
 				return f.list(req.(*mcp.ListResourcesRequest).Params.Cursor)
 			case "resources/read":
@@ -130,6 +162,53 @@ func (f *fakeCare) newServerLocked() (*mcp.Server, http.Handler) {
 		}
 	})
 	return s, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+}
+
+// newModernLocked builds the 2026-07-28 side of a dual fake (nil, nil
+// otherwise): the same facts, stateless, with subscriptions/listen
+// narrowed to facts that exist and are not refused, as the bridge does.
+func (f *fakeCare) newModernLocked() (*mcp.Server, http.Handler) {
+	if !f.dual {
+		return nil, nil
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "fake-unsay-2026", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	s.AddResource(&mcp.Resource{URI: "ui://unsay/echo", Name: "echo", MIMEType: "text/html;profile=mcp-app"}, f.unused)
+	for uri := range f.facts {
+		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, f.unused)
+	}
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "resources/list":
+				return f.list(req.(*mcp.ListResourcesRequest).Params.Cursor)
+			case "resources/read":
+				res, err := f.read(req.(*mcp.ReadResourceRequest).Params.URI)
+				if we, ok := err.(*jsonrpc.Error); ok && we.Code == -32002 {
+					we.Code = jsonrpc.CodeInvalidParams // SEP-2164
+				}
+				return res, err
+			case "subscriptions/listen":
+				lr := req.(*mcp.SubscriptionsListenRequest)
+				if n := lr.Params.Notifications; n != nil {
+					f.mu.Lock()
+					f.listens = append(f.listens, slices.Clone(n.ResourceSubscriptions))
+					var acked []string
+					for _, u := range n.ResourceSubscriptions {
+						if _, ok := f.facts[u]; ok && !f.refuse[u] {
+							acked = append(acked, u)
+						}
+					}
+					f.mu.Unlock()
+					n.ResourceSubscriptions = acked
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return s, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
 }
 
 func (f *fakeCare) unused(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -258,15 +337,20 @@ func (f *fakeCare) publishAs(uri, value string, aud models.Audience, notify, sta
 	if n == 1 {
 		f.audience[uri] = aud
 	}
-	s := f.server
-	f.mu.Unlock()
-	if n == 1 {
-		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, f.unused) // list_changed to every session
-		return n
+	servers := []*mcp.Server{f.server}
+	if f.modern != nil {
+		servers = append(servers, f.modern)
 	}
-	if notify {
-		if err := s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
-			f.t.Errorf("ResourceUpdated: %v", err)
+	f.mu.Unlock()
+	for _, s := range servers {
+		if n == 1 {
+			s.AddResource(&mcp.Resource{URI: uri, Name: uri}, f.unused) // list_changed to every session (listen stream)
+			continue
+		}
+		if notify {
+			if err := s.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+				f.t.Errorf("ResourceUpdated: %v", err)
+			}
 		}
 	}
 	return n
@@ -277,12 +361,25 @@ func (f *fakeCare) publishAs(uri, value string, aud models.Audience, notify, sta
 // id now gets 404 (ErrSessionMissing).
 func (f *fakeCare) restart() {
 	f.mu.Lock()
-	old := f.server
+	olds := []*mcp.Server{f.server, f.modern}
 	f.server, f.handler = f.newServerLocked()
+	f.modern, f.modernH = f.newModernLocked()
 	f.mu.Unlock()
-	for ss := range old.Sessions() {
-		_ = ss.Close()
+	for _, old := range olds {
+		if old == nil {
+			continue
+		}
+		for ss := range old.Sessions() {
+			_ = ss.Close() // on 2026-07-28: ends each listen stream
+		}
 	}
+}
+
+// listenCount is how many subscriptions/listen requests the fake served.
+func (f *fakeCare) listenCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.listens)
 }
 
 // forgetSessions swaps in a new server without closing the old sessions'
@@ -371,6 +468,7 @@ func startPrincipalOn(t *testing.T, f *fakeCare, db *sql.DB, dialect string, pat
 		Backoff:        Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		RequestTimeout: 5 * time.Second,
 		KeepAlive:      f.keepAlive,
+		ListenIdle:     f.listenIdle,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -54,16 +54,19 @@ type dialed struct {
 }
 
 // Run connects to the MCP server and keeps the principal subscribed until
-// ctx is done, when it returns ctx.Err(). Each session: initialize at
-// models.ProtocolVersion with the bearer token, list every page, subscribe
-// to every care:// fact of every patient, read each and reconcile it with
-// the heard ledger (so a revision published while disconnected is
-// announced), then serve notifications: updated → read → reconcile;
-// list_changed → re-list and subscribe to new facts. When the session is
-// lost (ErrSessionMissing after a server restart or DELETE, a failed
-// stream, a failed ping, a transport error, a failed confirmation at speak
-// time, or a lag behind the store over MaxLag while idle) it reconnects
-// after Config.Backoff and does it all again. It returns ErrRunning if
+// ctx is done, when it returns ctx.Err(). Each connection (at 2026-07-28
+// when the server offers it, else a 2025-11-25 session: see upstream):
+// list every page with the bearer token, watch every care:// fact of every
+// patient (one subscriptions/listen stream, or resources/subscribe each),
+// read each and reconcile it with the heard ledger (so a revision
+// published while disconnected is announced), then serve notifications:
+// updated → read → reconcile; list_changed → re-list and watch new facts.
+// When the connection is lost (its listen stream ended — the token
+// expired, the server shut down, the stream broke or fell silent — or
+// ErrSessionMissing after a server restart or DELETE, a failed ping, a
+// transport error, a failed confirmation at speak time, or a lag behind
+// the store over MaxLag while idle) it reconnects after Config.Backoff,
+// with a fresh token, and does it all again. It returns ErrRunning if
 // another Run is active.
 //
 // Run's goroutine owns the principal's state and never does I/O: a worker
@@ -121,7 +124,7 @@ func (r *runner) loop() error {
 			if r.st.connected {
 				r.attempt = 0
 			}
-			r.p.log.Warn("speech: MCP session ended; reconnecting", "session", r.st.up.ID(), "err", err)
+			r.p.log.Warn("speech: MCP connection ended; reconnecting", "session", r.st.up.ID(), "err", err)
 			r.endSession()
 			r.backoff()
 		case <-retry:
@@ -171,7 +174,8 @@ func (p *Principal) connect(ctx context.Context, patients []string, events chan<
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
-	return dial(cctx, dialConfig{url: p.cfg.MCPURL, http: p.httpClient(), keepAlive: p.cfg.KeepAlive, events: events, stop: stop})
+	return dial(cctx, dialConfig{url: p.cfg.MCPURL, http: p.httpClient(), keepAlive: p.cfg.KeepAlive, listenIdle: p.cfg.ListenIdle,
+		events: events, stop: stop, era: &p.era})
 }
 
 // connected takes a new connection, or schedules the next attempt.

@@ -10,9 +10,10 @@ import (
 	"github.com/unsay/unsay/models"
 )
 
-// ProtocolVersion is the MCP protocol version the client pins
-// (models.ProtocolVersion): the newest a stateful Streamable HTTP server
-// serves, with sessions, the standalone event stream and subscriptions.
+// ProtocolVersion is the MCP protocol version the client falls back to
+// against a server that does not offer ModernProtocolVersion
+// (models.ProtocolVersion, 2025-11-25): sessions, the standalone event
+// stream and resources/subscribe.
 const ProtocolVersion = models.ProtocolVersion
 
 // Errors. Match with errors.Is.
@@ -56,6 +57,7 @@ type Principal struct {
 	token  atomic.Pointer[string]
 
 	running atomic.Bool
+	era     atomic.Int32      // the era the server spoke at the last dial (dialConfig.era)
 	calls   chan func(*state) // to Run's loop
 	parked  chan *state       // holds the state while no Run is active
 }

@@ -82,8 +82,8 @@ func (w *worker) run(ctx context.Context, j job) error {
 }
 
 // sync lists every page, subscribes to each care:// fact of patients not
-// yet subscribed on this session, then reads and reconciles them (all of
-// them when full). Subscribing before reading means a revision published
+// yet subscribed on this session (one Watch for all of them), then reads
+// and reconciles them (all of them when full). Subscribing before reading means a revision published
 // in between is either read or notified. A patient followed for the first
 // time starts from what his facts say now: his baseline is recorded and
 // nothing is announced (P-19).
@@ -104,27 +104,30 @@ func (w *worker) sync(ctx context.Context, patients []string, full bool) error {
 		}
 	})
 	var fresh, all []models.URI
+	var toWatch []string
 	for _, s := range listed {
 		u, err := models.ParseURI(s)
 		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || !slices.Contains(readable, u.Patient) {
 			continue
 		}
 		all = append(all, u)
-		if w.subscribed[s] {
+		if !w.subscribed[s] {
+			toWatch = append(toWatch, s)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	refused, err := w.up.Watch(sctx, toWatch)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, s := range toWatch {
+		if slices.Contains(refused, s) {
+			p.log.Warn("speech: subscribe refused", "uri", s)
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
-		err = w.up.Watch(sctx, s)
-		cancel()
-		if err != nil {
-			if isResourceError(err) {
-				p.log.Warn("speech: subscribe refused", "uri", s, "err", err)
-				continue
-			}
-			return err
-		}
 		w.subscribed[s] = true
-		fresh = append(fresh, u)
+		fresh = append(fresh, mustParse(s))
 	}
 	toRead := fresh
 	if full {
@@ -191,6 +194,12 @@ func (w *worker) sync(ctx context.Context, patients []string, full bool) error {
 		}
 	})
 	return nil
+}
+
+// mustParse parses a URI already parsed once.
+func mustParse(s string) models.URI {
+	u, _ := models.ParseURI(s)
+	return u
 }
 
 // read reads u (versioned or not) over up within RequestTimeout and

@@ -2,9 +2,13 @@ package speech
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -16,10 +20,19 @@ import (
 // upstream is one connection to the Unsay MCP server, as the speech
 // principal uses it: list the resources, read one, and be told of
 // revisions (events). It is the only place that knows how the principal
-// subscribes: today a 2025-11-25 session (initialize, resources/subscribe,
-// the standalone GET event stream, keep-alive pings — mcpSession below);
-// moving to 2026-07-28 subscriptions/listen replaces dial and mcpSession,
-// nothing else.
+// subscribes. dial picks the era the server speaks (a dual-era client,
+// MCP 2026-07-28 Versioning § Backward Compatibility):
+//
+//   - 2026-07-28 (listenUpstream, listen.go): every list and read is a
+//     request of its own, and revisions arrive on one subscriptions/listen
+//     stream — no session, no keep-alive pings, no event replay;
+//   - 2025-11-25 (mcpSession below), when the server does not offer
+//     2026-07-28 — a remote legacy-only Unsay behind --speech-mcp-url:
+//     initialize, resources/subscribe, the standalone GET event stream and
+//     keep-alive pings.
+//
+// Either way a lost connection is re-established and every fact re-read
+// (Run), so nothing depends on what a connection remembered.
 //
 // Its methods are safe for concurrent use: the principal's worker syncs
 // while the skill's turns confirm facts over the same upstream.
@@ -28,8 +41,13 @@ type upstream interface {
 	ID() string
 	// List returns the URI of every resource listed, all pages.
 	List(ctx context.Context) ([]string, error)
-	// Watch asks to be told (an event) of every later revision of uri.
-	Watch(ctx context.Context, uri string) error
+	// Watch asks to be told (an event) of every later revision of each of
+	// uris, and of new facts (list_changed), in addition to what it
+	// watches already; it returns once the server has accepted them. The
+	// URIs the server refused are returned in refused (a refusal concerns
+	// that resource, not the connection); err is a connection failure.
+	// Watch with no URIs makes sure list_changed is watched.
+	Watch(ctx context.Context, uris []string) (refused []string, err error)
 	// Read reads uri once.
 	Read(ctx context.Context, uri string) (*mcp.ReadResourceResult, error)
 	// Done is closed when the connection is over; Err then says why.
@@ -49,24 +67,78 @@ type event struct {
 
 // dialConfig is what dial needs: where, how, and where events go.
 type dialConfig struct {
-	url       string
-	http      *http.Client  // carries the bearer token
-	keepAlive time.Duration // between pings; 0: none
-	events    chan<- event  // receives every event until stop closes
-	stop      <-chan struct{}
+	url        string
+	http       *http.Client  // carries the bearer token
+	keepAlive  time.Duration // 2025-11-25: between pings; 0: none
+	listenIdle time.Duration // 2026-07-28: a listen stream silent this long is dead; 0: never
+	events     chan<- event  // receives every event until stop closes
+	stop       <-chan struct{}
+	// era remembers, across dials, the era the server spoke (the spec asks
+	// a dual-era client to cache it per origin): eraLegacy skips the
+	// 2026-07-28 probe. nil: probe every time.
+	era *atomic.Int32
 }
 
-// dial opens an MCP session at models.ProtocolVersion. Events are handed to
-// cfg.events on the SDK's notification goroutine, which waits until the
-// principal's loop takes each (it never does I/O, so the wait is short).
+// The eras dial remembers in dialConfig.era.
+const (
+	eraUnknown int32 = iota
+	eraModern
+	eraLegacy
+)
+
+// ModernProtocolVersion is the MCP revision the principal speaks when the
+// server offers it: 2026-07-28, stateless, subscriptions/listen.
+const ModernProtocolVersion = "2026-07-28"
+
+// implementation is the principal's client identity.
+var implementation = &mcp.Implementation{Name: "unsay-speech", Version: "1"}
+
+// dial connects at the newest era the server speaks. Unless the server is
+// known to be legacy, it connects with the SDK's client at its default,
+// which sends server/discover at 2026-07-28 first: a server offering it
+// gives a 2026-07-28 connection (listenUpstream). A server that does not
+// makes the SDK fall back to initialize at 2025-11-25; that session has
+// none of the principal's notification handlers, so it is closed and a
+// 2025-11-25 session opened pinned, with them (dialLegacy), and the era is
+// remembered. A failed legacy dial forgets it, so the next dial probes
+// again (the server may have been upgraded).
 func dial(ctx context.Context, cfg dialConfig) (upstream, error) {
+	if cfg.era == nil || cfg.era.Load() != eraLegacy {
+		client := mcp.NewClient(implementation, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: cfg.url, HTTPClient: cfg.http}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("speech: connect: %w", err)
+		}
+		if ir := cs.InitializeResult(); ir != nil && ir.ProtocolVersion >= ModernProtocolVersion {
+			if cfg.era != nil {
+				cfg.era.Store(eraModern)
+			}
+			return newListenUpstream(cs, cfg), nil
+		}
+		_ = cs.Close()
+		if cfg.era != nil {
+			cfg.era.Store(eraLegacy)
+		}
+	}
+	up, err := dialLegacy(ctx, cfg)
+	if err != nil && cfg.era != nil {
+		cfg.era.Store(eraUnknown)
+	}
+	return up, err
+}
+
+// dialLegacy opens an MCP session pinned to models.ProtocolVersion
+// (2025-11-25). Events are handed to cfg.events on the SDK's notification
+// goroutine, which waits until the principal's loop takes each (it never
+// does I/O, so the wait is short).
+func dialLegacy(ctx context.Context, cfg dialConfig) (upstream, error) {
 	send := func(e event) {
 		select {
 		case cfg.events <- e:
 		case <-cfg.stop:
 		}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "unsay-speech", Version: "1"}, &mcp.ClientOptions{
+	client := mcp.NewClient(implementation, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			if req != nil && req.Params != nil {
 				send(event{uri: req.Params.URI})
@@ -100,7 +172,13 @@ type mcpSession struct {
 	err  error // set before done closes
 }
 
-func (s *mcpSession) ID() string            { return s.cs.ID() }
+// ID names the session in logs by a hash of its id, "s-1a2b3c4d", as the
+// server's logs do: the id itself, with a token of its principal,
+// addresses the session.
+func (s *mcpSession) ID() string {
+	sum := sha256.Sum256([]byte(s.cs.ID()))
+	return "s-" + hex.EncodeToString(sum[:4])
+}
 func (s *mcpSession) Done() <-chan struct{} { return s.done }
 func (s *mcpSession) Close() error          { return s.cs.Close() }
 
@@ -116,11 +194,14 @@ func (s *mcpSession) Err() error {
 // maxListPages bounds List against a server whose cursors never end.
 const maxListPages = 100000
 
-func (s *mcpSession) List(ctx context.Context) ([]string, error) {
+func (s *mcpSession) List(ctx context.Context) ([]string, error) { return listAll(ctx, s.cs) }
+
+// listAll lists every page over cs.
+func listAll(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
 	var out []string
 	cursor := ""
 	for range maxListPages {
-		res, err := s.cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+		res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 		if err != nil {
 			return nil, fmt.Errorf("speech: list: %w", err)
 		}
@@ -137,15 +218,28 @@ func (s *mcpSession) List(ctx context.Context) ([]string, error) {
 	return nil, errors.New("speech: list: too many pages")
 }
 
-func (s *mcpSession) Watch(ctx context.Context, uri string) error {
-	if err := s.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-		return fmt.Errorf("speech: subscribe %s: %w", uri, err)
+// Watch subscribes to each URI (resources/subscribe); list_changed comes
+// on the session's stream unasked.
+func (s *mcpSession) Watch(ctx context.Context, uris []string) ([]string, error) {
+	var refused []string
+	for _, uri := range uris {
+		if err := s.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			if isResourceError(err) {
+				refused = append(refused, uri)
+				continue
+			}
+			return refused, fmt.Errorf("speech: subscribe %s: %w", uri, err)
+		}
 	}
-	return nil
+	return refused, nil
 }
 
 func (s *mcpSession) Read(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
-	res, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	return readOne(ctx, s.cs, uri)
+}
+
+func readOne(ctx context.Context, cs *mcp.ClientSession, uri string) (*mcp.ReadResourceResult, error) {
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
 		return nil, fmt.Errorf("speech: read %s: %w", uri, err)
 	}
@@ -153,24 +247,25 @@ func (s *mcpSession) Read(ctx context.Context, uri string) (*mcp.ReadResourceRes
 }
 
 // isResourceError reports whether err concerns one resource — the server
-// answered with a JSON-RPC error (-32002 for anything not found), or the
+// answered with a JSON-RPC error (not found, on either era), or the
 // contents are unusable — rather than the connection.
 func isResourceError(err error) bool {
 	var we *jsonrpc.Error
 	return errors.As(err, &we) || errors.Is(err, ErrBadResource)
 }
 
-// codeResourceNotFound is the JSON-RPC error of every read the Unsay server
-// does not serve (P-2).
-const codeResourceNotFound = -32002
+// resourceNotFoundCodes are the JSON-RPC errors of every read the Unsay
+// server does not serve (P-2): -32002 on 2025-11-25, -32602 on 2026-07-28
+// (SEP-2164, whose clients SHOULD accept both).
+var resourceNotFoundCodes = []int64{-32002, jsonrpc.CodeInvalidParams}
 
 // isGone reports whether err says the server does not serve this resource
-// to this principal (-32002), or serves contents it cannot speak — as
+// to this principal (not found), or serves contents it cannot speak — as
 // opposed to a server that failed to answer (any other error).
 func isGone(err error) bool {
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
-		return we.Code == codeResourceNotFound
+		return slices.Contains(resourceNotFoundCodes, we.Code)
 	}
 	return errors.Is(err, ErrBadResource)
 }

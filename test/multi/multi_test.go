@@ -21,12 +21,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -599,5 +601,146 @@ func TestTwoInstances_SpeechLeaseMovesWhenItsHolderIsKilled(t *testing.T) {
 	waitFor(t, 30*time.Second, "the restarted instance syncs", func() bool { return speechConnected(back) })
 	if got := say(t, back, ray.Launch()); strings.Contains(got, heardSentence) {
 		t.Fatalf("the restarted instance repeated the retraction Ray already heard: %q", got)
+	}
+}
+
+// roundRobin is a client-side load balancer without stickiness: each
+// request goes to the next instance in turn, whatever it is. It records
+// which instance served each MCP method.
+type roundRobin struct {
+	targets []*harness.Server
+	token   string
+	next    atomic.Int64
+	mu      sync.Mutex
+	served  map[string][]int // Mcp-Method (or "GET" etc.) → instance indexes
+}
+
+func (rr *roundRobin) RoundTrip(r *http.Request) (*http.Response, error) {
+	i := int(rr.next.Add(1)-1) % len(rr.targets)
+	u, err := url.Parse(rr.targets[i].URL)
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.URL.Scheme, r.URL.Host, r.Host = u.Scheme, u.Host, u.Host
+	r.Header.Set("Authorization", "Bearer "+rr.token)
+	method := r.Header.Get("Mcp-Method")
+	if method == "" {
+		method = r.Method
+	}
+	rr.mu.Lock()
+	rr.served[method] = append(rr.served[method], i)
+	rr.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (rr *roundRobin) servedBy(method string) []int {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return slices.Clone(rr.served[method])
+}
+
+// TestTwoInstances_A2026ClientAlternatingBetweenInstancesGetsEveryUpdate:
+// two instances on one database and a 2026-07-28 client (the official Go
+// SDK client, stateless) whose every request goes to the other instance
+// from the one before — no sticky routing. Its list pages alternate
+// instances (a cursor issued by one is honoured by the other), its
+// subscriptions/listen stream is held by one instance, and 30 signed
+// writes to the OTHER instance each reach it as exactly one
+// resources/updated, through the Postgres change feed; each re-read, on
+// alternating instances, returns the version just written.
+func TestTwoInstances_A2026ClientAlternatingBetweenInstancesGetsEveryUpdate(t *testing.T) {
+	dsn := freshDSN(t)
+	a := startInstance(t, dsn)
+	b := startInstance(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tok, err := a.Token(ctx, "ray", []string{"care.read.user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := &roundRobin{targets: []*harness.Server{a, b}, token: tok, served: map[string][]int{}}
+	const uri = "care://ray/weight_bearing"
+	updated := make(chan string, 1024)
+	acked := make(chan []string, 1)
+	c := mcp.NewClient(&mcp.Implementation{Name: "unsay-multi-2026", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	})
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams); ok && method == "notifications/subscriptions/acknowledged" {
+				select {
+				case acked <- p.Notifications.ResourceSubscriptions:
+				default:
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.URL + "/mcp", HTTPClient: &http.Client{Transport: rr}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %s, want 2026-07-28", v)
+	}
+
+	var listed []string
+	for r, err := range cs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatalf("listing across instances: %v", err)
+		}
+		listed = append(listed, r.URI)
+	}
+	if pages := rr.servedBy("resources/list"); len(listed) != 6 || len(pages) < 2 || pages[0] == pages[1] {
+		t.Fatalf("listed %q over pages served by %v: want Ray's 6 entries, pages on both instances", listed, pages)
+	}
+
+	go func() { _ = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}) }() // returns when the stream ends
+	select {
+	case got := <-acked:
+		if !slices.Equal(got, []string{uri}) {
+			t.Fatalf("listen acknowledged %q, want %s", got, uri)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listen was not acknowledged")
+	}
+	on := rr.servedBy("subscriptions/listen")
+	if len(on) != 1 {
+		t.Fatalf("listens served by %v, want one", on)
+	}
+	writer := rr.targets[1-on[0]] // the instance that does not hold the stream
+	hc := &http.Client{Timeout: 10 * time.Second}
+	const writes = 30
+	for i := range writes {
+		w, err := signedWrite(ctx, hc, writer.URL, "weight_bearing", fmt.Sprintf("Revision %d, written on the other instance.", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-updated:
+			if got != uri {
+				t.Fatalf("write %d: updated %q", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("write %d on instance %d never reached the listen stream on instance %d", i, 1-on[0], on[0])
+		}
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("re-read %d: %v", i, err)
+		}
+		if v, _ := res.Contents[0].Meta["unsay/version"].(float64); int(v) != w.Version {
+			t.Fatalf("re-read %d returned version %v, want %d", i, res.Contents[0].Meta["unsay/version"], w.Version)
+		}
+	}
+	select {
+	case extra := <-updated:
+		t.Fatalf("an extra updated %q after %d writes (a revision delivered twice)", extra, writes)
+	case <-time.After(300 * time.Millisecond):
+	}
+	reads := rr.servedBy("resources/read")
+	if !slices.Contains(reads, 0) || !slices.Contains(reads, 1) {
+		t.Errorf("reads served by %v: want both instances", reads)
 	}
 }
