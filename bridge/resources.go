@@ -147,6 +147,7 @@ func echoResource() *mcp.Resource {
 		Title:       "Unsay device card",
 		Description: "The Echo Show card: the current instruction, or the retraction to speak first (MCP Apps).",
 		MIMEType:    EchoMIMEType,
+		Meta:        echoUIMeta(),
 	}
 }
 
@@ -241,7 +242,7 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if uri == EchoURI {
 		res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
 			URI: EchoURI, MIMEType: EchoMIMEType, Text: string(s.echo),
-			Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": false}},
+			Meta: echoUIMeta(),
 		}}}
 		res.CacheScope = "private"
 		return res, nil

@@ -220,6 +220,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	// reads of it are answered by readResource like every other URI.
 	srv.AddResource(echoResource(), s.echoHandler)
 	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
+	s.addAlexaPlusTools(srv)
 	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
 	srv.AddReceivingMiddleware(s.receiveMiddleware)
 	srv.AddSendingMiddleware(s.sendFilter)
