@@ -249,7 +249,7 @@ func whatsChangedResult(out WhatsChangedOutput, since time.Time) *mcp.CallToolRe
 
 // Words of the text blocks.
 const (
-	sayFirstLine   = "SAY THIS FIRST, word for word, before anything else — it withdraws what was said before:"
+	sayFirstLine    = "SAY THIS FIRST, word for word, before anything else — it withdraws what was said before:"
 	mayHaveBeenTold = "If the patient may have been told the earlier words, withdraw them before you answer: say that the instruction changed, what it was, and who changed it when."
 	staleLine       = "It is past its review date: say its age aloud (%s) and ask them to check it with their care team."
 	onlyTheirWords  = "Say only the clinicians' words, with who wrote them and how long ago; add no medical advice."
