@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
-	"github.com/unsay/unsay/skill/alexaask"
 	skillpackage "github.com/unsay/unsay/skill-package"
+	"github.com/unsay/unsay/skill/alexaask"
 	"github.com/unsay/unsay/web"
 )
 
