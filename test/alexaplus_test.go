@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -164,6 +166,14 @@ func TestOAuth_AlexaPlusAddOnRegistersThenALinkedCustomerHearsTheWithdrawalFirst
 	}
 	if creds["client_id"] == "" || creds["client_secret"] == "" {
 		t.Fatalf("unsay client add printed %q", out)
+	}
+
+	// Amazon's checklist: the authorization server metadata lists both
+	// grants and S256.
+	asm, err := oauthex.GetAuthServerMeta(ctx, s.URL+"/.well-known/oauth-authorization-server", s.URL, http.DefaultClient)
+	if err != nil || !slices.Contains(asm.GrantTypesSupported, "client_credentials") || !slices.Contains(asm.GrantTypesSupported, "authorization_code") ||
+		!slices.Contains(asm.CodeChallengeMethodsSupported, "S256") {
+		t.Fatalf("authorization server metadata %+v: %v (want both grants and S256)", asm, err)
 	}
 
 	// Registration: the service token lists tools and reads nobody.
