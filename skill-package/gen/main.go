@@ -35,8 +35,8 @@ func main() {
 	flag.StringVar(&opt.AccountLinking.ClientID, "alexa-link-client-id", os.Getenv("UNSAY_ALEXA_LINK_CLIENT_ID"), "the OAuth client id `unsay client add` made for Alexa account linking (env UNSAY_ALEXA_LINK_CLIENT_ID)")
 	opt.AccountLinking.ClientSecret = os.Getenv("UNSAY_ALEXA_LINK_CLIENT_SECRET")
 	var locales string
-	flag.StringVar(&locales, "addon-locales", "en-US", "comma-separated locales of the Alexa+ add-on's store listing (en-US, en-GB)")
-	flag.StringVar(&opt.AddOn.AssetsURL, "addon-assets-url", "", "https base URL of the add-on's icons, served as URL/icon-{72x72,64x64,88x88,126x126,180x180,241x241}.png (default: the committed placeholder)")
+	flag.StringVar(&locales, "addon-locales", envOr("UNSAY_ADDON_LOCALES", "en-US"), "comma-separated locales of the Alexa+ add-on's store listing: en-US, en-GB (env UNSAY_ADDON_LOCALES)")
+	flag.StringVar(&opt.AddOn.AssetsURL, "addon-assets-url", os.Getenv("UNSAY_ADDON_ASSETS_URL"), "https base URL of the add-on's icons, served as URL/icon-{72x72,64x64,88x88,126x126,180x180,241x241}.png; default: the committed placeholder (env UNSAY_ADDON_ASSETS_URL)")
 	sync := flag.String("sync-display", "", "rewrite DIR/response/display from apl/ and exit (DIR is usually skill-package)")
 	flag.Parse()
 	for _, l := range strings.Split(locales, ",") {
@@ -71,4 +71,12 @@ func main() {
 	if opt.AccountLinking.ClientSecret == "" {
 		fmt.Println("  (no UNSAY_ALEXA_LINK_CLIENT_SECRET: give the client secret in the developer console; turn on PKCE there too)")
 	}
+}
+
+// envOr is the environment variable name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
