@@ -3,7 +3,10 @@
 // One *mcp.Server (github.com/modelcontextprotocol/go-sdk v1.8.0) serves
 // every session over stateful Streamable HTTP at /mcp, protocol 2025-11-25.
 // It exposes every care fact the caller's principal may read as a resource,
-// plus the device card ui://unsay/echo (P-16); the tool whats_changed; the
+// plus the device card ui://unsay/echo (P-16), the MCP Apps view of both
+// tools; the tools whats_changed and care_instruction (tools_alexaplus.go:
+// shaped for Alexa+, withdrawal first, the whole answer in the text block
+// for a 2025-03-26 host); the
 // prompt brief_carer (P-10); resources/updated, resources/list_changed and
 // notifications/message driven by the store's change feed (P-8, P-9); and a
 // resumable event store that re-authorizes every replayed frame (P-2, P-9).
