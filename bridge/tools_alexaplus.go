@@ -47,7 +47,7 @@ type CareInstructionInput struct {
 // CareInstructionOutput is care_instruction's structured output.
 type CareInstructionOutput struct {
 	AsOf  string `json:"asOf" jsonschema:"the server clock when the answer was built, RFC 3339 UTC"`
-	Topic string `json:"topic" jsonschema:"the topic as asked"`
+	Topic string `json:"topic" jsonschema:"the topic as asked, in lower case with letters, digits and spaces only"`
 	// Instructions holds the current instruction on the topic for each
 	// patient the caller's token is bound to who has one (usually one).
 	Instructions []Instruction `json:"instructions" jsonschema:"the current instruction on the topic for each patient this account is linked to who has one (usually exactly one); empty when none matched"`
@@ -136,11 +136,13 @@ var errTopic = errors.New("topic")
 func (s *Server) careInstruction(ctx context.Context, req *mcp.CallToolRequest, in CareInstructionInput) (*mcp.CallToolResult, CareInstructionOutput, error) {
 	now := s.now()
 	asked := strings.TrimSpace(in.Topic)
-	if asked == "" {
+	if normalizeTopic(asked) == "" {
 		return nil, CareInstructionOutput{}, fmt.Errorf("%w: say what the instruction is about, for example walking, blood thinner, exercises or who to call", errTopic)
 	}
 	p := s.readPrincipal(req).Narrow(models.ScopeReadUser)
-	out := CareInstructionOutput{AsOf: now.UTC().Format(models.TimeLayout), Topic: truncate(asked, 200), Instructions: []Instruction{}}
+	// The topic is echoed back normalized (letters, digits and spaces):
+	// never a URI or markup a caller typed.
+	out := CareInstructionOutput{AsOf: now.UTC().Format(models.TimeLayout), Topic: truncate(normalizeTopic(asked), 200), Instructions: []Instruction{}}
 	patients := readablePatients(p)
 	if len(patients) == 0 {
 		return careInstructionResult(out, false), out, nil

@@ -500,3 +500,22 @@ func TestEchoCard_IsTheMCPAppsViewWithItsCSPAndTheSameBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestCareInstruction_EchoesTheTopicAsWordsOnly: a topic is echoed back
+// as letters, digits and spaces — a URI or markup typed as a topic never
+// comes back as one (so an answer never names a care scheme it was fed);
+// punctuation alone is an empty topic, a tool error.
+func TestCareInstruction_EchoesTheTopicAsWordsOnly(t *testing.T) {
+	h := newHarness(t)
+	cs, _ := h.connectAlexaPlus(h.token("alexa", userScopes))
+	_, out, text := callCareInstruction(t, cs, "care-internal://ray/risk <b>")
+	if out.Topic != "care internal ray risk b" || strings.Contains(text, "://") || strings.Contains(text, "<b>") {
+		t.Errorf("topic %q, text %s", out.Topic, text)
+	}
+	if res, _, _ := callCareInstruction(t, cs, "?!"); !res.IsError {
+		t.Error("a topic of punctuation only is not a tool error")
+	}
+	if _, twin, _ := callCareInstruction(t, cs, "Walking!"); twin.Topic != "walking" || len(twin.Instructions) != 1 {
+		t.Errorf("twin: %+v", twin)
+	}
+}
