@@ -216,6 +216,7 @@ func (s *Server) newModernServer() *mcp.Server {
 	})
 	srv.AddResource(echoResource(), s.echoHandler)
 	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
+	s.addAlexaPlusTools(srv)
 	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
 	srv.AddReceivingMiddleware(s.receiveModern)
 	srv.AddSendingMiddleware(s.sendModern)

@@ -188,6 +188,7 @@ func echoResource() *mcp.Resource {
 		Title:       "Unsay device card",
 		Description: "The Echo Show card: the current instruction, or the retraction to speak first (MCP Apps).",
 		MIMEType:    EchoMIMEType,
+		Meta:        echoUIMeta(),
 	}
 }
 
@@ -293,7 +294,7 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		res := newReadResult(req)
 		res.Contents = []*mcp.ResourceContents{{
 			URI: EchoURI, MIMEType: EchoMIMEType, Text: string(s.echo),
-			Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": false}},
+			Meta: echoUIMeta(),
 		}}
 		res.CacheScope = "private"
 		return res, nil

@@ -31,7 +31,7 @@ import (
 // cannot read (fail closed), never withholds an initialize result.
 const Instructions = `Unsay serves a patient's live care plan, written by his clinicians.
 
-Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong.
+Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong. To answer about one topic (walking, blood thinner, exercises, who to call), the care_instruction tool gives its current instruction with any withdrawal first.
 
 If a revision or a resource read carries a retraction (the "retraction" field, or _meta "unsay/retraction"), speak that retraction FIRST, word for word, before anything else. It withdraws what was said before.
 
@@ -243,6 +243,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	// reads of it are answered by readResource like every other URI.
 	srv.AddResource(echoResource(), s.echoHandler)
 	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
+	s.addAlexaPlusTools(srv)
 	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
 	srv.AddReceivingMiddleware(s.receiveMiddleware)
 	srv.AddSendingMiddleware(s.sendFilter)

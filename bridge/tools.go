@@ -73,11 +73,13 @@ func whatsChangedTool() *mcp.Tool {
 		OutputSchema: whatsChangedOutputSchema(),
 		Name:         ToolWhatsChanged,
 		Title:        "What changed in the care plan",
-		Description: "Call this before answering any care question. Returns every revision written after 'since' that you may read, " +
-			"oldest first, with the previous words and a ready-made retraction. If an entry has a retraction, speak it first, word for word.",
+		Description: "Call this before answering any care question, and when the patient or a carer asks what changed. Returns every revision written after 'since' that you may read, " +
+			"oldest first, with the previous words and a ready-made retraction. Withdraw before you answer: if an entry has a retraction, speak it first, word for word. " +
+			"If an entry is past its review date, say its age aloud.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
-		// MCP Apps: the UI resource a host may render with this tool's result.
-		Meta: mcp.Meta{"ui": map[string]any{"resourceUri": EchoURI}, "ui/resourceUri": EchoURI},
+		// MCP Apps: the UI resource a host may render with this tool's
+		// result (_meta.ui; the flat "ui/resourceUri" key is deprecated).
+		Meta: mcp.Meta{"ui": map[string]any{"resourceUri": EchoURI}},
 	}
 }
 
@@ -219,7 +221,7 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 		out.Changes = append(out.Changes, r)
 	}
-	return nil, out, nil
+	return whatsChangedResult(out, since), out, nil
 }
 
 func truncate(s string, n int) string {
