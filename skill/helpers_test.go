@@ -263,13 +263,17 @@ type fakeLinks struct {
 	linked  map[string]string // alexa user → patient
 	codes   map[string]string // code → patient
 	blocked bool
-	redeems []string // "user|endpoint|code"
+	paused  time.Time // non-zero: every redemption is refused with a *LinkPausedError
+	redeems []string  // "user|endpoint|code"
 }
 
 func (l *fakeLinks) RedeemLinkCode(_ context.Context, user, endpoint, code string, _ time.Time) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.redeems = append(l.redeems, user+"|"+endpoint+"|"+code)
+	if !l.paused.IsZero() {
+		return "", &LinkPausedError{Until: l.paused}
+	}
 	if l.blocked {
 		return "", ErrLinkBlocked
 	}

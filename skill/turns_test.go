@@ -494,6 +494,31 @@ func TestLinkDevice_BlockedUserIsToldToWait(t *testing.T) {
 	}
 }
 
+func TestLinkDevice_GlobalPauseSaysHowLongItLasts(t *testing.T) {
+	for _, tt := range []struct {
+		wait time.Duration
+		want string
+	}{
+		{4*time.Minute - 10*time.Second, "again in four minutes"},
+		{30 * time.Second, "again in one minute."},
+		{10 * time.Minute, "again in ten minutes"},
+	} {
+		r := newRig(t, nil)
+		r.links.paused = t0.Add(tt.wait)
+		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: map[string]Slot{SlotCode: {Name: SlotCode, Value: "482913"}}})
+		if s := ssml(out); !strings.Contains(s, "paused for everyone") || !strings.Contains(s, tt.want) || strings.Contains(s, "fifteen") || endState(raw) != "true" {
+			t.Errorf("paused for %v: %s; want %q", tt.wait, raw, tt.want)
+		}
+	}
+	// Twin: one user's own block still says fifteen minutes, not a pause.
+	r := newRig(t, nil)
+	r.links.blocked = true
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: map[string]Slot{SlotCode: {Name: SlotCode, Value: "482913"}}})
+	if s := ssml(out); strings.Contains(s, "paused") || !strings.Contains(s, "fifteen minutes") {
+		t.Errorf("a user's block: %q", s)
+	}
+}
+
 func TestCareSourceFailure_SaysSorryAndMarksNothing(t *testing.T) {
 	r := newRig(t, nil)
 	r.care.failFact = errBoom

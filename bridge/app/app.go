@@ -697,9 +697,12 @@ type linkAdapter struct {
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
 	patient, err := l.st.RedeemLinkCode(ctx, alexaUserID, apiEndpoint, code, now)
+	var paused *store.LinkPausedError
 	switch {
 	case errors.Is(err, store.ErrLinkCodeInvalid):
 		return "", skill.ErrLinkCodeInvalid
+	case errors.As(err, &paused):
+		return "", &skill.LinkPausedError{Until: paused.Until}
 	case errors.Is(err, store.ErrLinkBlocked):
 		return "", skill.ErrLinkBlocked
 	case err != nil:
