@@ -27,7 +27,9 @@ type CareSource interface {
 	// MarkHeard records that the patient heard version of the fact uri
 	// (unversioned) — called only for what a response carried in full, and
 	// only after that response was written to Alexa's connection (P-24).
-	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
+	// how says when that was, on which kind of device, and whether he
+	// asked or the open card spoke unasked (the clinician's timeline).
+	MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
 }
 
 // Links maps Alexa users to patients (device linking with a six-digit code

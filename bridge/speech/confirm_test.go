@@ -227,7 +227,7 @@ func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 	if len(s.Pending) != 1 || !s.Pending[0].Again || s.Pending[0].Current.N != n {
 		t.Fatalf("after a lost delivery pending = %+v, want the same retraction, Again", s.Pending)
 	}
-	if err := p.MarkHeard(context.Background(), "ray", s.Pending[0].URI(), n); err != nil {
+	if err := p.MarkHeard(context.Background(), "ray", s.Pending[0].URI(), n, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
