@@ -326,6 +326,7 @@ func forRuntime(ds []Directive, maxVersion string) []Directive {
 	}
 	return out
 }
+
 // hearingOf says how a response to env, written in full at at, reached
 // the patient: on a screen device (APL declared, an Echo Show) or voice
 // only; unasked when it answers the open card's tick, else asked.
