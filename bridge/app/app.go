@@ -313,6 +313,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				a.AS.Routes(r)
 			}
 		},
+		// The clinician's timeline reads the heard ledger (care-delivery://).
+		Delivery: a.Speech,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server: %w", err)
@@ -505,6 +507,12 @@ func (a *App) buildNotifier(ctx context.Context) error {
 		HasPending: func(ctx context.Context, patient string) (bool, error) {
 			p, err := a.Speech.Pending(ctx, patient)
 			return len(p) > 0, err
+		},
+		// "Told unasked at 10:14 (notification)" on the clinician's timeline.
+		Told: func(ctx context.Context, patient string, at time.Time) {
+			if err := a.Speech.Notified(ctx, patient, at); err != nil {
+				a.log.Warn("proactive: notification not recorded in the delivery log", "patient", patient, "err", err)
+			}
 		},
 	})
 	if err != nil {
