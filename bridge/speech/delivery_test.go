@@ -213,3 +213,34 @@ func delivery(t *testing.T, l *ledger) models.DeliveryRecord {
 	}
 	return rec
 }
+
+// BenchmarkDeliveryTurn measures one revision's way through the ledger as
+// the clinician's timeline records it — queued (Observe), heard
+// (MarkHeard, with its delivery event) — then one Delivery read of the
+// fact's whole log, as the timeline reads it on every update.
+func BenchmarkDeliveryTurn(b *testing.B) {
+	db := openDB(b, tempDBPath(b))
+	b.Cleanup(func() { db.Close() })
+	l, err := newLedger(context.Background(), db, DialectSQLite)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	how := models.Hearing{Device: models.DeviceScreen, Via: models.ViaAsked}
+	if err := l.MarkHeard(ctx, "ray", wb, 1, how); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v := i + 2
+		if _, err := l.Observe(ctx, "ray", wb, v-1, v, false); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.MarkHeard(ctx, "ray", wb, v, how); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Delivery(ctx, "ray", wb); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
