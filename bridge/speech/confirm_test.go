@@ -269,3 +269,32 @@ func TestReadiness_NotReadyWhileBehindTheStoreThenCatchesUp(t *testing.T) {
 		t.Fatalf("pending = %+v, want the revision it caught up with", got)
 	}
 }
+
+// P-19: a revision the worker has read but not yet reconciled (its read
+// cached, its Observe not committed) when a turn starts is reconciled by
+// the turn itself: the turn carries the retraction, never the new words
+// alone as a fact (which would mark them heard and lose the retraction).
+func TestTurn_AVersionReadButNotYetReconciledStillCarriesItsRetraction(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+	f.publishSilently(wb, "Full weight-bearing as tolerated.")
+	// What the worker's refresh does first: read v2 as the fact's current
+	// version into memory; its reconcile has not run yet.
+	var up upstream
+	p.do(func(st *state) { up = st.up })
+	if _, err := p.read(context.Background(), up, mustURI(t, wb), true); err != nil {
+		t.Fatal(err)
+	}
+	s := turnOf(t, p, "ray")
+	if len(s.Pending) != 1 || !s.Pending[0].IsRetraction() || s.Pending[0].Heard.N != 1 || s.Pending[0].Current.N != 2 {
+		t.Fatalf("pending = %+v, want the retraction v1 → v2", s.Pending)
+	}
+	// Twin: once reconciled, the next turn does not reconcile again and
+	// still owes exactly that one retraction.
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 1 || s.Pending[0].Current.N != 2 {
+		t.Fatalf("second turn pending = %+v", s.Pending)
+	}
+}
