@@ -154,6 +154,9 @@ type Extra struct {
 	// Routes mounts more routes behind the Host and Origin checks (the
 	// embedded authorization server, bridge/oauth). Nil mounts none.
 	Routes func(r chi.Router)
+	// Delivery is the heard ledger behind the care-delivery:// resources
+	// (delivery.go; the speech principal). Nil: every such URI is not found.
+	Delivery DeliverySource
 }
 
 // ErrConfig wraps every configuration error New returns.

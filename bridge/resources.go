@@ -299,6 +299,9 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		res.CacheScope = "private"
 		return res, nil
 	}
+	if isDeliveryURI(uri) {
+		return s.readDelivery(ctx, req, uri) // delivery.go
+	}
 	p := s.readPrincipal(req)
 	rr, err := s.st.Read(ctx, p, uri)
 	if err != nil {
@@ -437,6 +440,9 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	if req.Params != nil {
 		uri = req.Params.URI
 	}
+	if isDeliveryURI(uri) {
+		return s.subscribeDelivery(ctx, req, uri) // delivery.go
+	}
 	if isCareScheme(uri) {
 		u, err := models.ParseURI(uri)
 		if err != nil || u.Version != 0 {
@@ -484,11 +490,15 @@ func isCareScheme(uri string) bool {
 }
 
 // canSeeURI reports whether p may see the unversioned or versioned care
-// URI uri by scheme scope and patient binding; ui://unsay/echo is visible to
-// every principal. A URI that does not parse is not visible (fail closed).
+// URI uri by scheme scope and patient binding, or the delivery-state URI uri
+// (canSeeDelivery); ui://unsay/echo is visible to every principal. A URI
+// that does not parse is not visible (fail closed).
 func canSeeURI(p models.Principal, uri string) bool {
 	if uri == EchoURI {
 		return true
+	}
+	if d, ok := parseDeliveryURI(uri); ok {
+		return canSeeDelivery(p, d) // delivery.go
 	}
 	u, err := models.ParseURI(uri)
 	if err != nil {

@@ -220,6 +220,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		}
 	}()
 	go s.watch(wctx, after)
+	if s.extra.Delivery != nil {
+		go s.watchDelivery(wctx, s.extra.Delivery, after)
+	}
 	if s.keepAlive > 0 {
 		go s.runKeepAlive(wctx, s.keepAlive)
 	}

@@ -27,13 +27,15 @@ type CareSource interface {
 	// MarkHeard records that the patient heard version of the fact uri
 	// (unversioned) — called only for what a response carried in full, and
 	// only after that response was written to Alexa's connection (P-24).
-	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
+	// how says when that was, on which kind of device, and whether he
+	// asked or the open card spoke unasked (the clinician's timeline).
+	MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
 }
 
 // Links maps Alexa users to patients (device linking with a six-digit code
 // that a carer created with POST /link).
 type Links interface {
-	// RedeemLinkCode links alexaUserID (and the request's apiEndpoint) to a patient; errors: ErrLinkCodeInvalid, ErrLinkBlocked (defined in skill).
+	// RedeemLinkCode links alexaUserID (and the request's apiEndpoint) to a patient; errors: ErrLinkCodeInvalid, ErrLinkBlocked, *LinkPausedError (defined in skill).
 	RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (patient string, err error)
 	LinkedPatient(ctx context.Context, alexaUserID string) (patient, apiEndpoint string, ok bool, err error)
 }
@@ -46,3 +48,11 @@ var (
 	// minutes; linking is blocked for this user for 15 minutes.
 	ErrLinkBlocked = errors.New("linking blocked after too many wrong codes")
 )
+
+// LinkPausedError: too many wrong codes from every device together;
+// linking is paused for everyone until Until (at most ten minutes).
+type LinkPausedError struct{ Until time.Time }
+
+func (e *LinkPausedError) Error() string {
+	return "linking paused after too many wrong codes from every device, until " + e.Until.UTC().Format(time.RFC3339)
+}

@@ -143,7 +143,8 @@ type fakeCare struct {
 	facts    map[string][]models.Version
 	pending  map[string][]models.Announcement
 	heard    []heardCall
-	calls    atomic.Int64 // Turn calls
+	hows     []models.Hearing // MarkHeard's how, one per heard call
+	calls    atomic.Int64     // Turn calls
 	failFact error
 	offered  map[int64]bool // Offered ids
 	discard  bool           // MarkHeard records nothing (benchmarks)
@@ -194,7 +195,7 @@ func (f *fakeCare) Offered(_ context.Context, _ string, ids []int64) error {
 	return nil
 }
 
-func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int) error {
+func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int, how models.Hearing) error {
 	if f.discard {
 		return nil
 	}
@@ -202,6 +203,7 @@ func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heard = append(f.heard, heardCall{patient, uri.String(), version})
+	f.hows = append(f.hows, how)
 	var keep []models.Announcement
 	for _, a := range f.pending[patient] {
 		if a.URI() == uri && a.Current.N <= version {
@@ -263,13 +265,17 @@ type fakeLinks struct {
 	linked  map[string]string // alexa user → patient
 	codes   map[string]string // code → patient
 	blocked bool
-	redeems []string // "user|endpoint|code"
+	paused  time.Time // non-zero: every redemption is refused with a *LinkPausedError
+	redeems []string  // "user|endpoint|code"
 }
 
 func (l *fakeLinks) RedeemLinkCode(_ context.Context, user, endpoint, code string, _ time.Time) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.redeems = append(l.redeems, user+"|"+endpoint+"|"+code)
+	if !l.paused.IsZero() {
+		return "", &LinkPausedError{Until: l.paused}
+	}
 	if l.blocked {
 		return "", ErrLinkBlocked
 	}

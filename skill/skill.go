@@ -272,7 +272,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	if carries {
 		s.testPause(TestPauseBeforeHeard)
 	}
-	s.markHeard(lctx, h.patient, h.marks)
+	s.markHeard(lctx, h.patient, h.marks, hearingOf(env, s.now()))
 	if env.Request.Type != TypeSessionEnded {
 		end := h.out.Response.ShouldEndSession
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
@@ -326,7 +326,22 @@ func forRuntime(ds []Directive, maxVersion string) []Directive {
 	}
 	return out
 }
-func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark) {
+
+// hearingOf says how a response to env, written in full at at, reached
+// the patient: on a screen device (APL declared, an Echo Show) or voice
+// only; unasked when it answers the open card's tick, else asked.
+func hearingOf(env *RequestEnvelope, at time.Time) models.Hearing {
+	h := models.Hearing{At: at, Device: models.DeviceVoice, Via: models.ViaAsked}
+	if env.SupportsAPL() {
+		h.Device = models.DeviceScreen
+	}
+	if env.Request.Type == TypeAPLUserEvent && env.Request.FirstArgument() == apl.ArgTick {
+		h.Via = models.ViaCard
+	}
+	return h
+}
+
+func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark, how models.Hearing) {
 	latest := map[models.URI]int{}
 	var order []models.URI
 	for _, m := range marks {
@@ -338,7 +353,7 @@ func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark) {
 		}
 	}
 	for _, u := range order {
-		if err := s.care.MarkHeard(ctx, patient, u, latest[u]); err != nil {
+		if err := s.care.MarkHeard(ctx, patient, u, latest[u], how); err != nil {
 			s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", latest[u], "err", err)
 		}
 	}

@@ -2,6 +2,7 @@ package skill
 
 import (
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -36,6 +37,19 @@ const (
 	textUnreachable = "I can't reach your care notes right now, so I won't read you an instruction that may have changed."
 	textTryAgain    = "Please try again in a minute, or call your care team."
 )
+
+// codePaused says that linking is paused for every device after too many
+// wrong codes from all of them, and for how long: wait rounded up to whole
+// minutes, at least one ("Please try your code again in four minutes.").
+func codePaused(wait time.Duration) string {
+	n := max(1, int((wait+time.Minute-1)/time.Minute))
+	unit := " minutes"
+	if n == 1 {
+		unit = " minute"
+	}
+	return "Too many wrong codes were tried on this service just now, so linking is paused for everyone. Please try your code again in " +
+		models.SpellNumber(n) + unit + ". If it has run out by then, ask your carer for a new one."
+}
 
 // changedSince says which instructions he heard are withdrawn, when their
 // new words cannot be confirmed: "Your walking instruction has changed

@@ -16,13 +16,20 @@ import (
 // Debian's headless Chromium (playwright-core): nothing overflows the
 // viewport, the current walking instruction is visible and updates live, no
 // assistant-only text is in the DOM, and without a token the card shows only
-// how to open it. Screenshots go to test/artifacts/.
+// how to open it. On the clinician page the author label is prefilled, a
+// mistyped topic asks before it is created, and the "did Ray hear it?"
+// timeline shows the clinician's revision pending, then — after Ray's next
+// turn on his Echo Show, live — heard on the Echo Show, the version he
+// heard before withdrawn. Screenshots go to test/artifacts/
+// (clinician-timeline-before.png, clinician-timeline-after.png).
 func TestBrowser_EchoCardAndClinicianPageInChromium(t *testing.T) {
 	const part = "6 headless Chromium"
 	node := needNode(t, part, "playwright-core")
 	chrome, ok := chromium()
 	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
-	s := startServer(t, part)
+	// Ray's Echo Show is any unverified request (loopback only): the
+	// clinician's timeline is checked before and after his next turn.
+	s := startServer(t, part, "--alexa-verify=false", "--default-patient", "ray")
 	reader := token(t, s, part, "care.read.user")
 	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor")
 	_, err := s.Write(context.Background(), "ray", "weight_bearing", harness.DemoRevision, harness.DemoAuthor, harness.DemoAuthorLabel)

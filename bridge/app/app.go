@@ -316,6 +316,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				a.AS.Routes(r)
 			}
 		},
+		// The clinician's timeline reads the heard ledger (care-delivery://).
+		Delivery: a.Speech,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server: %w", err)
@@ -509,6 +511,12 @@ func (a *App) buildNotifier(ctx context.Context) error {
 			p, err := a.Speech.Pending(ctx, patient)
 			return len(p) > 0, err
 		},
+		// "Told unasked at 10:14 (notification)" on the clinician's timeline.
+		Told: func(ctx context.Context, patient string, at time.Time) {
+			if err := a.Speech.Notified(ctx, patient, at); err != nil {
+				a.log.Warn("proactive: notification not recorded in the delivery log", "patient", patient, "err", err)
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -700,9 +708,12 @@ type linkAdapter struct {
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
 	patient, err := l.st.RedeemLinkCode(ctx, alexaUserID, apiEndpoint, code, now)
+	var paused *store.LinkPausedError
 	switch {
 	case errors.Is(err, store.ErrLinkCodeInvalid):
 		return "", skill.ErrLinkCodeInvalid
+	case errors.As(err, &paused):
+		return "", &skill.LinkPausedError{Until: paused.Until}
 	case errors.Is(err, store.ErrLinkBlocked):
 		return "", skill.ErrLinkBlocked
 	case err != nil:

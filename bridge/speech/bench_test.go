@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // BenchmarkRevisionToPending measures one revision from the server's
@@ -29,7 +31,7 @@ func BenchmarkRevisionToPending(b *testing.B) {
 	for !p.State().Connected {
 		time.Sleep(time.Millisecond)
 	}
-	if err := p.MarkHeard(ctx, "ray", mustURI(b, wb), 1); err != nil {
+	if err := p.MarkHeard(ctx, "ray", mustURI(b, wb), 1, models.Hearing{}); err != nil {
 		b.Fatal(err)
 	}
 	u := mustURI(b, wb)

@@ -38,12 +38,17 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	var known []models.Version
 	var synced bool
 	heard := map[string]bool{} // versioned URIs he heard that are in memory
+	knownN := map[string]int{} // fact URI → latest version reconciled with the ledger
 	p.do(func(st *state) {
 		if st.connected {
 			up = st.up
 		}
 		synced = st.synced[patient] && st.patients[patient]
 		known = st.factsOf(patient)
+		for _, v := range known {
+			k := v.FactURI().String()
+			knownN[k] = st.reconciled[k]
+		}
 		for _, r := range rows {
 			if r.From > 0 {
 				u, err := models.ParseURI(r.URI)
@@ -66,19 +71,16 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	p.do(func(st *state) { st.confirmFailing = false })
 
 	// A fact now newer than the ledger knew is reconciled before anything
-	// is said, so a late notification cannot make this turn stale.
+	// is said, so a late notification cannot make this turn stale — nor a
+	// version the worker has read but not yet reconciled (P-19).
 	byURI := map[string]models.Version{}
 	for _, v := range facts {
 		byURI[v.FactURI().String()] = v
 	}
-	knownN := map[string]int{}
-	for _, v := range known {
-		knownN[v.FactURI().String()] = v.N
-	}
 	moved := false
 	for _, v := range facts {
 		if n, ok := knownN[v.FactURI().String()]; ok && v.N <= n {
-			continue // read and reconciled before
+			continue // reconciled before
 		}
 		if err := p.reconcile(ctx, up, v); err != nil {
 			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)

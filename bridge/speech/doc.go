@@ -22,13 +22,16 @@
 //	hooks.go      OnQueued, SetSpeaking, Speaking (the speech lease, P-23)
 //	readiness.go  Committed, State, Collectors (/readyz and /metrics)
 //	ledger.go, baseline.go, migrations/  the heard ledger
+//	delivery.go   the delivery log: when and how each version reached Ray
+//	              (the clinician's timeline; Delivery, DeliveryChanges, Notified)
 //
 // It reaches facts only over MCP: it imports models, the MCP SDK,
 // database/sql and the standard library, never store or bridge (P-18, a
 // test runs go list -deps to hold it). The ledger tables (speech_heard,
-// speech_announcements, speech_followed, speech_baseline, speech_offered)
-// hold only patient, URI, versions and state — never clinical text, which
-// is read back over MCP when it is spoken.
+// speech_announcements, speech_followed, speech_baseline, speech_offered,
+// speech_delivery) hold only patient, URI, versions, state, times and device
+// kinds — never clinical text, which is read back over MCP when it is
+// spoken.
 //
 // The skill reads it through Turn, Offered and MarkHeard; bridge/app runs
 // Run, feeds Committed from the store's change feed, and serves State and

@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 //go:embed migrations
@@ -41,6 +45,11 @@ type ledger struct {
 	db      *sql.DB
 	dialect string
 	mu      sync.Mutex
+	// now stamps the delivery log (delivery.go); the principal's clock.
+	now func() time.Time
+	// onWrite, when set, is called after every committed write (the
+	// delivery log may have moved): OnDelivery.
+	onWrite atomic.Pointer[func()]
 }
 
 // row is one announcement as stored.
@@ -55,7 +64,7 @@ type row struct {
 }
 
 func newLedger(ctx context.Context, db *sql.DB, dialect string) (*ledger, error) {
-	l := &ledger{db: db, dialect: dialect}
+	l := &ledger{db: db, dialect: dialect, now: time.Now}
 	if err := l.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -140,7 +149,7 @@ func (l *ledger) q(query string) string {
 // instances.
 func (l *ledger) lockStmt() string {
 	if l.dialect == DialectPostgres {
-		return "LOCK TABLE speech_heard, speech_announcements, speech_offered IN SHARE ROW EXCLUSIVE MODE"
+		return "LOCK TABLE speech_heard, speech_announcements, speech_offered, speech_delivery IN SHARE ROW EXCLUSIVE MODE"
 	}
 	return "UPDATE speech_heard SET version = version WHERE 1 = 0"
 }
@@ -162,6 +171,9 @@ func (l *ledger) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("speech: ledger: commit: %w", err)
+	}
+	if fn := l.onWrite.Load(); fn != nil {
+		(*fn)()
 	}
 	return nil
 }
@@ -256,18 +268,22 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, 
 				}
 			}
 			changed = true
-			return l.setHeard(ctx, tx, patient, uri, v.At.To)
+			if err := l.setHeard(ctx, tx, patient, uri, v.At.To); err != nil {
+				return err
+			}
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, models.Hearing{}, models.DeliveryUnchanged)
 		case extend:
 			if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), v.At.From, v.At.To, p.ID); err != nil {
 				return fmt.Errorf("speech: ledger: update pending: %w", err)
 			}
 			changed = true
-			return nil
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, models.Hearing{}, models.DeliveryQueued)
 		case queue:
 			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, uri, v.At.From, v.At.To); err != nil {
 				return fmt.Errorf("speech: ledger: queue: %w", err)
 			}
 			changed = true
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, models.Hearing{}, models.DeliveryQueued)
 		}
 		return nil
 	})
@@ -282,8 +298,14 @@ func (l *ledger) Offered(ctx context.Context, ids []int64) error {
 		return nil
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
+		at := l.now().UnixMilli()
 		for _, id := range ids {
 			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_offered (announcement_id) SELECT id FROM speech_announcements WHERE id = ? AND state = 'pending' ON CONFLICT (announcement_id) DO NOTHING"), id); err != nil {
+				return fmt.Errorf("speech: ledger: offered: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms)
+SELECT patient, uri, to_version, 'offered', ? FROM speech_announcements WHERE id = ? AND state = 'pending'
+ON CONFLICT (patient, uri, version, event) DO NOTHING`), at, id); err != nil {
 				return fmt.Errorf("speech: ledger: offered: %w", err)
 			}
 		}
@@ -294,8 +316,9 @@ func (l *ledger) Offered(ctx context.Context, ids []int64) error {
 // MarkHeard moves the heard version of uri forward to version (never
 // back), marks pending announcements that reach no further than version
 // as heard, and starts a pending announcement that reaches further from
-// version.
-func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int) error {
+// version. When the heard version moves, the delivery log records how
+// (how.At zero: the ledger's clock).
+func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
 	// Fast path, no write transaction (no fsync): he already heard this
 	// version or newer and no pending announcement starts before it — the
 	// usual case on every turn that repeats a fact he knows.
@@ -305,8 +328,17 @@ func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int
 		}
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
+		before, err := l.heardIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
 		if err := l.setHeard(ctx, tx, patient, uri, version); err != nil {
 			return err
+		}
+		if version > before {
+			if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'heard' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
 			return fmt.Errorf("speech: ledger: mark heard: %w", err)
@@ -334,7 +366,10 @@ func (l *ledger) Drop(ctx context.Context, id int64) error {
 		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'dropped' WHERE id = ?"), id); err != nil {
 			return fmt.Errorf("speech: ledger: drop: %w", err)
 		}
-		return l.setHeard(ctx, tx, r.Patient, r.URI, r.To)
+		if err := l.setHeard(ctx, tx, r.Patient, r.URI, r.To); err != nil {
+			return err
+		}
+		return l.logDelivery(ctx, tx, r.Patient, r.URI, r.To, models.Hearing{}, models.DeliveryUnchanged)
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/unsay/unsay/models"
 )
 
 const wb = "care://ray/weight_bearing"
@@ -49,7 +51,7 @@ func observe(t *testing.T, l *ledger, latest int, same bool) {
 
 func markHeard(t *testing.T, l *ledger, v int) {
 	t.Helper()
-	if err := l.MarkHeard(context.Background(), "ray", wb, v); err != nil {
+	if err := l.MarkHeard(context.Background(), "ray", wb, v, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -175,7 +177,7 @@ func TestLedger_SurvivesReopeningTheDatabase(t *testing.T) {
 	if len(rows) != 2 || rows[0].URI != wb || rows[0].From != 1 || rows[0].To != 3 || rows[1].URI != other || rows[1].From != 0 {
 		t.Fatalf("after reopen pending = %+v", rows)
 	}
-	if err := l2.MarkHeard(context.Background(), "ray", wb, 3); err != nil {
+	if err := l2.MarkHeard(context.Background(), "ray", wb, 3, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	l2.db.Close()

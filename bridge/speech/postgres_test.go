@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/unsay/unsay/models"
 )
 
 // postgresEnv names a Postgres URL (postgres://user@host:port/db) for the
@@ -86,7 +88,7 @@ func TestLedger_PostgresAnnouncementSemantics(t *testing.T) {
 	if h, err := l2.Heard(ctx, "ray", wb); err != nil || h != 4 {
 		t.Fatalf("heard after reopen = %d, %v; want 4", h, err)
 	}
-	if err := l2.MarkHeard(ctx, "ray", "care://ray/exercise", 1); err != nil {
+	if err := l2.MarkHeard(ctx, "ray", "care://ray/exercise", 1, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := l2.Backlog(ctx); err != nil || n != 0 {
@@ -111,7 +113,7 @@ func TestRun_OnPostgresNothingLostAndNothingRepeated(t *testing.T) {
 	if len(as) != 1 || as[0].Heard == nil || as[0].Heard.N != 1 || as[0].Current.N != n {
 		t.Fatalf("after restart pending = %+v, want v1 → v%d", as, n)
 	}
-	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), n); err != nil {
+	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), n, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	p2.stop()

@@ -75,6 +75,7 @@ func New(cfg Config) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.now = cfg.Clock
 	p := &Principal{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "speech"),

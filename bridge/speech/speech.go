@@ -162,12 +162,15 @@ var errNotCurrent = errors.New("speech: not the version confirmed current")
 // MarkHeard records that Ray heard version of the fact uri (an unversioned
 // care:// URI of patient): the heard ledger moves forward to version
 // (never back), pending announcements that reach no further are cleared,
-// and one that reaches further now starts from version. The skill calls it
-// only for what it actually delivered — a retraction, a first hearing or a
-// fact told — after the response carrying it was written (P-24). It is
-// durable when it returns nil. A malformed patient, URI or version (< 1) is
+// and one that reaches further now starts from version. how says when, on
+// which kind of device and how it came to be said; the delivery log keeps
+// it for the clinician's timeline when the heard version moves (how.At
+// zero: the principal's clock). The skill calls it only for what it
+// actually delivered — a retraction, a first hearing or a fact told —
+// after the response carrying it was written (P-24). It is durable when it
+// returns nil. A malformed patient, URI or version (< 1) is
 // ErrInvalidArgument.
-func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error {
+func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error {
 	switch {
 	case !models.ValidID(patient):
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
@@ -183,7 +186,7 @@ func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.UR
 	if _, err := models.ParseURI(uri.String()); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
-	if err := p.ledger.MarkHeard(ctx, patient, uri.String(), version); err != nil {
+	if err := p.ledger.MarkHeard(ctx, patient, uri.String(), version, how); err != nil {
 		return err
 	}
 	p.do(func(st *state) {

@@ -254,6 +254,7 @@ func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version
 			return err
 		}
 		if v.N <= h {
+			p.noteReconciled(u, v.N)
 			return nil
 		}
 		same := false
@@ -285,10 +286,21 @@ func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version
 		if !same {
 			p.tellQueued(ctx, v.Patient, u)
 		}
+		p.noteReconciled(u, v.N)
 		p.ledgerChanged(ctx)
 		return nil
 	}
 	return fmt.Errorf("speech: %s: heard version kept moving", u)
+}
+
+// noteReconciled records that version n of fact u was applied to the heard
+// ledger (reconcile), so a turn need not reconcile it again.
+func (p *Principal) noteReconciled(u models.URI, n int) {
+	p.do(func(st *state) {
+		if k := u.String(); n > st.reconciled[k] {
+			st.reconciled[k] = n
+		}
+	})
 }
 
 // versionAt returns version n of fact u: from memory when it was read

@@ -2,8 +2,10 @@
 // download: executablePath). Loads the Echo Show card and the clinician page
 // from the running server and checks what a person would see.
 //
-// env: UNSAY_E2E_URL, CHROMIUM, TOKEN_READER (care.read.user),
-// TOKEN_WRITER (care.write, sub okafor), WRITE_SECRET, ARTIFACTS (screenshot dir).
+// env: UNSAY_E2E_URL (a server started with --alexa-verify=false
+// --default-patient ray, so a plain POST /alexa is Ray's Echo Show),
+// CHROMIUM, TOKEN_READER (care.read.user), TOKEN_WRITER (care.write and
+// care.read.user, sub okafor), WRITE_SECRET, ARTIFACTS (screenshot dir).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +24,41 @@ const LIVE = {
   1280: 'Full weight-bearing as tolerated; stairs with one crutch (e2e live).',
   960: 'Full weight-bearing as tolerated; stairs without a crutch (e2e live).',
 };
+
+/** Ray's next turn on his Echo Show: a LaunchRequest to /alexa; its speech, as plain text. */
+let turns = 0;
+async function rayTurn() {
+  turns++;
+  const app = { applicationId: 'amzn1.ask.skill.e2e-clinician' };
+  const user = { userId: 'amzn1.ask.account.e2e-clinician' };
+  const body = {
+    version: '1.0',
+    session: { new: true, sessionId: `amzn1.echo-api.session.e2e-clinician-${Date.now()}-${turns}`, application: app, user },
+    context: {
+      System: { application: app, user, apiEndpoint: 'https://api.amazonalexa.com',
+        device: { deviceId: 'amzn1.ask.device.e2e-clinician', supportedInterfaces: { 'Alexa.Presentation.APL': { runtime: { maxVersion: '2024.3' } } } } },
+      Viewport: { mode: 'HUB', shape: 'RECTANGLE', pixelWidth: 1280, pixelHeight: 800, dpi: 160, currentPixelWidth: 1280, currentPixelHeight: 800 },
+    },
+    request: { type: 'LaunchRequest', requestId: `amzn1.echo-api.request.e2e-clinician-${turns}`, timestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), locale: 'en-GB' },
+  };
+  const res = await fetch(base + '/alexa', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  if (res.status !== 200) throw new Error(`/alexa answered ${res.status}: ${await res.text()}`);
+  const j = await res.json();
+  const os = (j.response && j.response.outputSpeech) || {};
+  return String(os.ssml || os.text || '').replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim();
+}
+
+/** The timeline entry of version n, and its state and sentence. */
+async function entry(p, n) {
+  const e = p.locator(`[data-testid="timeline-entry"][data-version="${n}"]`);
+  return {
+    e,
+    state: await e.getAttribute('data-state'),
+    text: ((await e.locator('[data-testid="delivery-text"]').textContent().catch(() => '')) || '').trim(),
+    notes: ((await e.locator('[data-testid="delivery-note"]').allTextContents().catch(() => [])) || []).join(' '),
+    words: ((await e.locator('[data-testid="timeline-words"]').textContent().catch(() => '')) || '').trim(),
+  };
+}
 
 const browser = await chromium.launch({
   executablePath: env('CHROMIUM'),
@@ -193,6 +230,13 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const who = (await p.locator('[data-testid="signed-in"]').textContent()) || '';
     for (const w of ['okafor', 'ray', 'care.write', 'care.read.user', 'expires']) if (!who.includes(w)) return `signed-in line lacks ${w}: ${who}`;
   });
+  await step('clinician: the author label is prefilled from his own previous version, not left blank', async () => {
+    await p.locator('[data-testid="patient"]').fill('ray');
+    await p.locator('[data-testid="domain"]').fill('weight_bearing');
+    await p.waitForFunction(() => document.querySelector('[data-testid="authorLabel"]').value === 'Sarah Okafor, physio', null, { timeout: 10000 });
+    const note = (await p.locator('[data-testid="authorLabel-note"]').textContent()) || '';
+    if (!/your version \d+/i.test(note)) return 'authorLabel-note says: ' + note;
+  });
   await step('clinician: an empty instruction is refused next to the field, and nothing is sent', async () => {
     await p.locator('[data-testid="patient"]').fill('ray');
     await p.locator('[data-testid="domain"]').fill('weight_bearing');
@@ -203,6 +247,36 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     await e.waitFor({ state: 'visible', timeout: 5000 });
     if (!((await e.textContent()) || '').trim()) return 'error-value is empty';
   });
+  await step("clinician: a topic typed that does not exist asks \"create a new topic 'walkng'?\" and offers the known ones", async () => {
+    await p.locator('[data-testid="domain"]').fill('walkng');
+    await p.locator('[data-testid="value"]').fill('Walk to the end of the garden (a typo, never saved).');
+    await p.locator('[data-testid="write-submit"]').click();
+    const box = p.locator('[data-testid="new-topic"]');
+    await box.waitFor({ state: 'visible', timeout: 10000 });
+    const q = (await p.locator('[data-testid="new-topic-question"]').textContent()) || '';
+    if (!q.includes("Create a new topic 'walkng'?")) return 'new-topic-question says: ' + q;
+    const first = await p.locator('[data-testid="new-topic-choice"]').first().getAttribute('data-domain');
+    if (first !== 'weight_bearing') return `the closest known topic offered first is ${first}, want weight_bearing (walking)`;
+    if (await p.locator('[data-testid="write-result"]').isVisible()) return 'a write result is shown: something was sent';
+    const r = await fetch(base + '/verify?uri=' + encodeURIComponent('care://ray/walkng'));
+    if (r.status !== 404) return `care://ray/walkng exists (HTTP ${r.status}): the typo was created`;
+    await p.locator('[data-testid="new-topic-choice"]').first().click();
+    await p.waitForFunction(() => document.querySelector('[data-testid="domain"]').value === 'weight_bearing', null, { timeout: 5000 });
+    if (await box.isVisible()) return 'the question stays after choosing a known topic';
+  });
+  let before = 0; // the version Ray heard before the clinician's revision
+  await step('clinician: the timeline shows the version Ray heard at his turn, live', async () => {
+    await p.locator('[data-testid="timeline-entry"]').first().waitFor({ state: 'visible', timeout: 10000 });
+    const said = await rayTurn();
+    if (!/weight/i.test(said)) return 'Ray heard no walking instruction: ' + said;
+    before = Number(await p.locator('[data-testid="timeline-entry"]').first().getAttribute('data-version'));
+    await p.waitForFunction((n) => {
+      const e = document.querySelector(`[data-testid="timeline-entry"][data-version="${n}"]`);
+      return e && e.getAttribute('data-state') === 'heard';
+    }, before, { timeout: 10000 });
+    const v = await entry(p, before);
+    if (!/^Heard at \d{1,2}[:.]\d{2}.* on the Echo Show/.test(v.text)) return `version ${before}: ${JSON.stringify(v.text)}`;
+  });
   await step('clinician: a revision is saved and reports how many listeners it reached', async () => {
     await p.locator('[data-testid="value"]').fill(CLINICIAN);
     await p.locator('[data-testid="write-submit"]').click();
@@ -212,6 +286,38 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     if (!/Delivered to \d+ listeners? at once \(open Echo Show cards and assistant sessions following this fact\); Ray hears the change at his next turn/.test(t)) return 'write-result says: ' + t;
     if ((await p.locator('[data-testid="error-value"]').textContent() || '').trim()) return 'stale field error left on the page';
   });
+  await step('clinician timeline before Ray\'s next turn: the revision is pending, with its words, author and age', async () => {
+    const n = before + 1;
+    await p.waitForFunction((n) => {
+      const e = document.querySelector(`[data-testid="timeline-entry"][data-version="${n}"]`);
+      return e && e.getAttribute('data-state') === 'pending';
+    }, n, { timeout: 10000 });
+    const v = await entry(p, n);
+    if (v.text !== 'Pending: Ray will hear the retraction at his next turn') return `version ${n} says ${JSON.stringify(v.text)}`;
+    if (v.words !== CLINICIAN) return `version ${n}'s words are ${JSON.stringify(v.words)}`;
+    const head = (await v.e.locator('.tl-head').textContent()) || '';
+    if (!head.includes('Sarah Okafor, physio') || !/just now|minute/.test(head)) return `version ${n}'s head: ${head}`;
+    const old = await entry(p, before);
+    if (old.state !== 'heard' || !/Being withdrawn/.test(old.notes)) return `version ${before}: ${old.state} ${JSON.stringify(old.notes)}`;
+    const html = await p.content();
+    if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await p.screenshot({ path: join(artifacts, 'clinician-timeline-before.png'), fullPage: true });
+  await step("clinician timeline after Ray's next turn: it flips from pending to heard, live, without a reload", async () => {
+    const n = before + 1;
+    const said = await rayTurn();
+    if (!said.startsWith('Stop')) return 'Ray\'s next turn did not open with the retraction: ' + said;
+    await p.waitForFunction((n) => {
+      const e = document.querySelector(`[data-testid="timeline-entry"][data-version="${n}"]`);
+      return e && e.getAttribute('data-state') === 'heard';
+    }, n, { timeout: 10000 });
+    const v = await entry(p, n);
+    if (!/^Heard at \d{1,2}[:.]\d{2}.* on the Echo Show$/.test(v.text)) return `version ${n} says ${JSON.stringify(v.text)}`;
+    const old = await entry(p, before);
+    if (!/^Withdrawn: Ray heard the newer version at/.test(old.notes)) return `version ${before}'s note: ${JSON.stringify(old.notes)}`;
+    if ((await p.locator('[data-testid="live"]').textContent()) !== 'Live') return 'the page is not live';
+  });
+  await p.screenshot({ path: join(artifacts, 'clinician-timeline-after.png'), fullPage: true });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
     const o = await overflow(p, false);
     if (o.length) return o.join('; ');
