@@ -1,0 +1,10 @@
+-- 030: audio facts (store/audio.go). A version may carry a clip besides its
+-- description (value): its MIME type, size in bytes, length in ms, whether
+-- Alexa's SSML <audio> plays it, and the bytes — sealed like the value, with
+-- the same AAD, when sealed = 1 (P-6). The chain hash covers the bytes (P-5,
+-- AudioVersionHash). A text-only version has audio_type '' and audio NULL.
+ALTER TABLE versions ADD COLUMN audio_type  TEXT    NOT NULL DEFAULT '';
+ALTER TABLE versions ADD COLUMN audio_size  INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE versions ADD COLUMN audio_ms    INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE versions ADD COLUMN audio_alexa INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE versions ADD COLUMN audio       BLOB;
