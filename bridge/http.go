@@ -26,6 +26,8 @@ func (s *Server) routes() chi.Router {
 		s.checkProtocolVersion(http.HandlerFunc(s.serveMCP)))
 	r.Handle("/mcp", mcpChain)
 
+	r.Get(audioPath+"{token}", s.serveAudio) // signed clip URLs (audio.go)
+	r.Head(audioPath+"{token}", s.serveAudio)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyzPublic)
 

@@ -125,12 +125,18 @@ func factResource(f models.Fact) *mcp.Resource {
 		roles = []mcp.Role{"assistant"}
 		desc = fmt.Sprintf("Assistant-only context about %s (%s), version %d. Never speak it.", v.Patient, v.Domain, v.N)
 	}
+	mimeType, size := "text/plain", int64(0)
+	if a := v.Audio; a != nil { // an audio fact: its clip's type and size in bytes (the text is its description)
+		mimeType, size = a.MIMEType, int64(a.Size)
+		desc += fmt.Sprintf(" A recording of %.1f s (%s, %d bytes) with its description.", a.Duration.Seconds(), a.MIMEType, a.Size)
+	}
 	return &mcp.Resource{
 		URI:         v.FactURI().String(),
 		Name:        v.Patient + "/" + v.Domain,
 		Title:       v.Patient + " — " + models.Topic(v.Domain),
 		Description: desc,
-		MIMEType:    "text/plain",
+		MIMEType:    mimeType,
+		Size:        size,
 		// Hints only (P-4): no decision ever reads them.
 		Annotations: &mcp.Annotations{
 			Audience:     roles,
@@ -247,7 +253,7 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return res, nil
 	}
 	p := s.readPrincipal(req)
-	rr, err := s.st.Read(ctx, p, uri)
+	rr, err := s.st.ReadAudio(ctx, p, uri) // Read, with an audio fact's clip (audio.go)
 	if err != nil {
 		return nil, NotFoundError(uri)
 	}
@@ -265,13 +271,16 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	text := models.ReadText(v, m, now)
 	if !m.Superseded() {
 		if st, _ := s.sessionOf(req); st != nil {
-			m.Retraction = s.noteRead(st, v, now)
+			m.Retraction = s.noteRead(st, v.WithoutAudioData(), now)
 		}
 	}
 	meta := mcp.Meta(m.Map())
 	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
 		URI: uri, MIMEType: "text/plain", Text: text, Meta: meta,
 	}}}
+	if v.Audio != nil {
+		res.Contents = append(res.Contents, s.clipContents(uri, v, m, now)) // audio.go
+	}
 	res.CacheScope = "private"
 	return res, nil
 }

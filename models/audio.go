@@ -111,3 +111,14 @@ func renderClip(v Version, now time.Time) string {
 	}
 	return fmt.Sprintf("Your %s recording from %s, %s: %s", topic, speaker(v.AuthorLabel), age, Quote(v.Value))
 }
+
+// WithoutAudioData returns v with its clip's bytes dropped (the clip's
+// type, size, digest and URL kept): what a holder of many versions keeps.
+func (v Version) WithoutAudioData() Version {
+	if v.Audio != nil && v.Audio.Data != nil {
+		a := *v.Audio
+		a.Data = nil
+		v.Audio = &a
+	}
+	return v
+}

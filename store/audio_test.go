@@ -300,7 +300,11 @@ func TestVerify_P5_AFlippedByteInAStoredClipIsLocated(t *testing.T) {
 	}
 	flipped := append([]byte(nil), seedExerciseClip...)
 	flipped[len(flipped)/2] ^= 0x01
-	tamper(t, path, `UPDATE versions SET audio = ? WHERE domain = 'exercise_clip' AND n = 2`, flipped)
+	q := `UPDATE versions SET audio = ? WHERE domain = 'exercise_clip' AND n = 2`
+	if IsPostgresDSN(path) {
+		q = strings.Replace(q, "?", "$1", 1)
+	}
+	tamper(t, path, q, flipped)
 	after, err := s.Verify(ctx, userRay, "care://ray/exercise_clip")
 	if err != nil || after.Intact || after.BrokenAt != 2 || after.Problem != "hash does not match" {
 		t.Fatalf("after flipping a byte: %+v, %v; want BrokenAt 2, hash does not match", after, err)
