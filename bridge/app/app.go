@@ -295,6 +295,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	srv, err = bridge.New(ctx, bridge.Config{
 		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
+		// Clip URLs (/audio/{token}) are keyed from the signing key, which
+		// every instance shares; without one, a random key per process.
+		AudioURLKey: cfg.SigningKey,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa:         a.Skill,
 		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
