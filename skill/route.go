@@ -179,6 +179,8 @@ func (t *turn) route() reply {
 		return t.carePlan()
 	case IntentWhatsChanged:
 		return t.whatsChanged()
+	case IntentPlayClip:
+		return t.playClip() // clip.go
 	case IntentMore:
 		return t.more()
 	case IntentRepeat:
@@ -260,6 +262,9 @@ func (t *turn) announce() {
 			continue
 		}
 		t.anns = append(t.anns, annSegment(a, text))
+		if a.Current.Audio != nil { // "… here is the new one." and the clip (clip.go)
+			t.anns = append(t.anns, t.clipSegment(a.Current, textClipNew))
+		}
 	}
 }
 
@@ -365,6 +370,8 @@ func (t *turn) stillCurrent(segs []segment) []segment {
 // the version confirmed current.
 func (t *turn) rerender(s segment, cur models.Version) segment {
 	switch {
+	case s.clip != nil:
+		return t.clipSegment(cur, s.clipLead)
 	case s.fact != nil:
 		return factSegment(cur, t.now)
 	case s.ann != nil:
