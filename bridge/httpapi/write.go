@@ -3,9 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
