@@ -70,6 +70,9 @@ func (t *turn) careCard() apl.CareCard {
 			Stale:  v.IsStale(t.now),
 			Lead:   v.Domain == domainWeightBearing, Priority: v.Priority, // the order launch speaks them
 		})
+		if v.Audio != nil && t.playable(v) && (c.ClipButton == "" || v.Domain == domainExerciseClip) {
+			c.ClipButton = "Play the " + models.Topic(v.Domain) // clip.go
+		}
 	}
 	return c
 }

@@ -130,3 +130,25 @@ func TestCheckSSML_AudioMustBeAnEmptyHTTPSElement(t *testing.T) {
 		}
 	}
 }
+
+// On an Echo Show the card plays it too: its play button (drawn only when
+// the clip can be played) sends play_clip, answered with the clip.
+func TestPlayClip_TheEchoShowCardHasAPlayButtonThatPlaysIt(t *testing.T) {
+	r := newRig(t, nil)
+	withClip(r, clipVersion(2, "A slow count from one to ten.", clipURL, t0.Add(5*time.Minute), "aa"))
+	out, raw := r.turn(reqOpts{Type: TypeLaunch, APL: true})
+	if !strings.Contains(string(raw), `"clipButton":"Play the exercise count"`) {
+		t.Fatalf("the care card has no play button: %s", raw)
+	}
+	_ = out
+	out, _ = r.turn(reqOpts{Type: TypeAPLUserEvent, APL: true, Arguments: []any{"play_clip"}})
+	if ssml := ssmlOf(out); !strings.Contains(ssml, `<audio src="`+clipURL+`"/>`) {
+		t.Fatalf("play_clip: %s", ssml)
+	}
+	// The twin: no playable clip, no button.
+	r2 := newRig(t, nil)
+	withClip(r2, clipVersion(2, "A slow count from one to ten.", "http://127.0.0.1:8080/audio/x", t0.Add(5*time.Minute), "aa"))
+	if _, raw := r2.turn(reqOpts{Type: TypeLaunch, APL: true}); !strings.Contains(string(raw), `"clipButton":""`) {
+		t.Fatalf("a clip that cannot play has a button: %s", raw)
+	}
+}

@@ -166,6 +166,8 @@ func (t *turn) route() reply {
 			return reply{end: endScreen, card: cardCare}
 		case apl.ArgWhatsChanged:
 			return t.whatsChanged()
+		case apl.ArgPlayClip:
+			return t.playClip() // clip.go
 		default:
 			t.s.log.Info("alexa APL user event not handled", "argument", arg, "token", req.Token)
 			if !t.spokeAnything() {
