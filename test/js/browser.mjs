@@ -78,6 +78,39 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const html = await p.content();
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
   });
+  await step(`echo.html#token at ${tag}: the exercise count has a large play control`, async () => {
+    const b = p.locator('[data-testid="play-clip"]');
+    await b.first().waitFor({ state: 'visible', timeout: 15000 });
+    if (await b.count() !== 1) return `${await b.count()} play controls, want 1 (the speakable clip only)`;
+    const box = await b.boundingBox();
+    if (!box || box.height < 44 || box.width < 120) return `play control ${JSON.stringify(box)}: too small to press at arm's length`;
+    if (box.x + box.width > w + 1 || box.y + box.height > h + 1) return `play control off screen: ${JSON.stringify(box)}`;
+    const label = (await b.textContent()) || '';
+    if (!/play the exercise count/i.test(label)) return 'play control says ' + JSON.stringify(label);
+  });
+  await step(`echo.html#token at ${tag}: pressing it plays the committed clip (fetched over MCP) to its end`, async () => {
+    // Listen before pressing: the 9 s clip must reach "ended".
+    const ended = p.evaluate(() => new Promise((resolve, reject) => {
+      const a = document.querySelector('[data-testid="clip-audio"]');
+      if (!a) return reject(new Error('no <audio> element'));
+      a.addEventListener('ended', () => resolve({ duration: a.duration, src: a.currentSrc, type: a.getAttribute('data-uri') }), { once: true });
+      a.addEventListener('error', () => reject(new Error('media error ' + (a.error && a.error.code))), { once: true });
+      setTimeout(() => reject(new Error('not ended after 60 s (paused=' + a.paused + ', t=' + a.currentTime + ')')), 60000);
+    }));
+    await p.locator('[data-testid="play-clip"]').click();
+    await p.locator('[data-testid="play-clip"][aria-pressed="true"]').waitFor({ state: 'visible', timeout: 10000 });
+    const r = await ended.catch((e) => ({ error: String(e) }));
+    if (r.error) return r.error;
+    if (!(r.duration > 8 && r.duration < 10)) return `played a clip of ${r.duration} s, want the 9 s count`;
+    if (!String(r.src).startsWith('blob:')) return 'the clip was not played from the bytes read over MCP: ' + r.src;
+    if (r.type !== 'care://ray/exercise_clip') return 'played ' + r.type;
+    const label = (await p.locator('[data-testid="play-clip"]').textContent()) || '';
+    if (!/again/i.test(label)) return 'after the end the control says ' + JSON.stringify(label);
+  });
+  await step(`echo.html#token at ${tag}: no audio of an assistant-only clip on the page`, async () => {
+    const uris = await p.locator('[data-testid="clip-audio"]').evaluateAll((as) => as.map((a) => a.getAttribute('data-uri')));
+    if (uris.some((u) => !String(u).startsWith('care://'))) return 'audio elements for ' + uris.join(', ');
+  });
   await p.screenshot({ path: join(artifacts, `echo-${tag}.png`) });
   {
     const shown = current;
