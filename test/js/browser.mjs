@@ -7,6 +7,7 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { check, step, done, env, leaked, signedWrite } from './lib.mjs';
 
 const base = env('UNSAY_E2E_URL');
@@ -244,6 +245,26 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const t = (await r.textContent()) || '';
     if (!/Delivered to \d+ listeners? at once \(open Echo Show cards and assistant sessions following this fact\); Ray hears the change at his next turn/.test(t)) return 'write-result says: ' + t;
     if ((await p.locator('[data-testid="error-value"]').textContent() || '').trim()) return 'stale field error left on the page';
+  });
+  const seedClip = (name) => fileURLToPath(new URL(`../../store/seeddata/${name}`, import.meta.url));
+  await step('clinician: a WAV recording for the patient is refused next to the file field, saying Alexa needs an MP3', async () => {
+    await p.locator('[data-testid="domain"]').fill('exercise_clip');
+    await p.locator('[data-testid="value"]').fill('A slow count from one to ten (clinician page).');
+    await p.locator('[data-testid="audio"]').setInputFiles(seedClip('gait_note.wav'));
+    await p.locator('[data-testid="write-submit"]').click();
+    const e = p.locator('[data-testid="error-audio"]');
+    await p.waitForFunction(() => (document.querySelector('[data-testid="error-audio"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+    const t = (await e.textContent()) || '';
+    if (!/MP3 that Alexa plays/.test(t) || !/lame -b 48/.test(t)) return 'error-audio says: ' + t;
+  });
+  await step('clinician: the same form with the MP3 recording is saved (the twin)', async () => {
+    await p.locator('[data-testid="audio"]').setInputFiles(seedClip('exercise_clip.mp3'));
+    await p.locator('[data-testid="write-submit"]').click();
+    const r = p.locator('[data-testid="write-result"]');
+    await p.waitForFunction(() => /Saved as version/.test(document.querySelector('[data-testid="write-result"]').textContent || ''), null, { timeout: 10000 });
+    const t = (await r.textContent()) || '';
+    if (!/Saved as version 3/.test(t)) return 'write-result says: ' + t;
+    await p.locator('[data-testid="audio"]').setInputFiles([]);
   });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
     const o = await overflow(p, false);
