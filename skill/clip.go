@@ -77,6 +77,21 @@ func (t *turn) playClip() reply {
 	return reply{segs: []segment{factSegment(*clip, t.now), t.clipSegment(*clip, textClipHere)}, end: endAnswer, card: cardCare}
 }
 
+// clipFollowUp is the question that follows the exercise instruction when
+// his physio recorded a count he can hear now: "Say: play my exercise
+// count, to hear the count Sarah Okafor, physio, recorded." ("" otherwise).
+func (t *turn) clipFollowUp(domain string) string {
+	if domain != "exercise" {
+		return ""
+	}
+	for _, v := range t.facts {
+		if v.Domain == domainExerciseClip && t.playable(v) {
+			return "Say: play my exercise count, to hear the count " + models.Appositive(v.AuthorLabel) + " recorded."
+		}
+	}
+	return ""
+}
+
 // audioTag is the SSML element that plays the clip at url.
 func audioTag(url string) string { return `<audio src="` + EscapeSSML(url) + `"/>` }
 

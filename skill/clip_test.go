@@ -152,3 +152,22 @@ func TestPlayClip_TheEchoShowCardHasAPlayButtonThatPlaysIt(t *testing.T) {
 		t.Fatalf("a clip that cannot play has a button: %s", raw)
 	}
 }
+
+// The exercise topic's follow-up: the instruction, then how to hear the
+// count — only when there is one he can hear now (the twin has none).
+func TestCarePlan_TheExercisesOfferTheirRecordedCount(t *testing.T) {
+	r := newRig(t, nil)
+	withClip(r, clipVersion(2, "A slow count from one to ten.", clipURL, t0.Add(5*time.Minute), "aa"))
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("exercise", "ER_SUCCESS_MATCH")})
+	if ssml := ssmlOf(out); !strings.Contains(ssml, "Ankle pumps") || !strings.Contains(ssml, "Say: play my exercise count, to hear the count Sarah Okafor, physio, recorded.") {
+		t.Fatalf("SSML = %s", ssml)
+	}
+	if out.Response.ShouldEndSession == nil || *out.Response.ShouldEndSession {
+		t.Fatal("the follow-up question must keep the microphone open")
+	}
+	plain := newRig(t, nil)
+	out, _ = plain.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("exercise", "ER_SUCCESS_MATCH")})
+	if strings.Contains(ssmlOf(out), "play my exercise count") {
+		t.Fatalf("offered a count that does not exist: %s", ssmlOf(out))
+	}
+}

@@ -331,6 +331,9 @@ func (t *turn) carePlan() reply {
 		if _, done := t.announced[v.FactURI()]; done {
 			return reply{end: endAnswer, card: cardCare} // the announcement said it
 		}
+		if q := t.clipFollowUp(domain); q != "" { // clip.go: the exercises' recording
+			return reply{segs: []segment{factSegment(v, t.now)}, question: q, reprompt: q, card: cardCare}
+		}
 		return reply{segs: []segment{factSegment(v, t.now)}, end: endAnswer, card: cardCare}
 	}
 	return reply{segs: say(fmt.Sprintf("There is no %s instruction in your care notes.", models.Topic(domain))),
