@@ -266,3 +266,38 @@ func mustURI(t *testing.T, s string) models.URI {
 	}
 	return u
 }
+
+// A clip re-recorded under the same words is a revision to withdraw on
+// every channel: whats_changed carries its retraction (the twin: the same
+// clip and words written again is unchanged, and nothing is withdrawn).
+func TestWhatsChanged_AClipReRecordedUnderTheSameWordsIsRetracted(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(h.token("host", userScopes))
+	since := h.st.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	p := models.Principal{Subject: "okafor", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"ray"}}
+	clip := seedClip(t, "exercise_clip.mp3")
+	in := store.PublishInput{Patient: "ray", Domain: "exercise_clip", Audience: models.AudienceUser,
+		Value: "A slow count from one to ten, to pace your heel slides.", AuthorID: "okafor", AuthorLabel: "Sarah Okafor, physio", Priority: 0.55,
+		Audio: clip, AudioType: models.AudioMPEG}
+	if res, err := h.st.Publish(context.Background(), p, in); err != nil || !res.Unchanged {
+		t.Fatalf("the seed's clip again: %+v, %v; want unchanged", res, err)
+	}
+	in.Audio = append([]byte(nil), clip...)
+	in.Audio[len(in.Audio)-1] ^= 0x5A
+	if res, err := h.st.Publish(context.Background(), p, in); err != nil || res.Version.N != 3 {
+		t.Fatalf("a re-recording: %+v, %v", res, err)
+	}
+	tr, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whats_changed", Arguments: map[string]any{"since": since}})
+	if err != nil || tr.IsError {
+		t.Fatalf("whats_changed: %v %+v", err, tr)
+	}
+	var text string
+	for _, ct := range tr.Content {
+		if tc, ok := ct.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if !strings.Contains(text, "Stop — your exercise count has changed.") || !strings.Contains(text, "recorded a new one") {
+		t.Fatalf("whats_changed for a re-recorded clip: %s", text)
+	}
+}

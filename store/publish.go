@@ -372,21 +372,21 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}
 	var (
-		audioType          string
-		audioSize, audioMs int64
-		audioAlexa         bool
-		audioStored        []byte // NULL for a text-only version
+		audioType, audioSHA string
+		audioSize, audioMs  int64
+		audioAlexa          bool
+		audioStored         []byte // NULL for a text-only version
 	)
 	if a := v.Audio; a != nil {
-		audioType, audioSize, audioMs, audioAlexa, audioStored = a.MIMEType, int64(a.Size), a.Duration.Milliseconds(), a.AlexaPlayable, pl.audio
+		audioType, audioSHA, audioSize, audioMs, audioAlexa, audioStored = a.MIMEType, a.SHA256, int64(a.Size), a.Duration.Milliseconds(), a.AlexaPlayable, pl.audio
 	}
 	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
 		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
-		 audio_type, audio_size, audio_ms, audio_alexa, audio)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
 		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey,
-		audioType, audioSize, audioMs, sqlBool(audioAlexa), audioStored); err != nil {
+		audioType, audioSize, audioMs, sqlBool(audioAlexa), audioSHA, audioStored); err != nil {
 		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
 	}
 	var err error
