@@ -264,8 +264,12 @@ func (t *turn) announce() {
 			continue
 		}
 		t.anns = append(t.anns, annSegment(a, text))
-		if a.Current.Audio != nil { // "… here is the new one." and the clip (clip.go)
-			t.anns = append(t.anns, t.clipSegment(a.Current, textClipNew))
+		if a.Current.Audio != nil { // "… Here is the new one." (a first hearing: "Here it is.") and the clip (clip.go)
+			lead := textClipHere
+			if a.IsRetraction() {
+				lead = textClipNew
+			}
+			t.anns = append(t.anns, t.clipSegment(a.Current, lead))
 		}
 	}
 }
