@@ -42,8 +42,12 @@ func (t *turn) card(kind cardKind, spoken []segment) *Directive {
 // retractionCard draws the last retraction spoken and counts the others.
 func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 	a := spoken[len(spoken)-1]
+	title := "Your " + models.Topic(a.Current.Domain) + " instruction has changed"
+	if a.Current.Audio != nil {
+		title = "Your " + models.Topic(a.Current.Domain) + " has changed" // a recording (clip.go)
+	}
 	c := apl.RetractionCard{
-		Title:     "Your " + models.Topic(a.Current.Domain) + " instruction has changed",
+		Title:     title,
 		Withdrawn: a.Heard.Value,
 		Current:   a.Current.Value,
 		Author:    a.Current.AuthorLabel,

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/unsay/unsay/models"
 )
@@ -90,6 +91,26 @@ func (t *turn) clipFollowUp(domain string) string {
 		}
 	}
 	return ""
+}
+
+// limitClips keeps a response within Alexa's limits on SSML audio — at
+// most models.AlexaMaxAudioPerResponse <audio> elements and
+// models.AlexaMaxAudio of audio in all — by describing, not playing, every
+// clip past them (in speaking order, so retractions keep theirs).
+func limitClips(segs []segment) []segment {
+	n, total := 0, time.Duration(0)
+	for i, s := range segs {
+		if s.Audio == "" || s.clip == nil || s.clip.Audio == nil {
+			continue
+		}
+		if n+1 > models.AlexaMaxAudioPerResponse || total+s.clip.Audio.Duration > models.AlexaMaxAudio {
+			segs[i].Text, segs[i].Audio = textClipCannot, ""
+			continue
+		}
+		n++
+		total += s.clip.Audio.Duration
+	}
+	return segs
 }
 
 // audioTag is the SSML element that plays the clip at url.

@@ -171,3 +171,23 @@ func TestCarePlan_TheExercisesOfferTheirRecordedCount(t *testing.T) {
 		t.Fatalf("offered a count that does not exist: %s", ssmlOf(out))
 	}
 }
+
+// Alexa plays at most 240 s of audio in one response: clips past it are
+// described instead (the first is played: the twin).
+func TestLimitClips_DescribesClipsPastAlexasLimits(t *testing.T) {
+	long := clipVersion(2, "A long count.", clipURL, t0.Add(time.Minute), "aa")
+	long.Audio.Duration = 200 * time.Second
+	seg := func() segment { return segment{Text: textClipHere, Audio: clipURL, clip: &long} }
+	out := limitClips([]segment{seg(), seg()})
+	if out[0].Audio != clipURL || out[1].Audio != "" || out[1].Text != textClipCannot {
+		t.Fatalf("limitClips = %+v", out)
+	}
+	short := clipVersion(2, "A count.", clipURL, t0.Add(time.Minute), "aa")
+	var many []segment
+	for range 6 {
+		many = append(many, segment{Text: textClipHere, Audio: clipURL, clip: &short})
+	}
+	if out := limitClips(many); out[4].Audio == "" || out[5].Audio != "" {
+		t.Fatalf("six 9 s clips: the sixth must be described, the fifth played")
+	}
+}
