@@ -346,3 +346,36 @@ func TestRekey_ResealsClipsWithTheirValues(t *testing.T) {
 		t.Fatal("rekey left the clip in the clear")
 	}
 }
+
+// BenchmarkReadAudio: a read of the seed's 54 kB clip with its hash
+// recomputed over the bytes, against the same fact's text-only read.
+func BenchmarkReadAudio(b *testing.B) {
+	s, _ := openTest(b, nil)
+	if _, err := Seed(context.Background(), s, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("ReadAudio", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.ReadAudio(ctx, userRay, "care://ray/exercise_clip"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Read", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Read(ctx, userRay, "care://ray/exercise_clip"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkInspectAudio: the container check of the seed's 9 s MP3 (375 frames).
+func BenchmarkInspectAudio(b *testing.B) {
+	for b.Loop() {
+		if _, err := InspectAudio(models.AudioMPEG, seedExerciseClip); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
