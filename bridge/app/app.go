@@ -249,6 +249,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.publicURL == "" {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
+	if !strings.HasPrefix(a.publicURL, "https://") {
+		// Alexa's SSML <audio> fetches only https URLs (issue 18).
+		a.notes = append(a.notes, "recorded clips are described, not played, on Alexa (the public URL is not https)")
+	}
 
 	writeSecret := cfg.WriteSecret
 	if len(writeSecret) == 0 {
