@@ -30,7 +30,7 @@ type AudioInfo struct {
 	AlexaPlayable bool
 }
 
-// AudioTypes maps the MIME types a write may name to the one the store
+// audioTypes maps the MIME types a write may name to the one the store
 // keeps: audio/mpeg (also audio/mp3) and audio/wav (also audio/x-wav,
 // audio/wave, audio/vnd.wave).
 var audioTypes = map[string]string{
