@@ -130,6 +130,13 @@ type Config struct {
 	WhatsChangedLimit int
 	// Version is the implementation version reported in initialize; "" means "dev".
 	Version string
+	// AudioURLKey keys the signed clip URLs (GET /audio/{token}, audio.go);
+	// every instance behind one public URL needs the same key. Empty: a
+	// random key per process (URLs then work on the instance that minted them).
+	AudioURLKey []byte
+	// AudioURLTTL is how long a minted clip URL is served; 0 means
+	// DefaultAudioURLTTL (5 minutes).
+	AudioURLTTL time.Duration
 }
 
 // Extra carries the optional pieces the lead wires in from other packages.

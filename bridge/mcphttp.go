@@ -91,7 +91,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		s.serveStandalone(w, r, sid, st, p, cancel)
 		return
 	}
-	sw := NewStreamWriter(w, r, s.streamOpts)
+	sw := NewStreamWriter(w, r, s.responseStreamOptions()) // room for one read of the largest clip (audio.go)
 	s.trackStream(sw, true)
 	defer s.trackStream(sw, false)
 	s.mcpHTTP.ServeHTTP(sw, r)
@@ -123,6 +123,9 @@ func (s *Server) serveStandalone(w http.ResponseWriter, r *http.Request, sid str
 	}
 	opts := s.streamOpts
 	var sw *StreamWriter
+	if !standalone {
+		opts = s.responseStreamOptions() // a replayed POST stream may hold a clip's read (audio.go)
+	}
 	if standalone {
 		opts.SendBuffer = s.sendBuffer
 		opts.OnEvent = st.noteDelivered

@@ -179,6 +179,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, listen bool
 			cancel()
 		}
 	} else {
+		opts = s.responseStreamOptions() // room for one read of the largest clip (audio.go)
 		opts.OnFail = func(error) { cancel() }
 	}
 	sw := NewStreamWriter(w, r, opts)

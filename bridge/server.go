@@ -57,6 +57,7 @@ type Server struct {
 	echo        []byte
 	cursorKey   []byte
 	principalOf func(*sdkauth.TokenInfo) (models.Principal, bool)
+	audio       *audioURLs // signed clip URLs (audio.go)
 
 	mcp     *mcp.Server
 	mcpHTTP *mcp.StreamableHTTPHandler
@@ -172,6 +173,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		s.cursorKey = m.Sum(nil)
 	} else if _, err := rand.Read(s.cursorKey); err != nil {
 		return nil, fmt.Errorf("bridge: cursor key: %w", err)
+	}
+	if s.audio, err = newAudioURLs(cfg.AudioURLKey, cfg.AudioURLTTL); err != nil {
+		return nil, err
 	}
 	maxBytes := cfg.EventStoreMaxBytes
 	if maxBytes <= 0 {

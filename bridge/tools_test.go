@@ -144,7 +144,7 @@ func TestBriefCarer_HasNoInternalTextEvenForADualScopeCaller(t *testing.T) {
 	if !strings.HasSuffix(staleLine, StalePromptSuffix) || !strings.Contains(staleLine, "nine days ago") {
 		t.Errorf("stale line %q", staleLine)
 	}
-	if i, j := strings.Index(text, "Audio clip"), strings.Index(text, "Rivaroxaban"); i < 0 || j < 0 || i > j {
+	if i, j := strings.Index(text, "A slow count from one to ten"), strings.Index(text, "Rivaroxaban"); i < 0 || j < 0 || i > j {
 		t.Errorf("lines are not newest first:\n%s", text)
 	}
 	if _, err := dual.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: PromptBriefCarer, Arguments: map[string]string{"patient": "../etc"}}); err == nil {

@@ -26,6 +26,9 @@ type Version struct {
 	Priority    float64   // 0…1, a hint for hosts (P-4: never a control)
 	PrevHash    string    // lowercase hex; "" for N == 1
 	Hash        string    // lowercase hex SHA-256
+	// Audio is the clip the version carries besides its description
+	// (Value); nil for a text-only version (audio.go).
+	Audio *Audio
 }
 
 // URI returns the versioned URI care://patient/domain/v{N}.
@@ -56,6 +59,8 @@ func Topic(domain string) string {
 		return "blood thinner"
 	case "exercise":
 		return "exercise"
+	case "exercise_clip":
+		return "exercise count"
 	case "contact":
 		return "contact"
 	}

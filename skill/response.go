@@ -64,7 +64,7 @@ func (s *Skill) build(t *turn, r reply) handled {
 	if len(r.rest) > 0 {
 		closing = MoreCue // more follows in any case
 	}
-	all := ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)
+	all := limitClips(ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)) // clip.go: Alexa's audio limits
 	spoken, rest := fitSpeech(all, closing, MaxSSMLChars)
 	rest = append(rest, r.rest...)
 	body := &h.out.Response

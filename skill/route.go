@@ -166,6 +166,8 @@ func (t *turn) route() reply {
 			return reply{end: endScreen, card: cardCare}
 		case apl.ArgWhatsChanged:
 			return t.whatsChanged()
+		case apl.ArgPlayClip:
+			return t.playClip() // clip.go
 		default:
 			t.s.log.Info("alexa APL user event not handled", "argument", arg, "token", req.Token)
 			if !t.spokeAnything() {
@@ -179,6 +181,8 @@ func (t *turn) route() reply {
 		return t.carePlan()
 	case IntentWhatsChanged:
 		return t.whatsChanged()
+	case IntentPlayClip:
+		return t.playClip() // clip.go
 	case IntentMore:
 		return t.more()
 	case IntentRepeat:
@@ -260,6 +264,13 @@ func (t *turn) announce() {
 			continue
 		}
 		t.anns = append(t.anns, annSegment(a, text))
+		if a.Current.Audio != nil { // "… Here is the new one." (a first hearing: "Here it is.") and the clip (clip.go)
+			lead := textClipHere
+			if a.IsRetraction() {
+				lead = textClipNew
+			}
+			t.anns = append(t.anns, t.clipSegment(a.Current, lead))
+		}
 	}
 }
 
@@ -324,6 +335,9 @@ func (t *turn) carePlan() reply {
 		if _, done := t.announced[v.FactURI()]; done {
 			return reply{end: endAnswer, card: cardCare} // the announcement said it
 		}
+		if q := t.clipFollowUp(domain); q != "" { // clip.go: the exercises' recording
+			return reply{segs: []segment{factSegment(v, t.now)}, question: q, reprompt: q, card: cardCare}
+		}
 		return reply{segs: []segment{factSegment(v, t.now)}, end: endAnswer, card: cardCare}
 	}
 	return reply{segs: say(fmt.Sprintf("There is no %s instruction in your care notes.", models.Topic(domain))),
@@ -365,6 +379,8 @@ func (t *turn) stillCurrent(segs []segment) []segment {
 // the version confirmed current.
 func (t *turn) rerender(s segment, cur models.Version) segment {
 	switch {
+	case s.clip != nil:
+		return t.clipSegment(cur, s.clipLead)
 	case s.fact != nil:
 		return factSegment(cur, t.now)
 	case s.ann != nil:

@@ -42,6 +42,11 @@ type segment struct {
 	// cut for "more"): Repeat renders it again at the time it is repeated.
 	fact *models.Version
 	ann  *models.Announcement
+	// Audio is the https:// URL of a clip played after Text (SSML <audio>,
+	// clip.go); clip is the version it plays and clipLead its lead-in.
+	Audio    string
+	clip     *models.Version
+	clipLead string
 }
 
 // EscapeSSML escapes a data string for SSML: & < > " ' become entities, and
@@ -85,12 +90,13 @@ func dropNonXML(s string) string {
 // errIllFormed: a response's SSML is not well-formed XML; it is never sent.
 var errIllFormed = errors.New("SSML is not well-formed")
 
-// checkSSML parses ssml with encoding/xml: one <speak> root holding text
-// and <break/> elements only. A response whose outputSpeech or reprompt
-// fails is never sent, and marks nothing (P-24).
+// checkSSML parses ssml with encoding/xml: one <speak> root holding text,
+// <break/> elements and empty <audio src="https://…"/> elements (at most
+// models.AlexaMaxAudioPerResponse) only. A response whose outputSpeech or
+// reprompt fails is never sent, and marks nothing (P-24).
 func checkSSML(ssml string) error {
 	dec := xml.NewDecoder(strings.NewReader(ssml))
-	depth, roots := 0, 0
+	depth, roots, audios, inAudio := 0, 0, 0, 0 // inAudio: the depth inside an <audio>, 0 outside
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -101,18 +107,35 @@ func checkSSML(ssml string) error {
 		}
 		switch el := tok.(type) {
 		case xml.StartElement:
+			if inAudio > 0 {
+				return fmt.Errorf("%w: <audio> must be empty", errIllFormed)
+			}
 			if depth == 0 {
 				roots++
 				if el.Name.Local != "speak" {
 					return fmt.Errorf("%w: root <%s>", errIllFormed, el.Name.Local)
 				}
+			} else if el.Name.Local == "audio" {
+				if err := checkAudioElement(el, depth); err != nil {
+					return err
+				}
+				if audios++; audios > models.AlexaMaxAudioPerResponse {
+					return fmt.Errorf("%w: more than %d <audio> elements", errIllFormed, models.AlexaMaxAudioPerResponse)
+				}
+				inAudio = depth + 1
 			} else if el.Name.Local != "break" {
 				return fmt.Errorf("%w: element <%s>", errIllFormed, el.Name.Local)
 			}
 			depth++
 		case xml.EndElement:
+			if depth == inAudio {
+				inAudio = 0
+			}
 			depth--
 		case xml.CharData:
+			if inAudio > 0 && strings.TrimSpace(string(el)) != "" {
+				return fmt.Errorf("%w: <audio> must be empty", errIllFormed)
+			}
 			if depth == 0 && strings.TrimSpace(string(el)) != "" {
 				return fmt.Errorf("%w: text outside <speak>", errIllFormed)
 			}
@@ -147,6 +170,9 @@ func renderSSML(segs []segment, closing string) string {
 				b.WriteString(pause)
 			}
 		}
+		if s.Audio != "" {
+			b.WriteString(audioTag(s.Audio))
+		}
 	}
 	if closing != "" {
 		add(EscapeSSML(closing))
@@ -160,11 +186,15 @@ func runes(s string) int { return utf8.RuneCountInString(s) }
 // cost is what a segment adds to the SSML: its escaped text, the joining
 // space and its pause.
 func cost(s segment) int {
+	c := 0
+	if s.Audio != "" {
+		c = runes(audioTag(s.Audio))
+	}
 	t := strings.TrimSpace(s.Text)
 	if t == "" {
-		return 0
+		return c
 	}
-	c := runes(EscapeSSML(t)) + 1
+	c += runes(EscapeSSML(t)) + 1
 	if s.Pause {
 		c += runes(pause)
 	}
@@ -216,24 +246,23 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 	used := 0
 	for i, s := range segs {
 		t := strings.TrimSpace(s.Text)
-		if t == "" {
+		if t == "" && s.Audio == "" {
 			spoken = append(spoken, s)
 			continue
 		}
-		cost := runes(EscapeSSML(t)) + 1
-		if s.Pause {
-			cost += runes(pause)
-		}
-		if used+cost <= budget {
+		c := cost(s)
+		if used+c <= budget {
 			spoken = append(spoken, s)
-			used += cost
+			used += c
 			continue
 		}
 		head, tail := cutText(t, budget-used-1)
 		if head != "" {
 			spoken = append(spoken, segment{Text: head, Fact: s.Fact, Version: s.Version, Ann: s.Ann})
 		}
-		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause})
+		// The clip, if any, follows the words it closes: it goes with the rest.
+		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause,
+			Audio: s.Audio, clip: s.clip, clipLead: s.clipLead})
 		rest = append(rest, segs[i+1:]...)
 		return spoken, rest
 	}

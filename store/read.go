@@ -21,7 +21,8 @@ func timeOrZero(ms int64) time.Time {
 
 // versionCols are the columns scanVersion reads, from versions v joined to facts f.
 const versionCols = `v.seq, v.patient, v.domain, v.n, v.audience, v.value, v.sealed, v.author_id, v.author_label,
-	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest, v.head_sig, v.head_key`
+	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest, v.head_sig, v.head_key,
+	v.audio_type, v.audio_size, v.audio_ms, v.audio_alexa, v.audio_sha256`
 
 type row struct {
 	v       models.Version
@@ -42,10 +43,19 @@ func scanRaw(sc scanner) (row, error) {
 		aud               string
 		sealed            int
 		writtenAt, staleA int64
+		audioType         string
+		audioSize, ms     int64
+		alexa             int
+		audioSHA          string
 	)
 	if err := sc.Scan(&r.seq, &r.v.Patient, &r.v.Domain, &r.v.N, &aud, &r.stored, &sealed, &r.v.AuthorID, &r.v.AuthorLabel,
-		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest, &r.headSig, &r.headKey); err != nil {
+		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest, &r.headSig, &r.headKey,
+		&audioType, &audioSize, &ms, &alexa, &audioSHA); err != nil {
 		return row{}, err
+	}
+	if audioType != "" { // the bytes are read by loadAudio, which recomputes the digest (audio_read.go)
+		r.v.Audio = &models.Audio{MIMEType: audioType, Size: int(audioSize), Duration: time.Duration(ms) * time.Millisecond,
+			AlexaPlayable: alexa != 0, SHA256: audioSHA}
 	}
 	r.v.Audience = models.Audience(aud)
 	r.sealed = sealed != 0

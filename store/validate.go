@@ -91,7 +91,14 @@ func xmlReason(s string) (string, bool) {
 //   - authorLabel: not blank, at most 200 bytes, characters XML 1.0 allows
 //     and no control character at all (it is spoken on one line);
 //   - priority: 0…1; staleAfter: zero or after 1970;
-//   - idempotencyKey: at most 256 bytes.
+//   - idempotencyKey: at most 256 bytes;
+//   - audio, audioType (optional, together): audio/mpeg or audio/wav (and
+//     their aliases, normalized), at most models.MaxAudioBytes, a whole
+//     container of that type (InspectAudio: RIFF/WAVE chunks, or MP3 frame
+//     headers back to back — a mislabelled file is refused saying what it
+//     is), and for a speakable (user) fact an MP3 that Alexa's SSML
+//     <audio> plays (MPEG-2 Layer III, 48 kbps, 16000/22050/24000 Hz, at
+//     most 240 s), since every speakable clip is played on the Echo.
 //
 // A patient, domain or authorId holding an XML-forbidden character is
 // refused with ReasonXMLForbidden, otherwise with its own pattern.
@@ -137,6 +144,11 @@ func Validate(in PublishInput) (PublishInput, error) {
 	case len(in.IdempotencyKey) > maxIdempotencyKeyBytes:
 		return bad("idempotencyKey", fmt.Sprintf("must be at most %d bytes", maxIdempotencyKeyBytes))
 	}
+	t, info, err := validateAudio(in) // audio.go
+	if err != nil {
+		return PublishInput{}, err
+	}
+	in.AudioType, in.audioInfo = t, info
 	in.AuthorLabel = strings.TrimSpace(in.AuthorLabel)
 	if !in.StaleAfter.IsZero() {
 		in.StaleAfter = in.StaleAfter.UTC().Truncate(time.Millisecond)

@@ -69,7 +69,7 @@ var routes = map[string]string{
 // Apps host the card arrives over MCP as ui://unsay/echo, not through this
 // handler, so the host's own sandbox applies there.)
 const contentSecurityPolicy = "default-src 'none'; script-src 'unsafe-inline'; " +
-	"style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; " +
+	"style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; media-src blob:; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
 
 // EchoHTML returns the bytes of echo.html: the same bytes GET /echo.html

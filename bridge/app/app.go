@@ -249,6 +249,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.publicURL == "" {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
+	if !strings.HasPrefix(a.publicURL, "https://") {
+		// Alexa's SSML <audio> fetches only https URLs (issue 18).
+		a.notes = append(a.notes, "recorded clips are described, not played, on Alexa (the public URL is not https)")
+	}
 
 	writeSecret := cfg.WriteSecret
 	if len(writeSecret) == 0 {
@@ -298,6 +302,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Shared by every instance on one database, so a list cursor
 		// issued by one is honoured by another (no sticky routing).
 		CursorSecret: auditKey,
+		// Clip URLs (/audio/{token}) are keyed from the signing key, which
+		// every instance shares; without one, a random key per process.
+		AudioURLKey: cfg.SigningKey,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa:         a.Skill,
 		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready

@@ -37,7 +37,7 @@ func parseRead(asked models.URI, res *mcp.ReadResourceResult, readAt time.Time) 
 	}
 	var c *mcp.ResourceContents
 	for _, rc := range res.Contents {
-		if rc != nil && rc.URI == asked.String() {
+		if rc != nil && rc.URI == asked.String() && rc.Blob == nil {
 			c = rc
 			break
 		}
@@ -51,6 +51,19 @@ func parseRead(asked models.URI, res *mcp.ReadResourceResult, readAt time.Time) 
 	}
 	if m.Stale {
 		v.StaleAfter = readAt.UTC()
+	}
+	// An audio fact's blob contents follow its text (models.DecodeReadAudio):
+	// the principal keeps what the clip is and its signed URL, not its bytes.
+	for _, rc := range res.Contents {
+		if rc != nil && rc != c && rc.URI == asked.String() && rc.Blob != nil {
+			a, err := models.DecodeReadAudio(asked, v, rc.MIMEType, rc.Blob, rc.Meta)
+			if err != nil {
+				return models.Version{}, m.Latest, fmt.Errorf("%w: %w", ErrBadResource, err)
+			}
+			a.Data = nil
+			v.Audio = &a
+			break
+		}
 	}
 	return v, m.Latest, nil
 }

@@ -262,7 +262,8 @@ func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version
 			hv, err := p.versionAt(ctx, up, u, h)
 			switch {
 			case err == nil:
-				same = strings.TrimSpace(hv.Value) == strings.TrimSpace(v.Value)
+				// A clip re-recorded under the same words is a change (P-17).
+				same = strings.TrimSpace(hv.Value) == strings.TrimSpace(v.Value) && models.SameSound(hv.Audio, v.Audio)
 			case isResourceError(err):
 				// The heard version cannot be read back: announce anyway.
 				p.log.Warn("speech: heard version unreadable", "uri", u.String(), "version", h, "err", err)

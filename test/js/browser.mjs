@@ -9,6 +9,7 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { check, step, done, env, leaked, signedWrite } from './lib.mjs';
 
 const base = env('UNSAY_E2E_URL');
@@ -114,6 +115,39 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
   await step(`echo.html#token at ${tag}: no assistant-only text in the DOM`, async () => {
     const html = await p.content();
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await step(`echo.html#token at ${tag}: the exercise count has a large play control`, async () => {
+    const b = p.locator('[data-testid="play-clip"]');
+    await b.first().waitFor({ state: 'visible', timeout: 15000 });
+    if (await b.count() !== 1) return `${await b.count()} play controls, want 1 (the speakable clip only)`;
+    const box = await b.boundingBox();
+    if (!box || box.height < 44 || box.width < 120) return `play control ${JSON.stringify(box)}: too small to press at arm's length`;
+    if (box.x + box.width > w + 1 || box.y + box.height > h + 1) return `play control off screen: ${JSON.stringify(box)}`;
+    const label = (await b.textContent()) || '';
+    if (!/play the exercise count/i.test(label)) return 'play control says ' + JSON.stringify(label);
+  });
+  await step(`echo.html#token at ${tag}: pressing it plays the committed clip (fetched over MCP) to its end`, async () => {
+    // Listen before pressing: the 9 s clip must reach "ended".
+    const ended = p.evaluate(() => new Promise((resolve, reject) => {
+      const a = document.querySelector('[data-testid="clip-audio"]');
+      if (!a) return reject(new Error('no <audio> element'));
+      a.addEventListener('ended', () => resolve({ duration: a.duration, src: a.currentSrc, type: a.getAttribute('data-uri') }), { once: true });
+      a.addEventListener('error', () => reject(new Error('media error ' + (a.error && a.error.code))), { once: true });
+      setTimeout(() => reject(new Error('not ended after 60 s (paused=' + a.paused + ', t=' + a.currentTime + ')')), 60000);
+    }));
+    await p.locator('[data-testid="play-clip"]').click();
+    await p.locator('[data-testid="play-clip"][aria-pressed="true"]').waitFor({ state: 'visible', timeout: 10000 });
+    const r = await ended.catch((e) => ({ error: String(e) }));
+    if (r.error) return r.error;
+    if (!(r.duration > 8 && r.duration < 10)) return `played a clip of ${r.duration} s, want the 9 s count`;
+    if (!String(r.src).startsWith('blob:')) return 'the clip was not played from the bytes read over MCP: ' + r.src;
+    if (r.type !== 'care://ray/exercise_clip') return 'played ' + r.type;
+    const label = (await p.locator('[data-testid="play-clip"]').textContent()) || '';
+    if (!/again/i.test(label)) return 'after the end the control says ' + JSON.stringify(label);
+  });
+  await step(`echo.html#token at ${tag}: no audio of an assistant-only clip on the page`, async () => {
+    const uris = await p.locator('[data-testid="clip-audio"]').evaluateAll((as) => as.map((a) => a.getAttribute('data-uri')));
+    if (uris.some((u) => !String(u).startsWith('care://'))) return 'audio elements for ' + uris.join(', ');
   });
   await p.screenshot({ path: join(artifacts, `echo-${tag}.png`) });
   {
@@ -318,6 +352,26 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     if ((await p.locator('[data-testid="live"]').textContent()) !== 'Live') return 'the page is not live';
   });
   await p.screenshot({ path: join(artifacts, 'clinician-timeline-after.png'), fullPage: true });
+  const seedClip = (name) => fileURLToPath(new URL(`../../store/seeddata/${name}`, import.meta.url));
+  await step('clinician: a WAV recording for the patient is refused next to the file field, saying Alexa needs an MP3', async () => {
+    await p.locator('[data-testid="domain"]').fill('exercise_clip');
+    await p.locator('[data-testid="value"]').fill('A slow count from one to ten (clinician page).');
+    await p.locator('[data-testid="audio"]').setInputFiles(seedClip('gait_note.wav'));
+    await p.locator('[data-testid="write-submit"]').click();
+    const e = p.locator('[data-testid="error-audio"]');
+    await p.waitForFunction(() => (document.querySelector('[data-testid="error-audio"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+    const t = (await e.textContent()) || '';
+    if (!/MP3 that Alexa plays/.test(t) || !/lame -b 48/.test(t)) return 'error-audio says: ' + t;
+  });
+  await step('clinician: the same form with the MP3 recording is saved (the twin)', async () => {
+    await p.locator('[data-testid="audio"]').setInputFiles(seedClip('exercise_clip.mp3'));
+    await p.locator('[data-testid="write-submit"]').click();
+    const r = p.locator('[data-testid="write-result"]');
+    await p.waitForFunction(() => /Saved as version/.test(document.querySelector('[data-testid="write-result"]').textContent || ''), null, { timeout: 10000 });
+    const t = (await r.textContent()) || '';
+    if (!/Saved as version 3/.test(t)) return 'write-result says: ' + t;
+    await p.locator('[data-testid="audio"]').setInputFiles([]);
+  });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
     const o = await overflow(p, false);
     if (o.length) return o.join('; ');
