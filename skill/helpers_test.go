@@ -146,6 +146,7 @@ type fakeCare struct {
 	calls    atomic.Int64 // Turn calls
 	failFact error
 	offered  map[int64]bool // Offered ids
+	offers   []models.Offer // every offer, in order
 	discard  bool           // MarkHeard records nothing (benchmarks)
 	delay    time.Duration  // MarkHeard waits this long first (widens races)
 }
@@ -154,6 +155,7 @@ type heardCall struct {
 	Patient string
 	URI     string
 	Version int
+	Told    bool // MarkTold: spoken as a plain fact
 }
 
 // Turn answers the facts and pending announcements as set, the way the
@@ -182,29 +184,42 @@ func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, err
 }
 
 // Offered records the announcements put in a response about to be written.
-func (f *fakeCare) Offered(_ context.Context, _ string, ids []int64) error {
+func (f *fakeCare) Offered(_ context.Context, _ string, offers []models.Offer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.offered == nil {
 		f.offered = map[int64]bool{}
 	}
-	for _, id := range ids {
-		f.offered[id] = true
+	for _, o := range offers {
+		f.offered[o.ID] = true
+		f.offers = append(f.offers, o)
 	}
 	return nil
 }
 
+// MarkHeard records a delivered announcement: pending announcements of
+// uri up to version are heard.
 func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int) error {
+	return f.mark(patient, uri, version, false)
+}
+
+// MarkTold records a fact told: it never clears a pending retraction,
+// only first hearings up to version (P-19).
+func (f *fakeCare) MarkTold(_ context.Context, patient string, uri models.URI, version int) error {
+	return f.mark(patient, uri, version, true)
+}
+
+func (f *fakeCare) mark(patient string, uri models.URI, version int, told bool) error {
 	if f.discard {
 		return nil
 	}
 	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.heard = append(f.heard, heardCall{patient, uri.String(), version})
+	f.heard = append(f.heard, heardCall{patient, uri.String(), version, told})
 	var keep []models.Announcement
 	for _, a := range f.pending[patient] {
-		if a.URI() == uri && a.Current.N <= version {
+		if a.URI() == uri && a.Current.N <= version && !(told && a.IsRetraction()) {
 			continue
 		}
 		keep = append(keep, a)

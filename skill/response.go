@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/unsay/unsay/models"
 )
 
 // ending says how a response that asks nothing ends.
@@ -95,7 +97,7 @@ func (s *Skill) build(t *turn, r reply) handled {
 	for _, sg := range spoken {
 		h.marks = append(h.marks, sg.Marks...)
 		if sg.Ann != 0 && len(sg.Marks) > 0 {
-			h.offered = append(h.offered, sg.Ann)
+			h.offered = append(h.offered, models.Offer{ID: sg.Ann, URI: sg.Fact, Version: sg.Version})
 		}
 	}
 	if t.apl && r.end != endLeave {

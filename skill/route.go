@@ -41,7 +41,7 @@ type turn struct {
 type handled struct {
 	out     ResponseEnvelope
 	marks   []mark
-	offered []int64
+	offered []models.Offer
 	patient string
 	release func()
 }
@@ -210,7 +210,7 @@ func (t *turn) load() error {
 			t.s.log.Error("alexa fact skipped: not a speakable fact of this patient", "patient", t.patient, "uri", v.URI().String())
 			continue
 		}
-		v = staleAt(v, t.now)
+		v = staleAt(v)
 		t.facts = append(t.facts, v)
 		t.current[v.FactURI()] = v
 	}
@@ -219,13 +219,11 @@ func (t *turn) load() error {
 
 // staleAt returns v with its staleness as served: a STALE header a care
 // source left in its value (defence in depth: the speech principal strips
-// it by the read contract) is removed, and makes it stale at now.
-func staleAt(v models.Version, now time.Time) models.Version {
+// it by the read contract) is removed, and makes it stale (ServedStale).
+func staleAt(v models.Version) models.Version {
 	if value, hdr := models.StripStaleHeader(v.Value); hdr {
 		v.Value = value
-		if v.StaleAfter.IsZero() || v.StaleAfter.After(now) {
-			v.StaleAfter = now
-		}
+		v.ServedStale = true
 	}
 	return v
 }
@@ -241,9 +239,9 @@ func (t *turn) announce() {
 			t.s.log.Error("alexa announcement for another patient skipped", "patient", t.patient, "id", a.ID)
 			continue
 		}
-		a.Current = staleAt(a.Current, t.now)
+		a.Current = staleAt(a.Current)
 		if a.Heard != nil {
-			h := staleAt(*a.Heard, t.now)
+			h := staleAt(*a.Heard)
 			a.Heard = &h
 		}
 		text, err := a.Render(t.now)
@@ -404,5 +402,5 @@ func factSegment(v models.Version, now time.Time) segment {
 	if err != nil {
 		return segment{}
 	}
-	return segment{Text: text, Marks: []mark{{URI: v.FactURI(), Version: v.N}}, Fact: v.FactURI(), Version: v.N, fact: &v}
+	return segment{Text: text, Marks: []mark{{URI: v.FactURI(), Version: v.N, Told: true}}, Fact: v.FactURI(), Version: v.N, fact: &v}
 }

@@ -23,10 +23,13 @@ const (
 	pause = `<break time="500ms"/>`
 )
 
-// mark is one fact version that counts as heard once its segment is spoken.
+// mark is one fact version that counts as heard once its segment is spoken:
+// as an announcement, or — Told — as a plain fact, which never settles a
+// pending retraction (P-19).
 type mark struct {
 	URI     models.URI // unversioned
 	Version int
+	Told    bool
 }
 
 // segment is one unit of speech: plain text (escaped when rendered) and the

@@ -67,7 +67,7 @@ func TestLedger_PostgresAnnouncementSemantics(t *testing.T) {
 	markHeard(t, l, 1)
 	observe(t, l, 2, false)
 	observe(t, l, 3, false) // stacked
-	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", 0, 1, false); err != nil {
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", heardState{}, 1, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingSpans(t, l, "ray"); len(got) != 2 || got[0] != (span{1, 3}) || got[1] != (span{0, 1}) {
