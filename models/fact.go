@@ -28,9 +28,9 @@ type Version struct {
 	// reader that got no review date, only the judgement. Staleness never
 	// ends, so IsStale holds at every time after (P-24).
 	ServedStale bool
-	Priority    float64   // 0…1, a hint for hosts (P-4: never a control)
-	PrevHash    string    // lowercase hex; "" for N == 1
-	Hash        string    // lowercase hex SHA-256
+	Priority    float64 // 0…1, a hint for hosts (P-4: never a control)
+	PrevHash    string  // lowercase hex; "" for N == 1
+	Hash        string  // lowercase hex SHA-256
 }
 
 // URI returns the versioned URI care://patient/domain/v{N}.

@@ -326,6 +326,7 @@ func forRuntime(ds []Directive, maxVersion string) []Directive {
 	}
 	return out
 }
+
 // markHeard records what a delivered response carried: per fact, the
 // latest announcement version it spoke (MarkHeard) and the latest version
 // it told as a plain fact (MarkTold, only when newer than the announcement).
