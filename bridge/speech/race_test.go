@@ -60,7 +60,7 @@ func TestRevert_DuringHisTurnTheNextTurnWithdrawsWhatTheTurnSaid(t *testing.T) {
 	said := heardThenOffered(t, p, f, stop)
 
 	n := f.publish(anti, "Take rivaroxaban 10 mg once a day.") // the revert, during the turn
-	waitPending(t, p, anti, n)                                  // today's code settled it: ErrNotAnnounced
+	waitPending(t, p, anti, n)                                 // today's code settled it: ErrNotAnnounced
 	if err := p.MarkHeard(context.Background(), "ray", mustURI(t, anti), said.Current.N); err != nil {
 		t.Fatal(err) // the turn's response was written in full
 	}
