@@ -98,10 +98,11 @@ const reconcileRounds = 3
 // before anything is said (P-19, P-24): each fact read at a version the
 // ledger has not decided on — newer than what he heard, beyond any pending
 // announcement, and not his untouched starting point — is reconciled now,
-// so it is announced in this turn. A pending announcement that reaches
-// further than the turn's read (the principal read a newer version
-// meanwhile) has its fact read again, so what is said is the newest
-// confirmed. It returns the facts and the pending rows to speak from, or an
+// so it is announced in this turn. A fact the ledger already knows a newer
+// version of than the turn's read (the principal read it meanwhile: a
+// pending announcement, or a heard or offered version beyond it) is read
+// again, so what is said is the newest confirmed — never words the ledger
+// has already settled past. It returns the facts and the pending rows to speak from, or an
 // error when they cannot be brought to agree.
 func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, error) {
 	for round := 0; ; round++ {
@@ -119,8 +120,8 @@ func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient stri
 			uri := v.FactURI().String()
 			f, to := lf[uri], pendingTo[uri]
 			switch {
-			case to > v.N:
-				ahead = append(ahead, i)
+			case to > v.N, f.Heard > v.N, f.Offered > v.N:
+				ahead = append(ahead, i) // written after this turn's read, and seen already
 			case v.N <= f.Heard, to == v.N, f.Heard == 0 && f.Offered == 0 && v.N <= f.Baseline:
 				// decided before: heard, pending, or his starting point
 			default:
