@@ -3,6 +3,7 @@ package skill
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/unsay/unsay/models"
@@ -87,5 +88,63 @@ func TestLongValue_EveryPartCarriesTheValuesWordsAndNoPartIsWasted(t *testing.T)
 func TestLongValue_AValueThatFitsIsOnePart(t *testing.T) {
 	if parts := sayAll(t, strings.Repeat("&", 1000), "Sarah Okafor, physio"); len(parts) != 1 {
 		t.Fatalf("%d parts", len(parts))
+	}
+}
+
+// longRetraction is a pending retraction of the exercise instruction: two
+// values of about 700 words each, more than one response holds.
+func longRetraction() models.Announcement {
+	long := strings.TrimSpace(strings.Repeat("Walk to the door and back with the frame, then rest for a minute. ", 65))
+	heard := ver("exercise", 1, strings.ReplaceAll(long, "a minute", "two minutes"), "Sarah Okafor, physio", 24*time.Hour)
+	cur := ver("exercise", 2, long, "Sarah Okafor, physio", time.Minute)
+	return models.Announcement{ID: 4, Patient: "ray", Heard: &heard, Current: cur}
+}
+
+// Finding 6: Stop and Cancel end the session even while a long retraction
+// is pending — it is not started (never cut for "more"), stays owed whole,
+// and he is told which instruction changed; his next turn says it.
+func TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed(t *testing.T) {
+	for _, intent := range []string{IntentStop, IntentCancel, IntentNavigateHome} {
+		t.Run(intent, func(t *testing.T) {
+			r := newRig(t, nil)
+			a := longRetraction()
+			r.care.setPending("ray", a)
+			r.care.facts["ray"][2] = a.Current
+			first, raw := r.turn(reqOpts{Session: "sS", APL: true})
+			if !strings.HasSuffix(plain(first), MoreCue) || endState(raw) != "false" {
+				t.Fatalf("launch: want the long retraction's first part: %.80q end %s", plain(first), endState(raw))
+			}
+			out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, Session: "sS", APL: true})
+			said := plain(out)
+			if endState(raw) != "true" || strings.Contains(said, MoreCue) || out.Response.Reprompt != nil {
+				t.Fatalf("%s: session not ended: %q end %s", intent, said, endState(raw))
+			}
+			if strings.Contains(said, "Walk to the door") || !strings.HasPrefix(said, "Your exercise instruction has changed since I last told you.") || !strings.HasSuffix(said, "Goodbye.") {
+				t.Errorf("%s said %q", intent, said)
+			}
+			if _, ok := heardSet(r.care.heardCalls())["care://ray/exercise"]; ok {
+				t.Fatalf("the retraction was marked heard though never spoken whole")
+			}
+			next, _ := r.turn(reqOpts{Session: "sS2"})
+			if !strings.HasPrefix(plain(next), "Stop — your exercise instruction has changed.") {
+				t.Errorf("next turn: %.120q, want the retraction from its start", plain(next))
+			}
+		})
+	}
+}
+
+// Twin: a short retraction pending is said whole before "Goodbye." — stop
+// first — the session ends, and it is heard.
+func TestLeaving_AShortRetractionIsSaidBeforeGoodbye(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.setPending("ray", retractionWB())
+	r.care.facts["ray"][0] = retractionWB().Current
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentStop})
+	said := plain(out)
+	if endState(raw) != "true" || !strings.HasPrefix(said, "Stop — your walking instruction has changed.") || !strings.HasSuffix(said, "Goodbye.") || strings.Contains(said, "since I last told you") {
+		t.Fatalf("stop with a short retraction: %q end %s", said, endState(raw))
+	}
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
+		t.Errorf("not marked heard: %v", r.care.heardCalls())
 	}
 }

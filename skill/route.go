@@ -184,13 +184,43 @@ func (t *turn) route() reply {
 	case IntentRepeat:
 		return t.repeat()
 	case IntentStop, IntentCancel, IntentNavigateHome:
-		return reply{segs: say(textGoodbye), end: endLeave, forget: true}
+		return t.leave()
 	case IntentHelp, IntentFallback:
 		return helpReply()
 	default:
 		t.s.log.Info("alexa intent not handled; answering as fallback", "intent", req.Intent.Name)
 		return helpReply()
 	}
+}
+
+// LeavingSpeechChars bounds what Stop, Cancel and Navigate Home say
+// before "Goodbye." (800 characters of SSML, under a minute): the session
+// must end when he asks (Alexa certification), so no answer is cut for
+// "more" then.
+const LeavingSpeechChars = 800
+
+// leave ends the session when he asks to stop. Announcements that fit
+// whole within LeavingSpeechChars are still said first — stop first, a
+// short retraction is worth the seconds (P-19) — and marked heard; one
+// that does not fit is not started: it stays owed, whole, for his next
+// turn, and he is told which instruction changed (never its new words,
+// which are not said then). Nothing is cut for "more".
+func (t *turn) leave() reply {
+	var keep []segment
+	var owed []models.Announcement
+	used := 0
+	for _, a := range t.anns {
+		if c := cost(a); used+c <= LeavingSpeechChars {
+			keep = append(keep, a)
+			used += c
+			continue
+		}
+		if a.ann != nil {
+			owed = append(owed, *a.ann)
+		}
+	}
+	t.anns = keep
+	return reply{segs: say(owedOnLeaving(owed), textGoodbye), end: endLeave, forget: true}
 }
 
 func helpReply() reply {
