@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -320,7 +321,13 @@ type reqOpts struct {
 	Timestamp  time.Time
 	Arguments  []any
 	Extra      string // a free text put in requestId, to carry non-ASCII bytes
+	// RequestID is request.requestId; "" is a new one for every envelope
+	// (Alexa's ids are unique; the verifier refuses one it has seen).
+	RequestID string
 }
+
+// requestSeq numbers the envelopes' request ids.
+var requestSeq atomic.Int64
 
 func envelope(o reqOpts) []byte {
 	if o.Type == "" {
@@ -343,7 +350,10 @@ func envelope(o reqOpts) []byte {
 		}
 		ifaces[APLInterface] = map[string]any{"runtime": map[string]any{"maxVersion": v}}
 	}
-	req := map[string]any{"type": o.Type, "requestId": "amzn1.echo-api.request.1" + o.Extra, "locale": "en-GB",
+	if o.RequestID == "" {
+		o.RequestID = fmt.Sprintf("amzn1.echo-api.request.%d", requestSeq.Add(1))
+	}
+	req := map[string]any{"type": o.Type, "requestId": o.RequestID + o.Extra, "locale": "en-GB",
 		"timestamp": o.Timestamp.UTC().Format(time.RFC3339)}
 	if o.Type == TypeIntent {
 		req["intent"] = map[string]any{"name": o.Intent, "confirmationStatus": "NONE", "slots": o.Slots}
