@@ -59,11 +59,11 @@ func (f *scriptedFetcher) fetches(u string) int {
 
 // limitsRig is a Verifier over the test PKI with a settable clock.
 type limitsRig struct {
-	v     *Verifier
-	f     *scriptedFetcher
-	mu    sync.Mutex
-	now   time.Time
-	pki   testPKI
+	v   *Verifier
+	f   *scriptedFetcher
+	mu  sync.Mutex
+	now time.Time
+	pki testPKI
 }
 
 func newLimitsRig(t *testing.T) *limitsRig {
