@@ -12,8 +12,7 @@ import (
 
 // Facts returns the patient's current speakable facts (care:// only),
 // sorted by URI, as last read. Values carry no STALE header; a fact served
-// stale has a StaleAfter at or before the time it was read, so
-// Version.IsStale(now) is true. It answers from memory once the patient's
+// stale has ServedStale set, so Version.IsStale is true at any time. It answers from memory once the patient's
 // facts have been listed; before that (or for a patient the principal does
 // not follow) it lists and reads over the current session, returning
 // ErrNotConnected when there is none. An invalid patient id is
