@@ -339,3 +339,47 @@ func TestLedger_PostgresPlaceholders(t *testing.T) {
 		}
 	}
 }
+
+// An offer recorded by announcement id before migration 004 is still an
+// offer after it: the announcement is said again, saying so, and a revert
+// withdraws what it offered (P-24).
+func TestLedger_MigrationKeepsOffersRecordedByAnnouncementID(t *testing.T) {
+	path := tempDBPath(t)
+	db := openDB(t, path)
+	ctx := context.Background()
+	for _, name := range []string{"001_speech.sql", "002_baseline.sql", "003_offered.sql"} {
+		b, err := migrations.ReadFile("migrations/sqlite/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range splitSQL(string(b)) {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, stmt := range []string{
+		"INSERT INTO speech_heard (patient, uri, version) VALUES ('ray', '" + wb + "', 1)",
+		"INSERT INTO speech_announcements (id, patient, uri, from_version, to_version, state) VALUES (1, 'ray', '" + wb + "', 1, 2, 'pending')",
+		"INSERT INTO speech_announcements (id, patient, uri, from_version, to_version, state) VALUES (2, 'ray', 'care://ray/exercise', 0, 1, 'pending')",
+		"INSERT INTO speech_offered (announcement_id) VALUES (1)",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	l := newTestLedger(t, path) // migrates to 004
+	rows, err := l.Pending(ctx, "ray")
+	if err != nil || len(rows) != 2 || !rows[0].Offered || rows[1].Offered {
+		t.Fatalf("after the migration pending = %+v, %v; want the walking one offered, the other not", rows, err)
+	}
+	if hs, err := l.HeardState(ctx, "ray", wb); err != nil || hs != (heardState{Heard: 1, Offered: 2}) {
+		t.Fatalf("heard state = %+v, %v", hs, err)
+	}
+	// Idempotent: migrating again changes nothing.
+	l2 := newTestLedger(t, path)
+	if rows, _ := l2.Pending(ctx, "ray"); len(rows) != 2 || !rows[0].Offered {
+		t.Fatalf("after a second migration pending = %+v", rows)
+	}
+}
