@@ -114,6 +114,9 @@ func TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed(t *testing
 			if !strings.HasSuffix(plain(first), MoreCue) || endState(raw) != "false" {
 				t.Fatalf("launch: want the long retraction's first part: %.80q end %s", plain(first), endState(raw))
 			}
+			if o := r.care.offers; len(o) != 1 || o[0].ID != a.ID || o[0].Version != 2 {
+				t.Fatalf("offers after its first part = %+v: a part heard is an offer (a revert withdraws it)", o)
+			}
 			out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, Session: "sS", APL: true})
 			said := plain(out)
 			if endState(raw) != "true" || strings.Contains(said, MoreCue) || out.Response.Reprompt != nil {
@@ -125,9 +128,11 @@ func TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed(t *testing
 			if _, ok := heardSet(r.care.heardCalls())["care://ray/exercise"]; ok {
 				t.Fatalf("the retraction was marked heard though never spoken whole")
 			}
+			// He heard its first part: the next turn says it from its start,
+			// saying so.
 			next, _ := r.turn(reqOpts{Session: "sS2"})
-			if !strings.HasPrefix(plain(next), "Stop — your exercise instruction has changed.") {
-				t.Errorf("next turn: %.120q, want the retraction from its start", plain(next))
+			if !strings.HasPrefix(plain(next), "Stop — "+models.RedeliveryPhrase+": your exercise instruction has changed.") {
+				t.Errorf("next turn: %.120q, want the retraction from its start, said again", plain(next))
 			}
 		})
 	}
