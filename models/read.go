@@ -234,7 +234,9 @@ func StripStaleHeader(text string) (string, bool) {
 
 // DecodeRead turns the contents of a resources/read of the care URI u
 // (versioned or not) into the Version it serves: record fields from meta,
-// the value without its header, patient and domain from u. It refuses,
+// the value without its header, patient and domain from u, and the
+// server's judgement of its review date (unsay/stale) as ServedStale, so
+// it is stale at every time after the read (P-7, P-24). It refuses,
 // wrapping ErrReadFormat, what ParseReadMeta refuses, a version other than
 // the one u names, and a record whose audience is not u's scheme's (P-1).
 func DecodeRead(u URI, text string, meta map[string]any) (Version, ReadMeta, error) {
@@ -259,6 +261,7 @@ func DecodeRead(u URI, text string, meta map[string]any) (Version, ReadMeta, err
 		WrittenAt:   m.LastModified,
 		PrevHash:    m.PrevHash,
 		Hash:        m.VersionHash,
+		ServedStale: m.Stale,
 	}
 	return v, m, nil
 }

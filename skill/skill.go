@@ -341,20 +341,36 @@ func hearingOf(env *RequestEnvelope, at time.Time) models.Hearing {
 	return h
 }
 
+// markHeard records what a delivered response carried, how: per fact, the
+// latest announcement version it spoke (MarkHeard) and the latest version
+// it told as a plain fact (MarkTold, only when newer than the announcement).
 func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark, how models.Hearing) {
-	latest := map[models.URI]int{}
+	type heard struct{ ann, told int }
+	latest := map[models.URI]heard{}
 	var order []models.URI
 	for _, m := range marks {
-		if _, ok := latest[m.URI]; !ok {
+		h, ok := latest[m.URI]
+		if !ok {
 			order = append(order, m.URI)
 		}
-		if m.Version > latest[m.URI] {
-			latest[m.URI] = m.Version
+		if m.Told {
+			h.told = max(h.told, m.Version)
+		} else {
+			h.ann = max(h.ann, m.Version)
 		}
+		latest[m.URI] = h
 	}
 	for _, u := range order {
-		if err := s.care.MarkHeard(ctx, patient, u, latest[u], how); err != nil {
-			s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", latest[u], "err", err)
+		h := latest[u]
+		if h.ann > 0 {
+			if err := s.care.MarkHeard(ctx, patient, u, h.ann, how); err != nil {
+				s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", h.ann, "err", err)
+			}
+		}
+		if h.told > h.ann {
+			if err := s.care.MarkTold(ctx, patient, u, h.told, how); err != nil {
+				s.log.Error("mark told", "patient", patient, "uri", u.String(), "version", h.told, "err", err)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -23,10 +24,13 @@ const (
 	pause = `<break time="500ms"/>`
 )
 
-// mark is one fact version that counts as heard once its segment is spoken.
+// mark is one fact version that counts as heard once its segment is spoken:
+// as an announcement, or — Told — as a plain fact, which never settles a
+// pending retraction (P-19).
 type mark struct {
 	URI     models.URI // unversioned
 	Version int
+	Told    bool
 }
 
 // segment is one unit of speech: plain text (escaped when rendered) and the
@@ -270,46 +274,63 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 }
 
 // cutText splits text so that the escaped head has at most max runes, at
-// the last sentence boundary that fits, else the last space, else a rune.
+// the last sentence boundary that fits, else the last space, else a rune —
+// and so that each side carries words of the value (P-24): when text
+// quotes a value (“…”), the head takes at least the opening quote and one
+// character of it, so the frame ("Your walking instruction from …, just
+// now:") is never said without its words; and the tail is never only
+// quotation marks and punctuation.
 func cutText(text string, max int) (head, tail string) {
 	if max <= 0 {
 		return "", text
 	}
-	bestSentence, bestSpace, n := -1, -1, 0
 	rs := []rune(text)
-	for i, r := range rs {
-		n += runes(EscapeSSML(string(r)))
-		if n > max {
+	fit, n := 0, 0 // fit: how many runes of text fit escaped in max
+	for fit < len(rs) {
+		c := runes(EscapeSSML(string(rs[fit])))
+		if n+c > max {
 			break
 		}
-		if unicode.IsSpace(r) {
-			bestSpace = i
-			if i > 0 && endsSentence(rs[:i]) {
-				bestSentence = i
-			}
-		}
-		if i == len(rs)-1 {
-			return text, ""
+		n += c
+		fit++
+	}
+	if fit == len(rs) {
+		return text, ""
+	}
+	lo, hi := 1, fit // the cut: head is rs[:cut]
+	if open := slices.Index(rs, '“'); open >= 0 && open+2 <= fit {
+		lo = open + 2
+	}
+	for last := len(rs) - 1; last >= 0; last-- {
+		if !wordless(rs[last]) {
+			hi = min(hi, last) // the tail keeps rs[last]
+			break
 		}
 	}
-	cut := bestSentence
+	if lo > hi { // a frame longer than a part (never within the write limits)
+		lo = 1
+	}
+	cut := -1
+	for i := hi; i >= lo && cut < 0; i-- { // the last sentence boundary
+		if unicode.IsSpace(rs[i]) && endsSentence(rs[:i]) {
+			cut = i
+		}
+	}
+	for i := hi; i >= lo && cut < 0; i-- { // else the last space
+		if unicode.IsSpace(rs[i]) {
+			cut = i
+		}
+	}
 	if cut < 0 {
-		cut = bestSpace
-	}
-	if cut <= 0 {
-		// One unbroken word longer than the budget: cut at a rune.
-		k, m := 0, 0
-		for k < len(rs) {
-			c := runes(EscapeSSML(string(rs[k])))
-			if m+c > max {
-				break
-			}
-			m += c
-			k++
-		}
-		return string(rs[:k]), strings.TrimSpace(string(rs[k:]))
+		cut = hi // one unbroken run: cut at a rune
 	}
 	return strings.TrimSpace(string(rs[:cut])), strings.TrimSpace(string(rs[cut:]))
+}
+
+// wordless reports whether r carries no word: a space, a quotation mark or
+// sentence punctuation.
+func wordless(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune(`“”‘’"'.,;:!?—–-()[]`, r)
 }
 
 // endsSentence reports whether rs ends a sentence: . ! or ? optionally

@@ -21,6 +21,7 @@ const (
 	textNothingMore  = "There's nothing more to add."
 	textNoRepeat     = "I haven't told you anything yet."
 	textGoodbye      = "Goodbye."
+	textAskNextTime  = "Ask me what changed next time."
 	textSorry        = "Sorry, I can't reach your care notes right now. Please try again in a minute."
 	textEmptyNotes   = "There is nothing in your care notes yet."
 	textUnlinked     = "This device isn't linked to a care plan yet. Ask your carer for a six-digit code, then say: my code is, and the number."
@@ -71,6 +72,33 @@ func changedSince(withdrawn []models.URI) string {
 	}
 	list := strings.Join(topics[:len(topics)-1], ", ") + " and " + topics[len(topics)-1]
 	return "Your " + list + " instructions have changed since I last told you."
+}
+
+// owedOnLeaving says, as he leaves, what is still owed to him and was not
+// said: "Your walking instruction has changed since I last told you. There
+// is a new wound care instruction in your care notes. Ask me what changed
+// next time." — "" when nothing is owed.
+func owedOnLeaving(owed []models.Announcement) string {
+	var withdrawn []models.URI
+	var fresh []string
+	for _, a := range owed {
+		if a.IsRetraction() {
+			withdrawn = append(withdrawn, a.URI())
+		} else if t := models.Topic(a.Current.Domain); !containsString(fresh, t) {
+			fresh = append(fresh, t)
+		}
+	}
+	var parts []string
+	if s := changedSince(withdrawn); s != "" {
+		parts = append(parts, s)
+	}
+	for _, t := range fresh {
+		parts = append(parts, "There is a new "+t+" instruction in your care notes.")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(append(parts, textAskNextTime), " ")
 }
 
 func containsString(list []string, s string) bool {

@@ -11,14 +11,18 @@ import (
 // Turn returns what the skill may say to patient now (P-24): his speakable
 // facts and the announcements he is owed, every version confirmed current
 // with the MCP server at speak time, in one round trip within
-// ConfirmTimeout — each fact is read afresh (concurrently), and with it
-// each version he heard that is not in memory. A fact read at a newer
-// version than the principal knew (its notification is late, or its event
-// stream stalled) is reconciled with the heard ledger first, so the turn
-// speaks its retraction rather than a superseded sentence. Staleness is
-// the server's at that read (P-7), so every form is judged at speak time.
+// ConfirmTimeout — each fact is read afresh (concurrently), with it each
+// version he heard that is not in memory, and the list of his facts, so a
+// fact created just before the turn is heard in it as news. Every fact
+// read is then reconciled with the heard ledger before anything is said:
+// one newer than what he heard is a retraction in this very turn (or a
+// first hearing), never spoken as a plain answer — whether its
+// notification is late, its event stream stalled, or the principal read it
+// a moment ago and has not yet queued it. Staleness is the server's at
+// that read (P-7), so every form is judged at speak time.
 //
-// When it cannot confirm — no session, a timeout, a transport error — it
+// When it cannot confirm — no session, a timeout, a transport error, a
+// pending announcement whose version the server will not confirm — it
 // returns an error wrapping ErrUnconfirmed and a Snapshot holding only
 // Withdrawn (from the durable ledger): nothing may be said as current. The
 // session is then re-established, and State is not ready until it is.
@@ -38,17 +42,12 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	var known []models.Version
 	var synced bool
 	heard := map[string]bool{} // versioned URIs he heard that are in memory
-	knownN := map[string]int{} // fact URI → latest version reconciled with the ledger
 	p.do(func(st *state) {
 		if st.connected {
 			up = st.up
 		}
 		synced = st.synced[patient] && st.patients[patient]
 		known = st.factsOf(patient)
-		for _, v := range known {
-			k := v.FactURI().String()
-			knownN[k] = st.reconciled[k]
-		}
 		for _, r := range rows {
 			if r.From > 0 {
 				u, err := models.ParseURI(r.URI)
@@ -70,27 +69,13 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	}
 	p.do(func(st *state) { st.confirmFailing = false })
 
-	// A fact now newer than the ledger knew is reconciled before anything
-	// is said, so a late notification cannot make this turn stale — nor a
-	// version the worker has read but not yet reconciled (P-19).
+	facts, rows, err = p.reconcileTurn(ctx, up, patient, facts, rows)
+	if err != nil {
+		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
 	byURI := map[string]models.Version{}
 	for _, v := range facts {
 		byURI[v.FactURI().String()] = v
-	}
-	moved := false
-	for _, v := range facts {
-		if n, ok := knownN[v.FactURI().String()]; ok && v.N <= n {
-			continue // reconciled before
-		}
-		if err := p.reconcile(ctx, up, v); err != nil {
-			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
-		}
-		moved = true
-	}
-	if moved {
-		if rows, err = p.ledger.Pending(ctx, patient); err != nil {
-			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
-		}
 	}
 	anns, err := p.announcements(ctx, up, patient, rows, func(u models.URI, n int) (models.Version, error) {
 		v, ok := byURI[u.String()]
@@ -105,18 +90,86 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	return models.Snapshot{Facts: facts, Pending: anns}, nil
 }
 
+// reconcileRounds bounds how often a turn re-reads a fact the ledger knows
+// a newer version of than the turn's own read (written meanwhile).
+const reconcileRounds = 3
+
+// reconcileTurn brings the ledger up to the facts this turn confirmed,
+// before anything is said (P-19, P-24): each fact read at a version the
+// ledger has not decided on — newer than what he heard, beyond any pending
+// announcement, and not his untouched starting point — is reconciled now,
+// so it is announced in this turn. A fact the ledger already knows a newer
+// version of than the turn's read (the principal read it meanwhile: a
+// pending announcement, or a heard or offered version beyond it) is read
+// again, so what is said is the newest confirmed — never words the ledger
+// has already settled past. It returns the facts and the pending rows to speak from, or an
+// error when they cannot be brought to agree.
+func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, error) {
+	for round := 0; ; round++ {
+		lf, err := p.ledger.Facts(ctx, patient)
+		if err != nil {
+			return facts, rows, err
+		}
+		pendingTo := map[string]int{}
+		for _, r := range rows {
+			pendingTo[r.URI] = r.To
+		}
+		moved := false
+		var ahead []int // indexes of facts the ledger knows a newer version of
+		for i, v := range facts {
+			uri := v.FactURI().String()
+			f, to := lf[uri], pendingTo[uri]
+			switch {
+			case to > v.N, f.Heard > v.N, f.Offered > v.N:
+				ahead = append(ahead, i) // written after this turn's read, and seen already
+			case v.N <= f.Heard, to == v.N, f.Heard == 0 && f.Offered == 0 && v.N <= f.Baseline:
+				// decided before: heard, pending, or his starting point
+			default:
+				if err := p.reconcile(ctx, up, v); err != nil {
+					return facts, rows, err
+				}
+				moved = true
+			}
+		}
+		if moved {
+			if rows, err = p.ledger.Pending(ctx, patient); err != nil {
+				return facts, rows, err
+			}
+		}
+		if len(ahead) == 0 && !moved {
+			return facts, rows, nil
+		}
+		if round+1 >= reconcileRounds {
+			if len(ahead) == 0 {
+				return facts, rows, nil
+			}
+			return facts, rows, fmt.Errorf("%w: %s is being revised", errNotCurrent, facts[ahead[0]].FactURI())
+		}
+		for _, i := range ahead {
+			v, err := p.readAt(ctx, up, facts[i].FactURI(), true)
+			if err != nil {
+				return facts, rows, err
+			}
+			facts[i] = v
+		}
+	}
+}
+
 // confirm reads, concurrently, the current version of each of patient's
-// facts (listing them first when they are not yet known) and each version
-// he heard of a pending announcement that is not in memory. A fact the
-// server no longer serves to this principal is left out; any other failure
-// is returned.
+// facts, each version he heard of a pending announcement that is not in
+// memory, and the list of resources (listing and reading everything
+// afresh when his facts are not yet known); a fact the list names that is
+// not yet known is read too. A fact the server no longer serves to this
+// principal is left out; any other failure is returned.
 func (p *Principal) confirm(ctx context.Context, up upstream, patient string, synced bool, known []models.Version, rows []row, inMemory map[string]bool) ([]models.Version, error) {
 	if !synced {
 		return p.listFacts(ctx, up, patient, p.cfg.ConfirmTimeout)
 	}
 	var targets []models.URI
+	isKnown := map[string]bool{}
 	for _, v := range known {
 		targets = append(targets, v.FactURI())
+		isKnown[v.FactURI().String()] = true
 	}
 	for _, r := range rows {
 		if r.From == 0 {
@@ -126,6 +179,49 @@ func (p *Principal) confirm(ctx context.Context, up upstream, patient string, sy
 			targets = append(targets, u.WithVersion(r.From))
 		}
 	}
+	type listed struct {
+		uris []string
+		err  error
+	}
+	lists := make(chan listed, 1)
+	go func() {
+		uris, err := up.List(ctx)
+		lists <- listed{uris, err}
+	}()
+	facts, err := p.readAll(ctx, up, targets)
+	l := <-lists
+	if err != nil {
+		return nil, err
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	var fresh []models.URI
+	for _, s := range l.uris {
+		u, err := models.ParseURI(s)
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || isKnown[s] {
+			continue
+		}
+		fresh = append(fresh, u)
+	}
+	if len(fresh) > 0 {
+		more, err := p.readAll(ctx, up, fresh)
+		if err != nil {
+			return nil, err
+		}
+		facts = append(facts, more...)
+		// The worker watches them too (list_changed may be on its way).
+		p.do(func(st *state) { st.work.relist = true })
+	}
+	sortByURI(facts)
+	return facts, nil
+}
+
+// readAll reads targets concurrently and returns the unversioned ones (the
+// facts' current versions; versioned reads only fill the cache). A target
+// the server no longer serves to this principal is left out; any other
+// failure is returned.
+func (p *Principal) readAll(ctx context.Context, up upstream, targets []models.URI) ([]models.Version, error) {
 	type result struct {
 		v   models.Version
 		err error
@@ -154,7 +250,6 @@ func (p *Principal) confirm(ctx context.Context, up upstream, patient string, sy
 			return nil, r.err
 		}
 	}
-	sortByURI(facts)
 	return facts, nil
 }
 
@@ -185,16 +280,22 @@ func withdrawn(rows []row) models.Snapshot {
 	return out
 }
 
-// Offered records, durably, that the pending announcements ids of patient
-// are in a response about to be written to Alexa. Until MarkHeard settles
-// them (after the write succeeded) they stay owed, and a later turn speaks
-// them again saying so ("as I may not have told you properly", P-24).
-func (p *Principal) Offered(ctx context.Context, patient string, ids []int64) error {
+// Offered records, durably, that the announcements offers of patient are
+// in a response about to be written to Alexa. Until MarkHeard confirms the
+// delivery he may have heard each offer's version: a later revision
+// withdraws it (as well as what he heard for certain), and a later turn
+// speaks it again saying so ("as I may not have told you properly", P-24).
+// A malformed patient or offer is ErrInvalidArgument.
+func (p *Principal) Offered(ctx context.Context, patient string, offers []models.Offer) error {
 	if !models.ValidID(patient) {
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
-	if err := p.ledger.Offered(ctx, ids); err != nil {
-		return err
+	rows := make([]offer, 0, len(offers))
+	for _, o := range offers {
+		if err := checkFact(patient, o.URI, o.Version); err != nil {
+			return err
+		}
+		rows = append(rows, offer{ID: o.ID, URI: o.URI.String(), Version: o.Version})
 	}
-	return nil
+	return p.ledger.Offered(ctx, patient, rows)
 }

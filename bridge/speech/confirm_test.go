@@ -216,7 +216,7 @@ func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 	if len(s.Pending) != 1 || s.Pending[0].Again {
 		t.Fatalf("first offer = %+v", s.Pending)
 	}
-	if err := p.Offered(context.Background(), "ray", []int64{s.Pending[0].ID}); err != nil {
+	if err := p.Offered(context.Background(), "ray", []models.Offer{offerOf(s.Pending[0])}); err != nil {
 		t.Fatal(err)
 	}
 	// The process dies before the ledger's commit: a new life owes it, again.
@@ -297,4 +297,10 @@ func TestTurn_AVersionReadButNotYetReconciledStillCarriesItsRetraction(t *testin
 	if s := turnOf(t, p, "ray"); len(s.Pending) != 1 || s.Pending[0].Current.N != 2 {
 		t.Fatalf("second turn pending = %+v", s.Pending)
 	}
+}
+
+// offerOf is the offer of announcement a, as the skill records it before
+// writing the response that carries it.
+func offerOf(a models.Announcement) models.Offer {
+	return models.Offer{ID: a.ID, URI: a.URI(), Version: a.Current.N}
 }

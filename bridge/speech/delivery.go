@@ -61,8 +61,8 @@ func (l *ledger) Delivery(ctx context.Context, patient, uri string) (models.Deli
 		return models.DeliveryRecord{}, err
 	}
 	var p models.PendingDelivery
-	err = l.db.QueryRowContext(ctx, l.q(`SELECT a.from_version, a.to_version, o.announcement_id IS NOT NULL
-FROM speech_announcements a LEFT JOIN speech_offered o ON o.announcement_id = a.id
+	err = l.db.QueryRowContext(ctx, l.q(`SELECT a.from_version, a.to_version, o.version IS NOT NULL
+FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri AND o.version > a.from_version
 WHERE a.patient = ? AND a.uri = ? AND a.state = 'pending'`), patient, uri).Scan(&p.From, &p.To, &p.Offered)
 	switch {
 	case err == nil:

@@ -61,7 +61,7 @@ func TestLedger_DeliveryLogRecordsWhenAndHowEachVersionReachedRay(t *testing.T) 
 		t.Fatalf("pending rows %v, %v", rows, err)
 	}
 	clock = at(16)
-	if err := l.Offered(ctx, []int64{rows[0].ID}); err != nil {
+	if err := l.Offered(ctx, "ray", []offer{{ID: rows[0].ID, URI: rows[0].URI, Version: rows[0].To}}); err != nil {
 		t.Fatal(err)
 	}
 	if tl = models.Timeline(2, delivery(t, l)); !tl[1].Offered || !tl[1].OfferedAt.Equal(at(16)) {
@@ -105,7 +105,7 @@ func TestLedger_DeliveryLogMarksUnchangedWordsAndKeepsFactsApart(t *testing.T) {
 	}
 	// Twin: changed words are pending, and another fact's log is its own.
 	other := "care://ray/exercise"
-	if _, err := l.Observe(ctx, "ray", other, 0, 1, false); err != nil {
+	if _, err := l.Observe(ctx, "ray", other, heardState{}, 1, false, false); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := l.Delivery(ctx, "ray", other)
@@ -130,7 +130,7 @@ func TestLedger_DeliveryChangesFollowTheLogFromACursor(t *testing.T) {
 	markHeard(t, l, 1)
 	from, _ := l.DeliveryCursor(ctx)
 	observe(t, l, 2, false)
-	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", 0, 1, false); err != nil {
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", heardState{}, 1, false, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := l.DeliveryChanges(ctx, from, 10)
@@ -233,7 +233,7 @@ func BenchmarkDeliveryTurn(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		v := i + 2
-		if _, err := l.Observe(ctx, "ray", wb, v-1, v, false); err != nil {
+		if _, err := l.Observe(ctx, "ray", wb, heardState{Heard: v - 1}, v, false, false); err != nil {
 			b.Fatal(err)
 		}
 		if err := l.MarkHeard(ctx, "ray", wb, v, how); err != nil {

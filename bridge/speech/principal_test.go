@@ -257,7 +257,7 @@ func TestPending_DropsAnAnnouncementWhoseWordsDidNotChange(t *testing.T) {
 	// A queue entry made before its words were compared (an older build, or
 	// a race): the render-time check still drops it.
 	f.publishSilently(wb, "Partial weight-bearing with crutches.")
-	if _, err := p.ledger.Observe(context.Background(), "ray", wb, 1, 2, false); err != nil {
+	if _, err := p.ledger.Observe(context.Background(), "ray", wb, heardState{Heard: 1}, 2, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingOf(t, p, "ray"); len(got) != 0 {
@@ -593,8 +593,9 @@ func TestFacts_ReadsOverMCPForAPatientNotFollowed(t *testing.T) {
 // not import skill: the principal must satisfy it exactly.
 type careSource interface {
 	Turn(ctx context.Context, patient string) (models.Snapshot, error)
-	Offered(ctx context.Context, patient string, ids []int64) error
+	Offered(ctx context.Context, patient string, offers []models.Offer) error
 	MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
+	MarkTold(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
 }
 
 var _ careSource = (*Principal)(nil)

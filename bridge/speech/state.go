@@ -28,15 +28,10 @@ type state struct {
 	upFor     []string // patients the current connection's token is bound to (TokenSource only)
 	connected bool     // up is set and its first sync completed
 
-	current map[string]models.Version // fact URI → latest version read
-	// reconciled: fact URI → the latest version reconcile has applied to
-	// the heard ledger. A version read (current) is not yet reconciled
-	// until the worker's Observe commits; Turn reconciles anything newer
-	// itself, so a read racing a turn cannot skip its retraction (P-19).
-	reconciled map[string]int
-	versions   map[string]models.Version // versioned URI → that version (immutable), for what Ray heard
-	seen       map[string]int            // fact URI → highest version any read named
-	commits    map[string][]commit       // fact URI → changes the store committed, not yet seen
+	current  map[string]models.Version // fact URI → latest version read
+	versions map[string]models.Version // versioned URI → that version (immutable), for what Ray heard
+	seen     map[string]int            // fact URI → highest version any read named
+	commits  map[string][]commit       // fact URI → changes the store committed, not yet seen
 
 	lastEventAt    time.Time
 	backlog        int
@@ -82,17 +77,16 @@ const maxCommitsPerFact = 64
 
 func newState(cfg Config) *state {
 	st := &state{
-		patients:   map[string]bool{},
-		passive:    map[string]bool{},
-		synced:     map[string]bool{},
-		current:    map[string]models.Version{},
-		reconciled: map[string]int{},
-		versions:   map[string]models.Version{},
-		seen:       map[string]int{},
-		commits:    map[string][]commit{},
-		changed:    make(chan struct{}),
-		notified:   map[string]int{},
-		work:       work{uris: map[string]bool{}},
+		patients: map[string]bool{},
+		passive:  map[string]bool{},
+		synced:   map[string]bool{},
+		current:  map[string]models.Version{},
+		versions: map[string]models.Version{},
+		seen:     map[string]int{},
+		commits:  map[string][]commit{},
+		changed:  make(chan struct{}),
+		notified: map[string]int{},
+		work:     work{uris: map[string]bool{}},
 	}
 	for _, id := range cfg.Patients {
 		st.patients[id] = true
