@@ -36,10 +36,14 @@ var consentCSP = func() string {
 
 // consentPage is what consent.html renders.
 type consentPage struct {
-	Title      string
+	Title string // the <title>: plain text, a client name in it isolated by U+2068…U+2069
+	// Lead and Tail are the heading's words before and after the client's
+	// name, which the page isolates in <bdi>; without a client the heading
+	// is Title.
+	Lead, Tail string
 	Step       string // "code", "confirm" or "message"
 	ID, CSRF   string
-	Client     string
+	Client     string // displayClientName of the client's name
 	Host       string // where the person is sent back to
 	Unverified bool   // a self-registered client or a metadata document: nobody checked who made it
 	Patient    string
@@ -120,14 +124,24 @@ func (s *Server) consentRequest(w http.ResponseWriter, r *http.Request, id strin
 }
 
 func (s *Server) pageFor(a *authRequest, c *client, message string) consentPage {
-	p := consentPage{ID: a.row.ID, CSRF: a.row.CSRF, Client: c.c.Name, Host: hostOf(a.d.RedirectURI),
+	client := displayClientName(c.c.Name)
+	if client == "" {
+		client = "an app"
+	}
+	p := consentPage{ID: a.row.ID, CSRF: a.row.CSRF, Client: client, Host: hostOf(a.d.RedirectURI),
 		Unverified: c.c.Kind != store.ClientRegistered, Message: message, Alert: message != ""}
+	heading := func(lead, tail string) {
+		p.Lead, p.Tail = lead, tail
+		p.Title = lead + "\u2068" + client + "\u2069" + tail
+	}
 	if a.row.Patient == "" {
-		p.Title, p.Step = "Link "+c.c.Name+" to a care plan", "code"
+		heading("Link ", " to a care plan")
+		p.Step = "code"
 		return p
 	}
 	name := s.cfg.PatientName(a.row.Patient)
-	p.Title, p.Step, p.Patient = "Allow "+c.c.Name+" to read "+name+"'s care notes?", "confirm", name
+	heading("Allow ", " to read "+name+"'s care notes?")
+	p.Step, p.Patient = "confirm", name
 	for _, sc := range a.d.Scopes {
 		if words := scopeWords(sc, name, c.c.ApprovedBy); words != "" {
 			p.Grants = append(p.Grants, words)
