@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -86,6 +88,19 @@ func (s *Server) writePage(w http.ResponseWriter, status int, p consentPage) {
 
 func (s *Server) messagePage(w http.ResponseWriter, status int, title, msg string) {
 	s.writePage(w, status, consentPage{Title: title, Step: "message", Message: msg, Alert: status >= 400})
+}
+
+// textPaused says that linking is paused for everyone (too many wrong codes
+// from every device together: store.LinkPausedError) and for how long, in
+// whole minutes rounded up, at least one — as the skill says it.
+func textPaused(wait time.Duration) string {
+	n := max(1, int((wait+time.Minute-1)/time.Minute))
+	unit := " minutes"
+	if n == 1 {
+		unit = " minute"
+	}
+	return "Too many wrong codes were tried on this service just now, so linking is paused for everyone. " +
+		"Please try your code again in " + models.SpellNumber(n) + unit + ". If it has run out by then, ask the care team for a new one."
 }
 
 const textExpired = "This linking page has expired or was already used. Go back to the app you were linking and start again."
@@ -216,8 +231,15 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request, a *authRequest, 
 		return
 	}
 	ctx := r.Context()
-	patient, err := s.st.RedeemLinkCodeForConsent(ctx, "consent:"+clientAddress(r), code, s.now())
+	now := s.now()
+	patient, err := s.st.RedeemLinkCodeForConsent(ctx, "consent:"+clientAddress(r), code, now)
+	var paused *store.LinkPausedError
 	switch {
+	case errors.As(err, &paused):
+		wait := max(time.Second, paused.Until.Sub(now))
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		s.writePage(w, http.StatusTooManyRequests, s.pageFor(a, c, textPaused(wait)))
+		return
 	case errors.Is(err, store.ErrLinkBlocked):
 		w.Header().Set("Retry-After", "900")
 		s.writePage(w, http.StatusTooManyRequests, s.pageFor(a, c, "Too many wrong codes were tried. Please wait fifteen minutes, then ask the care team for a new code."))
