@@ -176,7 +176,8 @@ func TestRead_P6_PlaintextRowInASealedStoreFailsClosedAndVerifyLocatesIt(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	since, err := s.Since(ctx, userRay, time.Time{})
+	w, err := s.Since(ctx, userRay, time.Time{}, 0)
+	since := w.Versions
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func TestRead_SealerOutageFailsWithAnErrorThatIsNotNotFound(t *testing.T) {
 		"Read":    func() (any, error) { return s.Read(ctx, userRay, "care://ray/weight_bearing") },
 		"History": func() (any, error) { return s.History(ctx, userRay, "care://ray/weight_bearing") },
 		"List":    func() (any, error) { return s.List(ctx, userRay) },
-		"Since":   func() (any, error) { return s.Since(ctx, userRay, time.Time{}) },
+		"Since":   func() (any, error) { return s.Since(ctx, userRay, time.Time{}, 0) },
 	}
 	for name, call := range calls {
 		got, err := call()
