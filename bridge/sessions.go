@@ -225,12 +225,10 @@ func (r *sessionRegistry) reserve(key string, limit int) (release func(), victim
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if limit > 0 && r.perKey[key]+r.reserved[key] >= limit {
-		victimID, victim = r.leastRecentlyUsedIdle(key)
+		victimID, victim = r.evictLeastRecentlyUsedIdle(key)
 		if victim == nil {
 			return nil, "", nil, false
 		}
-		victim.evicted = true
-		victim.mu.Unlock()
 		if r.perKey[key]--; r.perKey[key] <= 0 {
 			delete(r.perKey, key)
 		}
@@ -248,29 +246,43 @@ func (r *sessionRegistry) reserve(key string, limit int) (release func(), victim
 	}, victimID, victim, true
 }
 
-// leastRecentlyUsedIdle returns the session of key that was used longest
-// ago among those initialized, not evicted and with no request being
-// served, still holding its mu (the caller marks it and unlocks); nil when
-// there is none. Requires r.mu.
-func (r *sessionRegistry) leastRecentlyUsedIdle(key string) (string, *sessionState) {
-	var id string
-	var best *sessionState
-	for sid, st := range r.m {
-		if st.key != key {
-			continue
-		}
-		st.mu.Lock()
-		idle := st.ss != nil && !st.evicted && st.busy == 0 && st.stream == nil
-		if idle && (best == nil || st.used < best.used) {
-			if best != nil {
-				best.mu.Unlock()
+// evictLeastRecentlyUsedIdle marks evicted the session of key that was
+// used longest ago among those initialized, not evicted and with no
+// request being served or stream open, and returns it; nil when there is
+// none. A candidate that a request began on meanwhile is passed over for
+// the next. Requires r.mu.
+func (r *sessionRegistry) evictLeastRecentlyUsedIdle(key string) (string, *sessionState) {
+	idle := func(st *sessionState) bool { return st.ss != nil && !st.evicted && st.busy == 0 && st.stream == nil }
+	skip := map[*sessionState]bool{}
+	for {
+		var id string
+		var best *sessionState
+		var bestUsed uint64
+		for sid, st := range r.m {
+			if st.key != key || skip[st] {
+				continue
 			}
-			id, best = sid, st
-			continue
+			st.mu.Lock()
+			ok, used := idle(st), st.used
+			st.mu.Unlock()
+			if ok && (best == nil || used < bestUsed) {
+				id, best, bestUsed = sid, st, used
+			}
 		}
-		st.mu.Unlock()
+		if best == nil {
+			return "", nil
+		}
+		best.mu.Lock()
+		ok := idle(best)
+		if ok {
+			best.evicted = true
+		}
+		best.mu.Unlock()
+		if ok {
+			return id, best
+		}
+		skip[best] = true
 	}
-	return id, best
 }
 
 // begin records the start of a request on s and reports whether s is

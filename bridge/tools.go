@@ -116,7 +116,7 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 	// as each fact's latest revision (with its first in the window) and a
 	// count of those left out, so memory is bounded by the answer.
 	limit := s.whatsChangedLimit()
-	win, err := s.st.Since(ctx, p, since, limit)
+	win, err := s.st.SinceAtMost(ctx, p, since, limit)
 	if err != nil {
 		s.logger.ErrorContext(ctx, "whats_changed: store since failed", "err", err)
 		return nil, WhatsChangedOutput{}, errors.New("the care store could not be read; try again")

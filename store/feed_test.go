@@ -107,13 +107,11 @@ func TestSince_ReturnsOnlyVersionsStrictlyAfterT(t *testing.T) {
 	first := mustPublish(t, s, writer, in("a", models.AudienceUser, "x"))
 	clock.Advance(time.Second)
 	second := mustPublish(t, s, writer, in("b", models.AudienceUser, "y"))
-	w, err := s.Since(context.Background(), userRay, first.Version.WrittenAt, 0)
-	got := w.Versions
+	got, err := s.Since(context.Background(), userRay, first.Version.WrittenAt)
 	if err != nil || len(got) != 1 || got[0].Hash != second.Version.Hash {
 		t.Fatalf("Since(first.WrittenAt) = %+v, %v; want only the second", got, err)
 	}
-	wAll, _ := s.Since(context.Background(), userRay, first.Version.WrittenAt.Add(-time.Millisecond), 0)
-	all := wAll.Versions
+	all, _ := s.Since(context.Background(), userRay, first.Version.WrittenAt.Add(-time.Millisecond))
 	if len(all) != 2 || all[0].Domain != "a" {
 		t.Fatalf("Since(before first) = %+v, want both, oldest first", all)
 	}

@@ -96,8 +96,7 @@ func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
 	if got := uris(models.Principal{Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"ray"}}); len(got) != 0 {
 		t.Fatalf("write-only principal lists %v", got)
 	}
-	w, err := s.Since(ctx, userRay, time.Time{}, 0)
-	since := w.Versions
+	since, err := s.Since(ctx, userRay, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +108,7 @@ func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
 	if len(since) != 6 { // five user facts, weight_bearing twice
 		t.Fatalf("Since(zero) for user = %d versions, want 6", len(since))
 	}
-	wDual, _ := s.Since(ctx, dualRay, time.Time{}, 0)
-	sinceDual := wDual.Versions
+	sinceDual, _ := s.Since(ctx, dualRay, time.Time{})
 	if len(sinceDual) != 9 {
 		t.Fatalf("Since(zero) for dual = %d versions, want 9", len(sinceDual))
 	}
@@ -162,8 +160,8 @@ func TestRead_P21_AnotherPatientsFactsAreNotFound(t *testing.T) {
 	if fs, _ := s.List(ctx, dualOther); len(fs) != 1 || fs[0].Current.Patient != "sue" {
 		t.Fatalf("sue-bound list = %+v", fs)
 	}
-	if w, _ := s.Since(ctx, dualOther, time.Time{}, 0); len(w.Versions) != 1 || w.Versions[0].Patient != "sue" {
-		t.Fatalf("sue-bound since = %+v", w.Versions)
+	if vs, _ := s.Since(ctx, dualOther, time.Time{}); len(vs) != 1 || vs[0].Patient != "sue" {
+		t.Fatalf("sue-bound since = %+v", vs)
 	}
 	// Positive twin.
 	if r, err := s.Read(ctx, dualOther, "care://sue/weight_bearing"); err != nil || r.Version.Value != "Sue's instruction." {

@@ -278,7 +278,7 @@ func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) 
 	return out, nil
 }
 
-// Window is what Since returns: the versions written after a time that a
+// Window is what SinceAtMost returns: the versions written after a time that a
 // principal may read, bounded for one answer.
 type Window struct {
 	// Versions, oldest first (by WrittenAt, then commit order): every
@@ -298,15 +298,24 @@ type Window struct {
 	Omitted int
 }
 
-// Since returns the versions written strictly after t that p may read, for
-// whats_changed, in memory bounded by limit (limit ≤ 0: no bound): it
-// reads at most limit+1 versions; a window with more is answered from a
-// count and each fact's latest version only (see Window), and one in which
-// more than limit facts changed with the count alone. Every query sees the
-// same versions: those committed when Since began (seq at most the highest
-// then). A version stored as plaintext in a sealed store is left out
+// Since returns every version written strictly after t that p may read,
+// oldest first (by WrittenAt, then commit order): SinceAtMost without a
+// bound, so its memory grows with the window. Serving code uses
+// SinceAtMost. Errors as Read's.
+func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time) ([]models.Version, error) {
+	w, err := s.SinceAtMost(ctx, p, t, 0)
+	return w.Versions, err
+}
+
+// SinceAtMost returns the versions written strictly after t that p may
+// read, for whats_changed, in memory bounded by limit (limit ≤ 0: no
+// bound): it reads at most limit+1 versions; a window with more is
+// answered from a count and each fact's latest version only (see Window),
+// and one in which more than limit facts changed with the count alone.
+// Every query sees the same versions: those committed when it began (seq
+// at most the highest then). A version stored as plaintext in a sealed store is left out
 // (logged; see Read). Errors as Read's.
-func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time, limit int) (Window, error) {
+func (s *Store) SinceAtMost(ctx context.Context, p models.Principal, t time.Time, limit int) (Window, error) {
 	w := Window{First: map[models.URI]int{}}
 	cond, args, ok := readableFilter(p)
 	if !ok {
@@ -369,7 +378,7 @@ func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time, limi
 	return w, err
 }
 
-// sinceRows runs one of Since's queries and scans its rows (versionCols,
+// sinceRows runs one of SinceAtMost's queries and scans its rows (versionCols,
 // then first_n when firsts is non-nil, recorded per fact), keeping the rows
 // p may read written after t (P-1's second check).
 func (s *Store) sinceRows(ctx context.Context, p models.Principal, t time.Time, q string, args []any, firsts map[models.URI]int) ([]row, error) {
@@ -402,7 +411,7 @@ func (s *Store) sinceRows(ctx context.Context, p models.Principal, t time.Time, 
 	return out, nil
 }
 
-// openSince opens the values of Since's rows; a plaintext row in a sealed
+// openSince opens the values of SinceAtMost's rows; a plaintext row in a sealed
 // store is left out (failClosed answers ErrNotFound for it).
 func (s *Store) openSince(ctx context.Context, raws []row) ([]models.Version, error) {
 	out := make([]models.Version, 0, len(raws))

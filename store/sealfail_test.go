@@ -176,8 +176,7 @@ func TestRead_P6_PlaintextRowInASealedStoreFailsClosedAndVerifyLocatesIt(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.Since(ctx, userRay, time.Time{}, 0)
-	since := w.Versions
+	since, err := s.Since(ctx, userRay, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +318,7 @@ func TestRead_SealerOutageFailsWithAnErrorThatIsNotNotFound(t *testing.T) {
 		"Read":    func() (any, error) { return s.Read(ctx, userRay, "care://ray/weight_bearing") },
 		"History": func() (any, error) { return s.History(ctx, userRay, "care://ray/weight_bearing") },
 		"List":    func() (any, error) { return s.List(ctx, userRay) },
-		"Since":   func() (any, error) { return s.Since(ctx, userRay, time.Time{}, 0) },
+		"Since":   func() (any, error) { return s.Since(ctx, userRay, time.Time{}) },
 	}
 	for name, call := range calls {
 		got, err := call()

@@ -81,7 +81,7 @@ func TestSince_AWindowOverTheLimitIsEachFactsLatestWithItsFirstAndACount(t *test
 		{"more facts than the limit", 2, nil, 3, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := s.Since(ctx, userRay, start, tc.limit)
+			w, err := s.SinceAtMost(ctx, userRay, start, tc.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestSince_AWindowOverTheLimitIsEachFactsLatestWithItsFirstAndACount(t *test
 	// A dual-scope reader sees the two assistant-only versions too: eleven
 	// versions of four facts; over a limit of 4, the four latest, seven
 	// omitted.
-	w, err := s.Since(ctx, dualRay, start, 4)
+	w, err := s.SinceAtMost(ctx, dualRay, start, 4)
 	want := []string{"care://ray/exercise/v3", "care://ray/weight_bearing/v6", "care://ray/contact/v1", "care-internal://ray/risk/v2"}
 	if got := uris(w.Versions); err != nil || w.Facts != 4 || w.Omitted != 7 || !slices.Equal(got, want) {
 		t.Errorf("dual reader over the limit: %v, facts %d, omitted %d, versions %v; want 4, 7, %v", err, w.Facts, w.Omitted, got, want)
@@ -147,7 +147,7 @@ func TestSince_MemoryIsBoundedByTheAnswerNotTheWindow(t *testing.T) {
 	const limit = 20
 	allocs := func() float64 {
 		return testing.AllocsPerRun(3, func() {
-			w, err := s.Since(ctx, userRay, start, limit)
+			w, err := s.SinceAtMost(ctx, userRay, start, limit)
 			if err != nil || len(w.Versions) != 2 || w.Omitted == 0 {
 				t.Fatalf("Since: %v, %d versions, %d omitted", err, len(w.Versions), w.Omitted)
 			}
