@@ -101,7 +101,9 @@ type Config struct {
 	KeepAlive time.Duration
 	// MaxSessionsPerPrincipal caps the open MCP sessions of one principal
 	// (subject, patients and scopes); 0 means DefaultMaxSessionsPerPrincipal
-	// (32), negative means no cap.
+	// (32), negative means no cap. At the cap an initialize ends the
+	// principal's least-recently-used idle session; it is refused 429 only
+	// when none is idle.
 	MaxSessionsPerPrincipal int
 	// StreamQueueBytes bounds what each response stream has queued and not
 	// yet written (P-25); 0 means DefaultStreamQueueBytes (64 KiB).

@@ -36,7 +36,8 @@
 //     patients and scopes (principalKey): any other token is refused 403 on
 //     POST, GET and DELETE before the SDK runs, whose own subject-and-
 //     patients check (TokenInfo.UserID = auth.SessionUserID) stays behind
-//     it (P-21); one principal holds at most MaxSessionsPerPrincipal;
+//     it (P-21); one principal holds at most MaxSessionsPerPrincipal, a
+//     newer initialize ending its least-recently-used idle session;
 //   - every response is written through a StreamWriter (stream.go): a
 //     bounded queue drained by its own goroutine, each write under a
 //     deadline, so no client delays another; a standalone stream that

@@ -5,8 +5,12 @@ import (
 	"time"
 )
 
-// MaxValueBytes caps a fact's value: 16 KiB of UTF-8.
-const MaxValueBytes = 16 << 10
+// MaxValueBytes caps a fact's value, for every audience: 24 KiB (24,576
+// bytes) of UTF-8. It is large enough that a speakable value of
+// MaxSpeakableValueRunes characters fits in any script (6,000 × 4 bytes,
+// utf8.UTFMax, = 24,000), so the character limit is the one a speakable
+// value meets first; an assistant-only value has only this limit.
+const MaxValueBytes = 24 << 10
 
 // TimeLayout formats every timestamp that enters a hash: UTC, milliseconds (P-5).
 const TimeLayout = "2006-01-02T15:04:05.000Z"

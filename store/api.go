@@ -91,7 +91,7 @@ type PublishInput struct {
 	Patient     string
 	Domain      string
 	Audience    models.Audience
-	Value       string // 1 byte … models.MaxValueBytes of UTF-8
+	Value       string // 1 byte … models.MaxValueBytes of UTF-8; speakable: ≤ models.MaxSpeakableValueRunes characters
 	AuthorID    string
 	AuthorLabel string
 	StaleAfter  time.Time // zero: never stale

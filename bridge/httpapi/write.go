@@ -83,8 +83,9 @@ type WriteRequest struct {
 	Domain   string          `json:"domain"`
 	Audience models.Audience `json:"audience"` // "user" or "assistant"; required, fixed per domain (P-3)
 	// Value is the instruction: a speakable (user) value at most
-	// models.MaxSpeakableValueRunes characters, any value at most
-	// models.MaxValueBytes bytes, only characters XML 1.0 allows.
+	// models.MaxSpeakableValueRunes characters in any script, any value at
+	// most models.MaxValueBytes bytes of UTF-8 (which that many characters
+	// always fit in), only characters XML 1.0 allows.
 	Value       string   `json:"value"`
 	AuthorID    string   `json:"authorId"`
 	AuthorLabel string   `json:"authorLabel"`          // "Sarah Okafor, physio"
