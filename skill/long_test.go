@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/unsay/unsay/models"
 )
@@ -151,5 +153,54 @@ func TestLeaving_AShortRetractionIsSaidBeforeGoodbye(t *testing.T) {
 	}
 	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
 		t.Errorf("not marked heard: %v", r.care.heardCalls())
+	}
+}
+
+// An emoji is one code point but two UTF-16 code units; Alexa's
+// 8,000-character limit may count either, so every part of 6,000 emoji
+// stays within it counted in UTF-16 units (measured here independently),
+// and the whole value is still said. Twin: 6,000 letters fit in as many
+// parts as their length needs, measured the same way.
+func TestLongValue_PartsFitAlexasLimitCountedInUTF16Units(t *testing.T) {
+	for _, value := range []string{strings.Repeat("🦵", models.MaxSpeakableValueRunes), strings.Repeat("a ", models.MaxSpeakableValueRunes/2)} {
+		r := newRig(t, nil)
+		v := ver("longemoji", 1, value, "Sarah Okafor, physio", 0)
+		r.care.facts["ray"] = append(r.care.facts["ray"], v)
+		r.care.setPending("ray", models.Announcement{ID: 9, Patient: "ray", Current: v})
+		out, _ := r.turn(reqOpts{Session: "sEmoji"})
+		said := 0
+		for i := 0; ; i++ {
+			s := ssml(out)
+			if n := len(utf16.Encode([]rune(s))); n > MaxSSMLChars {
+				t.Fatalf("%.10q…: part %d has %d UTF-16 units, over %d", value, i+1, n, MaxSSMLChars)
+			}
+			said += strings.Count(s, value[:utf8.RuneLen([]rune(value)[0])])
+			if !strings.HasSuffix(plain(out), MoreCue) {
+				break
+			}
+			if i > 20 {
+				t.Fatal("more than 20 parts")
+			}
+			out, _ = r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "sEmoji"})
+		}
+		if want := strings.Count(value, value[:utf8.RuneLen([]rune(value)[0])]); said < want {
+			t.Errorf("%.10q…: %d of %d characters said", value, said, want)
+		}
+	}
+}
+
+// DEL and the C1 controls are allowed by XML but spoken by no voice: the
+// escaper drops them (defence in depth behind the write validator); the
+// twins, tab and line breaks, and ordinary text are kept.
+func TestEscapeSSML_DropsDELAndC1ControlsAndKeepsTabsAndLineBreaks(t *testing.T) {
+	for in, want := range map[string]string{
+		"Rest\x7f the leg.":  "Rest the leg.",
+		"Rest\u0085\u0080.":  "Rest.",
+		"Rest.\tWalk.\nSit.": "Rest.\tWalk.\nSit.",
+		"Reposo & descanso.": "Reposo &amp; descanso.",
+	} {
+		if got := EscapeSSML(in); got != want {
+			t.Errorf("EscapeSSML(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/unsay/unsay/models"
@@ -59,13 +60,18 @@ type segment struct {
 // dropped — defence in depth: /write refuses them (P-24).
 func EscapeSSML(s string) string { return ssmlEscaper.Replace(dropNonXML(s)) }
 
-// xmlChar reports whether XML 1.0 allows r in character data (§2.2 Char).
+// xmlChar reports whether r may be spoken: XML 1.0 allows it in character
+// data (§2.2 Char) and it is not DEL or a C1 control (U+007F…U+009F, which
+// XML allows but no voice says).
 func xmlChar(r rune) bool {
+	if r >= 0x7F && r <= 0x9F {
+		return false
+	}
 	return r == 0x9 || r == 0xA || r == 0xD || (r >= 0x20 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
 }
 
-// dropNonXML removes what XML 1.0 cannot carry, returning s itself when
-// there is nothing to remove.
+// dropNonXML removes what XML 1.0 cannot carry and what no voice says
+// (xmlChar), returning s itself when there is nothing to remove.
 func dropNonXML(s string) string {
 	ok := func(r rune, n int) bool { return xmlChar(r) && (r != utf8.RuneError || n > 1) }
 	clean := true
@@ -185,7 +191,18 @@ func renderSSML(segs []segment, closing string) string {
 	return b.String()
 }
 
-func runes(s string) int { return utf8.RuneCountInString(s) }
+// runes is the length of s against Alexa's 8,000-character limit on
+// outputSpeech, counted in UTF-16 code units: a character outside the
+// Basic Multilingual Plane (an emoji, many CJK ideographs) counts twice,
+// the larger of the two ways the limit may be counted, so a response
+// within it is within either.
+func runes(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
 
 // cost is what a segment adds to the SSML: its escaped text, the joining
 // space and its pause.

@@ -76,6 +76,32 @@ func xmlReason(s string) (string, bool) {
 	return fmt.Sprintf("%s: found %s at character %d", ReasonXMLForbidden, what, at), false
 }
 
+// isOtherControl reports whether r is a control character other than tab,
+// LF and CR: DEL and the C1 controls (U+007F…U+009F), which XML 1.0 allows
+// but no voice says and no screen shows (xmlForbidden refuses the C0 ones
+// first).
+func isOtherControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+}
+
+// otherControlReason names the first control character of s that
+// isOtherControl refuses and its position (in characters, from 1).
+func otherControlReason(s string) string {
+	at := 0
+	for _, r := range s {
+		at++
+		if isOtherControl(r) {
+			return fmt.Sprintf("must contain no control character but tab, LF and CR: found U+%04X at character %d", r, at)
+		}
+	}
+	return ""
+}
+
+// isBidiControl reports whether r is a Unicode bidirectional control
+// (Bidi_Control: the marks and the embedding, override and isolate
+// controls).
+func isBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
+
 // Validate is THE write validator (POST /write only checks the body's
 // shape, then calls it; Publish calls it again). It checks in and returns it
 // normalized: StaleAfter in UTC truncated to ms, AuthorLabel trimmed.
@@ -84,14 +110,16 @@ func xmlReason(s string) (string, bool) {
 //
 //   - patient, domain: 1–64 characters of [a-z0-9_.-];
 //   - audience: "user" or "assistant";
-//   - value: not blank; characters XML 1.0 allows (ReasonXMLForbidden);
+//   - value: not blank; characters XML 1.0 allows (ReasonXMLForbidden)
+//     and no control character but tab, LF and CR (DEL and C1 included);
 //     a speakable (user) value at most models.MaxSpeakableValueRunes
 //     characters (code points, whatever the script); any value, of either
 //     audience, at most models.MaxValueBytes bytes of UTF-8, which 6,000
 //     characters of any script always fit in;
 //   - authorId: 1–64 characters of [a-z0-9_.@:-];
 //   - authorLabel: not blank, at most 200 bytes, characters XML 1.0 allows
-//     and no control character at all (it is spoken on one line);
+//     no control character at all (it is spoken on one line) and no
+//     bidirectional control (it is shown as a name: it must read as written);
 //   - priority: 0…1; staleAfter: zero or after 1970;
 //   - idempotencyKey: at most 256 bytes;
 //   - audio, audioType (optional, together): audio/mpeg or audio/wav (and
@@ -125,6 +153,8 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("audience", `must be "user" or "assistant"`)
 	case strings.TrimSpace(in.Value) == "":
 		return bad("value", "must not be empty")
+	case strings.ContainsFunc(in.Value, isOtherControl):
+		return bad("value", otherControlReason(in.Value))
 	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
 		return bad("value", fmt.Sprintf("a speakable value must be at most %d characters (Unicode code points, in any script), "+
 			"what one Alexa response can carry with a retraction around it (this one has %d); "+
@@ -142,6 +172,8 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("authorLabel", fmt.Sprintf("must be at most %d bytes", maxAuthorLabelBytes))
 	case strings.ContainsFunc(in.AuthorLabel, unicode.IsControl):
 		return bad("authorLabel", "must be printable: no control characters, tab and line breaks included")
+	case strings.ContainsFunc(in.AuthorLabel, isBidiControl):
+		return bad("authorLabel", "must read as written: no bidirectional control character (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which can make one name display as another")
 	case math.IsNaN(in.Priority) || in.Priority < 0 || in.Priority > 1:
 		return bad("priority", "must be between 0 and 1")
 	case !in.StaleAfter.IsZero() && in.StaleAfter.Before(time.UnixMilli(1)):

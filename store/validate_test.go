@@ -192,3 +192,56 @@ func TestValidate_AuthorLabelIsRequiredAndNormalized(t *testing.T) {
 		t.Fatalf("Validate = %q, %v; want the label trimmed", got.AuthorLabel, err)
 	}
 }
+
+// TestValidate_ValueRefusesDELAndC1ControlsAndKeepsTabsAndLineBreaks: XML
+// allows DEL and the C1 controls, but no voice says them and no screen
+// shows them; a value holding one is refused naming the character and
+// where it is — and the twins, tab, LF and CR in a value, are accepted.
+func TestValidate_ValueRefusesDELAndC1ControlsAndKeepsTabsAndLineBreaks(t *testing.T) {
+	for _, tt := range []struct {
+		name, value, want string
+	}{
+		{"DEL", "Rest\x7f the leg.", "U+007F at character 5"},
+		{"U+0080", "Rest\u0080.", "U+0080 at character 5"},
+		{"NEL U+0085", "Rest.\u0085Walk.", "U+0085 at character 6"},
+		{"U+009F", "\u009fRest.", "U+009F at character 1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ve *ValidationError
+			_, err := Validate(in("weight_bearing", models.AudienceUser, tt.value))
+			if !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, tt.want) {
+				t.Fatalf("Validate = %v, want value refused naming %q", err, tt.want)
+			}
+			if strings.Contains(ve.Error(), tt.value) {
+				t.Errorf("the refusal echoes the value: %v", ve)
+			}
+		})
+	}
+	for _, ok := range []string{"Rest.\tWalk.", "Rest.\nWalk.", "Rest.\r\nWalk.", "Reposo — descanso."} {
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, ok)); err != nil {
+			t.Errorf("Validate(%q) = %v, want accepted", ok, err)
+		}
+	}
+}
+
+// TestValidate_AuthorLabelRefusesBidiControlsAndKeepsEveryScript: a label
+// is shown as a name, and a bidirectional control (U+202E and the like)
+// can make one name display as another; each is refused. The twins: names
+// in right-to-left and other scripts, without controls, are accepted.
+func TestValidate_AuthorLabelRefusesBidiControlsAndKeepsEveryScript(t *testing.T) {
+	for _, c := range []rune{0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069} {
+		pi := in("weight_bearing", models.AudienceUser, "Rest.")
+		pi.AuthorLabel = string(c) + "Sarah Okafor, physio"
+		var ve *ValidationError
+		if _, err := Validate(pi); !errors.As(err, &ve) || ve.Field != "authorLabel" || !strings.Contains(ve.Reason, "bidirectional") {
+			t.Errorf("U+%04X: Validate = %v, want authorLabel refused as a bidirectional control", c, err)
+		}
+	}
+	for _, label := range []string{"سارة أوكافور، علاج طبيعي", "שרה אוקפור", "岡田 さら, 理学療法士", "Sarah Okafor, physio"} {
+		pi := in("weight_bearing", models.AudienceUser, "Rest.")
+		pi.AuthorLabel = label
+		if _, err := Validate(pi); err != nil {
+			t.Errorf("label %q: Validate = %v, want accepted", label, err)
+		}
+	}
+}
