@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/unsay/unsay/bridge"
@@ -279,24 +278,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("alexa skill: %w", err)
 	}
 
-	var srv *bridge.Server
-	api := httpapi.New(httpapi.Config{
-		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
-		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
-		Subscribers: func(u models.URI) int {
-			if srv == nil {
-				return 0
-			}
-			return srv.Subscribers(u)
-		},
-		OnPublish: func(d time.Duration) {
-			if srv != nil {
-				srv.ObservePublish(d)
-			}
-		},
-	})
-	a.api = api
-	srv, err = bridge.New(ctx, bridge.Config{
+	// The MCP server first; then the parts with routes of their own, built
+	// from it, are mounted on it.
+	srv, err := bridge.New(ctx, bridge.Config{
 		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 		// Shared by every instance on one database, so a list cursor
@@ -305,7 +289,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Clip URLs (/audio/{token}) are keyed from the signing key, which
 		// every instance shares; without one, a random key per process.
 		AudioURLKey: cfg.SigningKey,
-	}, a.Store, a.verifier, api, bridge.Extra{
+	}, a.Store, a.verifier, bridge.Extra{
 		Alexa:         a.Skill,
 		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
 		Ready: func(context.Context) map[string]any {
@@ -318,16 +302,20 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
 				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
 		},
-		Routes: func(r chi.Router) {
-			if a.AS != nil {
-				a.AS.Routes(r)
-			}
-		},
 		// The clinician's timeline reads the heard ledger (care-delivery://).
 		Delivery: a.Speech,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server: %w", err)
+	}
+	a.api = httpapi.New(httpapi.Config{
+		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
+		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
+		Subscribers: srv.Subscribers, OnPublish: srv.ObservePublish,
+	})
+	srv.Mount(a.api)
+	if a.AS != nil {
+		srv.Mount(a.AS)
 	}
 	a.Bridge = srv
 	for _, c := range a.Speech.Collectors() {
