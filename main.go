@@ -228,9 +228,13 @@ func (l *listFlag) Set(v string) error {
 }
 
 // ServeLease is the name of the lease a running `unsay serve` holds in its
-// database (renewed every 3 s, 9 s TTL), so `unsay rekey` can refuse to
-// rewrite values under a live server.
+// database (renewed every third of ServeLeaseTTL), so `unsay rekey` can
+// refuse to rewrite values under a live server.
 const ServeLease = "unsay/serve"
+
+// ServeLeaseTTL is the serve lease's lifetime without renewal: a server
+// killed with -9 lets go of its database within it.
+const ServeLeaseTTL = 9 * time.Second
 
 // cmdServe runs the server: `unsay serve [flags]`. It validates every flag
 // first, whether or not its feature is on (quiet hours, time zone, budget,
@@ -246,17 +250,17 @@ const ServeLease = "unsay/serve"
 // DEBUG. It stops gracefully when ctx ends, and says so.
 func cmdServe(ctx context.Context, args []string) error {
 	c, fs := newCommand("serve")
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address host:port (port 0 picks a free one)")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL")
+	addr := fs.String("addr", app.DefaultAddr, "listen address host:port (port 0 picks a free one)")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL")
 	publicURL := fs.String("public-url", "", "public base URL; the MCP resource is {public-url}/mcp (default http://{addr})")
 	seedClock := fs.String("seed-clock", "now", "clock the demo seed is built on when the database is empty: now or an RFC 3339 time")
-	seed := fs.String("seed", "demo", "what an empty database is seeded with: demo, bench or none")
+	seed := fs.String("seed", app.DefaultSeed, "what an empty database is seeded with: demo, bench or none")
 	var origins, authServers, alexaCerts, speechPatients listFlag
 	fs.Var(&origins, "allowed-origin", "browser Origin allowed besides the public URL's (repeatable)")
 	fs.Var(&authServers, "authorization-server", "an external OAuth authorization server's issuer, trusted by --token-jwks-url (default: the embedded one on --public-url)")
 	tokenJWKS := fs.String("token-jwks-url", "", "the external authorization server's JWKS URL (with --authorization-server)")
 	tokenPublicKey := fs.String("token-public-key", "", "RS256/ES256 public key for tokens: PEM text or a path to a PEM file")
-	env := fs.String("envelope", "none", "at-rest encryption of values: none, local or kms")
+	env := fs.String("envelope", envelope.DefaultMode, "at-rest encryption of values: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
 	kmsRegion := fs.String("kms-region", "", "AWS region (kms envelope)")
 	skillID := fs.String("alexa-skill-id", "", "the only accepted Alexa applicationId (required when --alexa-verify)")
@@ -271,9 +275,9 @@ func cmdServe(ctx context.Context, args []string) error {
 	proactiveTokenURL := fs.String("proactive-token-url", "", "LWA token endpoint override")
 	proactiveAPI := fs.String("proactive-api-url", "", "Proactive Events API base URL override (default: the linked device's region)")
 	proactiveLive := fs.Bool("proactive-live", false, "send to the live stage instead of development")
-	budget := fs.Int("alert-budget", 3, "proactive notifications per patient per sliding hour (0: none)")
-	quiet := fs.String("quiet-hours", "21:00-08:00", "no proactive notifications in this window, patient's time: HH:MM-HH:MM, or off")
-	tz := fs.String("time-zone", "Europe/London", "the patient's IANA time zone, for quiet hours")
+	budget := fs.Int("alert-budget", proactive.DefaultAlertBudget, "proactive notifications per patient per sliding hour (0: none)")
+	quiet := fs.String("quiet-hours", proactive.DefaultQuietHours, "no proactive notifications in this window, patient's time: HH:MM-HH:MM, or off")
+	tz := fs.String("time-zone", proactive.DefaultTimeZone, "the patient's IANA time zone, for quiet hours")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	adminAddr := fs.String("admin-addr", "", "operators' listen address for readiness details and /metrics (off when empty; keep it private)")
 	adminPprof := fs.Bool("admin-pprof", false, "also serve net/http/pprof under /debug/pprof/ on --admin-addr")
@@ -349,9 +353,6 @@ func cmdServe(ctx context.Context, args []string) error {
 		ProactiveTokenURL: *proactiveTokenURL, ProactiveAPIBase: *proactiveAPI, ProactiveLive: *proactiveLive,
 		AlertBudget: *budget, QuietHours: *quiet, TimeZone: *tz,
 	}
-	if *budget == 0 {
-		cfg.AlertBudget = -1 // none: app.Config reads 0 as the default (3)
-	}
 	if ck := strings.TrimSpace(*seedClock); ck != "" && ck != "now" {
 		t, err := time.Parse(time.RFC3339, ck)
 		if err != nil {
@@ -411,7 +412,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	ldone, held := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ldone)
-		k := &store.LeaseKeeper{Store: a.Store, Holder: servingHolder(a), TTL: app.SpeechLeaseTTL}
+		k := &store.LeaseKeeper{Store: a.Store, Holder: servingHolder(a), TTL: ServeLeaseTTL}
 		first := true
 		onAcquire := func(string) {
 			if first {
@@ -568,7 +569,7 @@ func serveError(err error, db, env string) error {
 // request bodies.
 func cmdAsk(ctx context.Context, args []string) error {
 	c, fs := newCommand("ask")
-	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL; requests go to {url}/alexa")
+	base := fs.String("url", app.DefaultURL, "the server's base URL; requests go to {url}/alexa")
 	skillID := fs.String("alexa-skill-id", "amzn1.ask.skill.unsay-cli", "applicationId the requests carry (must equal the server's --alexa-skill-id when it verifies)")
 	locale := fs.String("locale", "en-GB", "interaction model and request locale: en-GB or en-US")
 	screen := fs.Bool("screen", true, "an Echo Show (APL card); false for a device without a screen")
@@ -717,7 +718,7 @@ func cmdToken(ctx context.Context, args []string) error {
 	fs.Var(&scopes, "scope", "scope: care.read.user, care.read.assistant, care.write, care.write.assistant or care.link (repeatable)")
 	sub := fs.String("sub", "", "the token's subject (sub): the audit actor; for /write it must equal authorId (default: a unique dev-… subject)")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token, e.g. 30m or 24h")
-	publicURL := fs.String("public-url", "http://127.0.0.1:8080", "the server's public URL; the token's aud is {public-url}/mcp")
+	publicURL := fs.String("public-url", app.DefaultURL, "the server's public URL; the token's aud is {public-url}/mcp")
 	db := fs.String("db", "", "sign with the embedded authorization server's key in this database (a public URL, where HS256 is off)")
 	env := fs.String("envelope", "none", "with --db: the envelope the keys are sealed with (none, local, kms)")
 	if _, err := parseFlags(c, fs, args); err != nil {
@@ -793,7 +794,7 @@ var writeFlags = map[string]string{
 // The secret is UNSAY_WRITE_SECRET, or httpapi.DevWriteSecret (said on stderr).
 func cmdWrite(ctx context.Context, args []string) error {
 	c, fs := newCommand("write")
-	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
+	base := fs.String("url", app.DefaultURL, "the server's base URL")
 	req := httpapi.WriteRequest{}
 	fs.StringVar(&req.Patient, "patient", "", "patient id, e.g. ray")
 	fs.StringVar(&req.Domain, "domain", "", "domain, e.g. weight_bearing")
@@ -953,7 +954,7 @@ func capitalize(s string) string {
 // --url) with UNSAY_TOKEN_SECRET or the development default.
 func cmdLink(ctx context.Context, args []string) error {
 	c, fs := newCommand("link")
-	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
+	base := fs.String("url", app.DefaultURL, "the server's base URL")
 	patient := fs.String("patient", "", "patient id, e.g. ray")
 	token := fs.String("token", "", "a bearer token with care.link bound to the patient (default: mint one)")
 	publicURL := fs.String("public-url", "", "the server's public URL, for a minted token's audience (default: --url)")
@@ -1117,7 +1118,7 @@ func printAnswer(url string, status int, answer []byte, format func([]byte) stri
 // it (--envelope and its UNSAY_MASTER_KEY / KMS settings) to open values.
 func cmdVerify(ctx context.Context, args []string) error {
 	c, fs := newCommand("verify")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL, to verify")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL, to verify")
 	audit := fs.Bool("audit", false, "also verify the audit log's HMAC chain")
 	env := fs.String("envelope", "none", "envelope the values were sealed with: none, local or kms")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
@@ -1290,7 +1291,7 @@ func openOffline(ctx context.Context, cmd, db string, env envelope.Config) (*sto
 // (announced).
 func cmdRekey(ctx context.Context, args []string) error {
 	c, fs := newCommand("rekey")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL, to re-seal (stop the server first)")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL, to re-seal (stop the server first)")
 	env := fs.String("envelope", "none", "envelope to seal under: local or kms (none is refused)")
 	kmsEndpoint := fs.String("kms-endpoint", "", "KMS endpoint URL override (kms envelope)")
 	kmsRegion := fs.String("kms-region", "", "AWS region (kms envelope)")
@@ -1310,7 +1311,7 @@ func cmdRekey(ctx context.Context, args []string) error {
 		return fmt.Errorf("checking for a running server: %w", err)
 	}
 	if holder != "" && time.Now().Before(expires) {
-		return fmt.Errorf("a server holds %s: %s. Stop it first (Ctrl-C, or SIGTERM); a server killed with -9 lets go within %s", *db, holder, app.SpeechLeaseTTL)
+		return fmt.Errorf("a server holds %s: %s. Stop it first (Ctrl-C, or SIGTERM); a server killed with -9 lets go within %s", *db, holder, ServeLeaseTTL)
 	}
 	n, err := s.Rekey(ctx)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/unsay/unsay/bridge/app"
 	"github.com/unsay/unsay/bridge/oauth"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
@@ -75,7 +76,7 @@ func openForOAuth(ctx context.Context, cmd, db, env string) (*store.Store, error
 // (care.read.assistant); remove disables the client and revokes its grants.
 func cmdClient(ctx context.Context, args []string) error {
 	c, fs := newCommand("client")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL")
 	var redirects, grants, scopes listFlag
 	name := fs.String("name", "", "the client's name, shown on the consent page (add)")
 	fs.Var(&redirects, "redirect-uri", "redirect URI (add; repeatable): Alexa's are https://pitangui.amazon.com/api/skill/link/VENDOR, layla.amazon.com, alexa.amazon.co.jp")
@@ -195,7 +196,7 @@ func scopeOrNone(s []string) string {
 // refresh checks it, and the grant's refresh tokens are deleted.
 func cmdGrants(ctx context.Context, args []string) error {
 	c, fs := newCommand("grants")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL")
 	patient := fs.String("patient", "", "only this patient's grants (list)")
 	clientID := fs.String("client", "", "only this client's grants (list)")
 	all := fs.Bool("all", false, "revoked grants too (list)")

@@ -48,10 +48,25 @@ const SpeechKeepAlive = 3 * time.Second
 // it is re-minted before each connection.
 const SpeechTokenTTL = 12 * time.Hour
 
+// Defaults of `unsay serve` that the program owns (its flags read them).
+const (
+	// DefaultAddr is the listen address: loopback, port 8080.
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultURL is the base URL a server on DefaultAddr is reached at
+	// (the client commands' --url).
+	DefaultURL = "http://" + DefaultAddr
+	// DefaultDB is the SQLite file, in the working directory.
+	DefaultDB = "./unsay.db"
+	// DefaultSeed is what an empty database is seeded with: Ray's demo records.
+	DefaultSeed = "demo"
+)
+
 // Config is everything `unsay serve` reads from flags and the environment.
-// Zero values are the documented defaults.
+// A zero field means the default it documents (the Default* constants here
+// and in skill/proactive and store/envelope), which the flags show; only
+// AlertBudget's zero is a value of its own (none).
 type Config struct {
-	// Addr is the listen address (default 127.0.0.1:8080; port 0 picks one).
+	// Addr is the listen address (default DefaultAddr; port 0 picks one).
 	Addr string
 	// HTTP are the public listener's timeouts and connection cap (zero
 	// fields: the Default* constants).
@@ -63,12 +78,12 @@ type Config struct {
 	// AdminPprof adds net/http/pprof under /debug/pprof/ on AdminAddr
 	// (--admin-pprof; off by default; needs AdminAddr).
 	AdminPprof bool
-	// DB is the SQLite file (default ./unsay.db) or a postgres:// URL.
+	// DB is the SQLite file (default DefaultDB) or a postgres:// URL.
 	DB string
 	// PublicURL is the server's public base URL; "" means http://{Addr}.
 	PublicURL string
-	// Seed is "demo" (default: Ray's demo records on an empty database),
-	// "bench" (the bench fixture patient) or "none".
+	// Seed is "demo" (DefaultSeed: Ray's demo records on an empty
+	// database), "bench" (the bench fixture patient) or "none".
 	Seed string
 	// SeedClock is the clock the seed is built on: zero means now (the demo
 	// then always reads as day five after surgery).
@@ -86,7 +101,8 @@ type Config struct {
 	// private addresses (tests pass an httptest TLS client).
 	OAuthMetadataClient *http.Client
 
-	// Envelope is none|local|kms (default none: PLAINTEXT at rest).
+	// Envelope is none|local|kms (default envelope.DefaultMode, none:
+	// PLAINTEXT at rest).
 	Envelope    string
 	KMSEndpoint string
 	KMSRegion   string
@@ -122,9 +138,11 @@ type Config struct {
 	ProactiveTokenURL string
 	ProactiveAPIBase  string
 	ProactiveLive     bool
-	AlertBudget       int    // per patient per sliding hour; 0 means 3, negative means none
-	QuietHours        string // "21:00-08:00" in TimeZone (default)
-	TimeZone          string // the patient's IANA zone (default Europe/London)
+	// AlertBudget is the unasked notifications per patient per sliding
+	// hour (--alert-budget, default proactive.DefaultAlertBudget); 0: none.
+	AlertBudget int
+	QuietHours  string // in TimeZone (default proactive.DefaultQuietHours); "off": none
+	TimeZone    string // the patient's IANA zone (default proactive.DefaultTimeZone)
 
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -147,13 +165,9 @@ type App struct {
 	// one or a static public key verifies tokens.
 	AS *oauth.Server
 
-	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
-	// exactly one instance speaks for each patient.
-	holder   string
-	leaseMu  sync.Mutex
-	runCtx   context.Context // set by Serve; nil before
-	leased   map[string]bool
-	leasesWG sync.WaitGroup
+	// holder names this instance in the speaker leases it competes for
+	// (speech.Config.Compete) and in /readyz.
+	holder string
 
 	ln        net.Listener // the public listener, capped at Config.HTTP.MaxConnections
 	speechLn  net.Listener // loopback, the speech principal's own (nil with SpeechMCPURL)
@@ -200,7 +214,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		signingKey = k
 	}
-	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}, devSettings: devSettings(cfg)}
+	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), devSettings: devSettings(cfg)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -267,7 +281,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
-	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor, verifier: a.verifier}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, verifier: a.verifier}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
 	skillCfg.TestPause = pause
@@ -300,7 +314,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return map[string]any{"speech": map[string]any{"ok": st.Ready, "connected": st.Connected,
 				"lagSeconds": st.LagSeconds, "confirming": st.Confirming,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
-				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
+				"speaksFor": a.Speech.SpeaksFor(), "instance": a.holder}}
 		},
 		// The clinician's timeline reads the heard ledger (care-delivery://).
 		Delivery: a.Speech,
@@ -331,16 +345,16 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 func applyDefaults(cfg *Config) {
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8080"
+		cfg.Addr = DefaultAddr
 	}
 	if cfg.DB == "" {
-		cfg.DB = "./unsay.db"
+		cfg.DB = DefaultDB
 	}
 	if cfg.Seed == "" {
-		cfg.Seed = "demo"
+		cfg.Seed = DefaultSeed
 	}
 	if cfg.Envelope == "" {
-		cfg.Envelope = "none"
+		cfg.Envelope = envelope.DefaultMode
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -348,14 +362,11 @@ func applyDefaults(cfg *Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AlertBudget == 0 {
-		cfg.AlertBudget = 3
-	}
 	if cfg.QuietHours == "" {
-		cfg.QuietHours = "21:00-08:00"
+		cfg.QuietHours = proactive.DefaultQuietHours
 	}
 	if cfg.TimeZone == "" {
-		cfg.TimeZone = "Europe/London"
+		cfg.TimeZone = proactive.DefaultTimeZone
 	}
 	cfg.HTTP.applyDefaults()
 }
@@ -413,7 +424,7 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 	}
 	sc := speech.Config{
-		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Leased: true,
+		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Compete: a.compete,
 		Clock: a.cfg.Clock, Logger: a.log.With("part", "speech"), HTTPClient: hc,
 		// A stalled stream is noticed within two pings, so Ray is never told
 		// an old instruction for long while a revision waits (Pending refuses
@@ -599,12 +610,6 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.leaseMu.Lock()
-	a.runCtx = runCtx
-	a.leaseMu.Unlock()
-	for _, p := range a.Speech.State().Patients {
-		a.speakFor(p)
-	}
 	var wg sync.WaitGroup
 	run := func(part string, f func(context.Context) error) {
 		defer wg.Done()
@@ -633,8 +638,7 @@ func (a *App) Serve(ctx context.Context) error {
 	if admin != nil {
 		_ = admin.Shutdown(sctx)
 	}
-	wg.Wait()
-	a.leasesWG.Wait() // leases released, so another instance takes over at once
+	wg.Wait() // the speech principal's Run returns once its speaker leases are given up
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -697,8 +701,7 @@ type linkAdapter struct {
 	st       *store.Store
 	speech   *speech.Principal
 	log      *slog.Logger
-	follow   func(patient string) // compete for the patient's speech lease
-	verifier *auth.Verifier       // account-linking access tokens (oauth.go)
+	verifier *auth.Verifier // account-linking access tokens (oauth.go)
 }
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
@@ -720,7 +723,6 @@ func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoi
 	if err := l.speech.AddPatient(ctx, patient); err != nil {
 		l.log.Warn("speech principal could not follow the newly linked patient", "patient", patient, "err", err)
 	}
-	l.follow(patient)
 	return patient, nil
 }
 
@@ -728,37 +730,11 @@ func (l *linkAdapter) LinkedPatient(ctx context.Context, alexaUserID string) (st
 	return l.st.LinkedPatient(ctx, alexaUserID)
 }
 
-// SpeechLeaseTTL is how long a speech lease lives without renewal; renewed
-// every third of it, so a dead holder's patients move within 15 s.
-const SpeechLeaseTTL = 9 * time.Second
-
-// speakFor makes this instance compete for patient's speech lease until
-// Serve ends: while it holds the lease, its speech principal queues the
-// patient's announcements and tells the notifier; otherwise it only reads
-// (issue 8). It does nothing before Serve or if already competing.
-func (a *App) speakFor(patient string) {
-	a.leaseMu.Lock()
-	defer a.leaseMu.Unlock()
-	if a.runCtx == nil || a.leased[patient] {
-		return
-	}
-	a.leased[patient] = true
-	k := &store.LeaseKeeper{Store: a.Store, Holder: a.holder, TTL: SpeechLeaseTTL}
-	set := func(on bool) func(string) {
-		return func(string) {
-			if err := a.Speech.SetSpeaking(patient, on); err != nil {
-				a.log.Warn("speech lease", "patient", patient, "err", err)
-			}
-			a.log.Info("speech lease", "patient", patient, "speaking", on, "instance", a.holder)
-		}
-	}
-	a.leasesWG.Add(1)
-	go func() {
-		defer a.leasesWG.Done()
-		if err := k.Run(a.runCtx, []string{store.SpeechLeaseName(patient)}, set(true), set(false)); err != nil {
-			a.log.Error("speech lease keeper stopped", "patient", patient, "err", err)
-		}
-	}()
+// compete is the speech principal's speaker-lease competition
+// (speech.CompeteFunc) over the store's leases, as this instance.
+func (a *App) compete(ctx context.Context, lease string, ttl time.Duration, won, lost func()) error {
+	k := &store.LeaseKeeper{Store: a.Store, Holder: a.holder, TTL: ttl}
+	return k.Run(ctx, []string{lease}, func(string) { won() }, func(string) { lost() })
 }
 
 // TestPauseEnv names the test-only variable that holds every Alexa

@@ -174,7 +174,6 @@ func (l *linkAdapter) PatientForAccessToken(ctx context.Context, accessToken str
 		if err := l.speech.AddPatient(actx, patient); err != nil {
 			l.log.Warn("speech principal could not follow the account-linked patient", "patient", patient, "err", err)
 		}
-		l.follow(patient)
 	}
 	return patient, nil
 }

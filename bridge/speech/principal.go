@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"github.com/unsay/unsay/models"
@@ -55,6 +56,13 @@ type Principal struct {
 	ledger *ledger
 	http   bearer
 	token  atomic.Pointer[string]
+
+	// The speaker leases Run competes for (speaker.go): leaseCtx is Run's
+	// context while it runs, competing the patients already competed for.
+	leaseMu   sync.Mutex
+	leaseCtx  context.Context
+	competing map[string]bool
+	leases    sync.WaitGroup
 
 	running atomic.Bool
 	era     atomic.Int32      // the era the server spoke at the last dial (dialConfig.era)

@@ -360,6 +360,10 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block) // 12-byte nonce, 16-byte tag
 }
 
+// DefaultMode is the mode `unsay serve` runs in without --envelope: none
+// (values stored as plaintext; the startup line says PLAINTEXT).
+const DefaultMode = "none"
+
 // Config selects and configures the provider for New.
 type Config struct {
 	// Mode is "none", "local" or "kms" (--envelope / UNSAY_ENVELOPE). Anything
