@@ -1,4 +1,4 @@
-package main
+package cmd
 
 // The embedded authorization server's commands (issue 14): clients,
 // grants, and tokens signed with its key. They work on the database

@@ -1,9 +1,10 @@
-package main
+package cmd
 
 // Tests of the unsay command as an operator meets it: each runs the real
-// command line (this test binary re-executes itself as `unsay`, so main's
-// own dispatch, flags and exit codes are what is tested), against a real
-// `unsay serve` on a free loopback port and real SQLite files.
+// command line (this test binary re-executes itself as `unsay`, running Run
+// as main does, so the dispatch, flags, signals and exit codes are what is
+// tested), against a real `unsay serve` on a free loopback port and real
+// SQLite files.
 
 import (
 	"bufio"
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -27,8 +29,11 @@ import (
 const reexecEnv = "UNSAY_MAIN_TEST_REEXEC"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(reexecEnv) == "1" {
-		main() // exits
+	if os.Getenv(reexecEnv) == "1" { // as main.go does
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Run(ctx, os.Args[1:], Build{})
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -156,7 +161,7 @@ func TestHelp_EveryFormDescribesEveryCommandAndExits0(t *testing.T) {
 		if r.code != 0 {
 			t.Errorf("unsay %v exited %d, want 0", args, r.code)
 		}
-		for _, c := range commands() {
+		for _, c := range commands(Build{}) {
 			line := regexp.MustCompile(`(?m)^  ` + c.Name + `\s+\S.*\.$`)
 			if !line.MatchString(r.stdout) {
 				t.Errorf("unsay %v: no one-sentence line for %s:\n%s", args, c.Name, r.stdout)
@@ -171,7 +176,7 @@ func TestHelp_EveryFormDescribesEveryCommandAndExits0(t *testing.T) {
 }
 
 func TestDashH_ListsEveryFlagWithItsUNSAYTwinAndTheSecrets(t *testing.T) {
-	for _, c := range commands() {
+	for _, c := range commands(Build{}) {
 		if c.run == nil {
 			continue
 		}
@@ -209,10 +214,7 @@ func TestVersion_PrintsVersionAndCommit(t *testing.T) {
 	if r.code != 0 || !regexp.MustCompile(`^unsay \S+ \(commit \S+`).MatchString(r.stdout) {
 		t.Errorf("unsay version: exit %d, %q", r.code, r.stdout)
 	}
-	old, oldC := version, commit
-	t.Cleanup(func() { version, commit = old, oldC })
-	version, commit = "v1.2.3", "0123456789abcdef0123"
-	if got := versionLine(); !strings.HasPrefix(got, "unsay v1.2.3 (commit 0123456789ab") {
+	if got := versionLine(Build{Version: "v1.2.3", Commit: "0123456789abcdef0123"}); !strings.HasPrefix(got, "unsay v1.2.3 (commit 0123456789ab") {
 		t.Errorf("with -ldflags values: %q", got)
 	}
 }
