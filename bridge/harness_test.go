@@ -177,6 +177,7 @@ func (h *harness) connect(tok string) *client {
 			c.mu.Unlock()
 			c.events <- "list_changed"
 		},
+		//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			data, _ := r.Params.Data.(map[string]any)
 			c.mu.Lock()
