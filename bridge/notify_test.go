@@ -228,7 +228,7 @@ func TestRevisionLog_OnlyForSessionsThatSetALevel(t *testing.T) {
 	}
 }
 
-// TestUpdated_AUserTokenCannotListenOnADualScopeSession is issue 12's
+// TestUpdated_AUserTokenCannotListenOnADualScopeSession is the
 // attack: a user-scoped token of the dual-scope host's own subject and
 // patients names the host's session and opens its GET stream. It is
 // refused 403, and the host's session keeps its stream and its internal

@@ -86,7 +86,7 @@ func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 // PublishInput is one write. WrittenAt is never taken from input: the store
-// stamps it from its own clock (P-12, I-5).
+// stamps it from its own clock (P-5, P-12).
 type PublishInput struct {
 	Patient     string
 	Domain      string

@@ -218,3 +218,41 @@ func TestPublish_P3_AudienceChangeRefusedBeforeAnyStateChanges(t *testing.T) {
 		t.Fatalf("same-audience write after refusal = %+v, %v; want v3, not replayed", r, err)
 	}
 }
+
+// P-4: no decision reads a hint. An assistant-only fact written with the
+// highest priority is still not found by a speakable-scope principal, and
+// a speakable one with the lowest is still read: the stored record's
+// audience and the URI scheme's scope decide, nothing else.
+func TestRead_P4_PriorityIsAHintThatNoDecisionReads(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	loud := in("loud_note", models.AudienceAssistant, "Assistant-only, written at the highest priority.")
+	loud.Priority = 1
+	quiet := in("quiet_note", models.AudienceUser, "Speakable, written at the lowest priority.")
+	quiet.Priority = 0
+	mustPublish(t, s, writer, loud)
+	mustPublish(t, s, writer, quiet)
+	for _, uri := range []string{"care-internal://ray/loud_note", "care://ray/loud_note"} {
+		if _, err := s.Read(ctx, userRay, uri); !errors.Is(err, ErrNotFound) {
+			t.Errorf("user Read(%s) = %v; want ErrNotFound whatever its priority", uri, err)
+		}
+	}
+	fs, err := s.List(ctx, userRay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, f := range fs {
+		listed = append(listed, f.Current.FactURI().String())
+	}
+	if slices.Contains(listed, "care-internal://ray/loud_note") || !slices.Contains(listed, "care://ray/quiet_note") {
+		t.Errorf("user List = %v; want the quiet speakable note and not the loud assistant one", listed)
+	}
+	// Twins: the quiet fact is read by the user scope, the loud one by the assistant scope.
+	if _, err := s.Read(ctx, userRay, "care://ray/quiet_note"); err != nil {
+		t.Errorf("user Read(care://ray/quiet_note): %v", err)
+	}
+	if _, err := s.Read(ctx, dualRay, "care-internal://ray/loud_note"); err != nil {
+		t.Errorf("dual Read(care-internal://ray/loud_note): %v", err)
+	}
+}

@@ -32,7 +32,7 @@ func seededHashes(t *testing.T, now time.Time) []string {
 }
 
 // goldenDemoHashes are the version hashes of the demo seed at DemoNow (P-15).
-// weight_bearing v1 is also issue 2's first test vector.
+// weight_bearing v1 is also the first test vector of TestVersionHash_PinnedTestVectors.
 var goldenDemoHashes = []string{
 	"care-internal://ray/adherence/v1 bfb180932580b3746a1213a7ecafc8f459c91cc48eb0a093e7490f903e0970cd",
 	"care-internal://ray/gait_note/v1 61f5376394db1b7e3dd1dce68ce7a5f893e15c40304d50233f687d0ddcf394a9",

@@ -81,7 +81,7 @@ func TestNew_RefusesASpeechTokenWiderThanTheSpeakableScope(t *testing.T) {
 	a.Close()
 }
 
-// TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff (issue 12, issue 14):
+// TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff:
 // on a public URL the embedded authorization server verifies tokens and
 // HS256 is off — a development token is refused with invalid_token — so
 // UNSAY_TOKEN_SECRET is not required. Its twin on loopback accepts the

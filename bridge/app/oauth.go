@@ -49,7 +49,7 @@ func isExposed(cfg Config) bool {
 //     beside it only on loopback.
 //
 // HS256 is never accepted off loopback, so UNSAY_TOKEN_SECRET is not
-// required there (issue 12).
+// required there.
 func (a *App) buildTokens(ctx context.Context) error {
 	cfg := a.cfg
 	exposed := isExposed(cfg)

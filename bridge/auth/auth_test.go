@@ -275,7 +275,7 @@ func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
 		wantErr bool
 	}{
 		{"RS256 with the RSA key configured", rsaV, rs, false},
-		// Issue 12: with a public key only its algorithm is accepted —
+		// With a public key only its algorithm is accepted —
 		// HS256 under the (still configured) secret is refused.
 		{"HS256 refused beside the RSA key", rsaV, hs, true},
 		{"HS256 keyed with the public key PEM", rsaV, confused, true},

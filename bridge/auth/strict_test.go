@@ -20,7 +20,7 @@ func rawHS256(header, payload string) string {
 	return signing + "." + enc.EncodeToString(mac.Sum(nil))
 }
 
-// TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims: issue 12's
+// TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims: the
 // smaller ones, each signed correctly so only the rule can refuse it, each
 // next to its valid twin.
 func TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims(t *testing.T) {

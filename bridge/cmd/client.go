@@ -31,7 +31,7 @@ import (
 //
 // Without --sub it mints a unique subject (dev-<random>) and says so on
 // stderr: two tokens never share a subject, and so never an MCP session
-// identity, by accident (issue 12). For /write with a bearer token the
+// identity, by accident (P-21). For /write with a bearer token the
 // subject must equal authorId: give --sub. The secret is
 // UNSAY_TOKEN_SECRET, or auth.DevTokenSecret (said on stderr).
 func cmdToken(ctx context.Context, args []string) error {

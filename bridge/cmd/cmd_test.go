@@ -219,7 +219,7 @@ func TestVersion_PrintsVersionAndCommit(t *testing.T) {
 	}
 }
 
-// --- stray arguments (issue 12) -------------------------------------------------
+// --- stray arguments -------------------------------------------------
 
 func TestStrayArguments_AreRefusedNeverIgnored(t *testing.T) {
 	other := seededDB(t)

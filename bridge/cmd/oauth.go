@@ -1,6 +1,6 @@
 package cmd
 
-// The embedded authorization server's commands (issue 14): clients,
+// The embedded authorization server's commands: clients,
 // grants, and tokens signed with its key. They work on the database
 // directly, beside a running server (SQLite WAL or Postgres): a revocation
 // is effective on the next request, because the resource server checks the

@@ -64,7 +64,7 @@ func goTool(t *testing.T) string {
 	return p
 }
 
-// P-18 / T-7: the surface that talks to Ray cannot reach the store or the
+// P-18: the surface that talks to Ray cannot reach the store or the
 // MCP server's code; it reaches facts only over MCP with care.read.user.
 func TestImports_SkillAndSpeechDoNotDependOnStoreOrBridge(t *testing.T) {
 	if testing.Short() {

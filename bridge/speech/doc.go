@@ -1,4 +1,4 @@
-// Package speech is the speech principal (DESIGN.md, main job steps 2–4):
+// Package speech is the speech principal (README, Architecture):
 // an MCP client inside the Unsay process that holds a bearer token with
 // care.read.user and nothing else, subscribes to every care:// fact of its
 // linked patients (one subscriptions/listen stream on MCP 2026-07-28, or

@@ -36,7 +36,7 @@ var (
 	ErrRunning = errors.New("speech: Run already active")
 )
 
-// Principal is the speech principal (DESIGN.md, main job steps 2–4): an MCP
+// Principal is the speech principal (README, Architecture): an MCP
 // client holding care.read.user only, subscribed to every care:// fact of
 // its patients, that turns each revision into a durable announcement from
 // the version Ray last heard (P-19), and confirms at speak time that what

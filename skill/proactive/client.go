@@ -1,7 +1,7 @@
 // Package proactive tells Ray, out of session, that there is a message from
 // his care team: one Alexa Proactive Events notification
 // (AMAZON.MessageAlert.Activated), unicast to his linked Alexa user, within
-// an audible budget shared by every instance (P-23, seed 003).
+// an audible budget shared by every instance (P-23).
 //
 // The retraction itself is never put in a notification: it is spoken at the
 // next launch. This package does not import store/ or bridge/ (P-18); it

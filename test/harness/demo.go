@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The demo's revision: what the physio writes (peers.md §1.2, STAGED_REVISION).
+// The demo's revision: what the physio writes.
 const (
 	DemoRevision    = "Full weight-bearing as tolerated."
 	DemoAuthor      = "okafor"

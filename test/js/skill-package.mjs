@@ -61,7 +61,7 @@ for (const f of locales) {
   const wanted = ['CarePlanIntent', 'WhatsChangedIntent', 'MoreIntent', 'LinkDeviceIntent', 'AMAZON.HelpIntent',
     'AMAZON.StopIntent', 'AMAZON.CancelIntent', 'AMAZON.FallbackIntent', 'AMAZON.NavigateHomeIntent', 'AMAZON.RepeatIntent'];
   const missing = wanted.filter((w) => !names.includes(w));
-  check(`${f}: has every intent of DESIGN.md`, missing.length === 0, 'missing ' + missing.join(', '));
+  check(`${f}: has every intent Unsay handles`, missing.length === 0, 'missing ' + missing.join(', '));
   const bad = structuredClone(m);
   delete bad.interactionModel.languageModel.invocationName;
   check(`${f} without invocationName is refused (negative twin)`, !imodel(bad), 'accepted');

@@ -31,8 +31,8 @@ import (
 )
 
 // parts maps a whole-program test (its package and top-level name prefix)
-// to its part label: issue 6's items 1–7, then the other whole-program
-// suites that drive the real binary.
+// to its part label: parts 1–7 of the whole-program suite (README, What
+// `make test` proves), then the other suites that drive the real binary.
 var parts = []struct{ pkg, prefix, label string }{
 	{e2ePkg, "TestMCPHost", "1 MCP TypeScript SDK host"},
 	{e2ePkg, "TestConformance", "2 MCP conformance suite"},
