@@ -6,8 +6,11 @@
 // the demo and the in-process end-to-end tests all start it through New.
 //
 // It is the one place that knows both sides of the P-18 boundary: it mints
-// the speech principal's token (care.read.user only) and hands the skill an
-// interface, never the store.
+// the speech principal's token (care.read.user only), gives the speech
+// principal and the notifier the store's database handle for the tables
+// they keep themselves (bridge/speech's heard ledger and delivery log,
+// skill/proactive's budget slots), and hands the skill an interface, never
+// the store.
 package app
 
 import (

@@ -3,8 +3,7 @@
 // v1.skill.Manifest.SkillManifestEnvelope and
 // v1.skill.interactionModel.InteractionModelData, loaded into ajv with
 // strict:false. Each validation has a negative twin (a broken copy must be
-// refused) so the validator is shown able to fail. Limit (reference/alexa.md
-// §5): polymorphic interfaces[] (a Swagger discriminator) are not deep-checked.
+// refused) so the validator is shown able to fail. Limit: polymorphic interfaces[] (a Swagger discriminator) are not deep-checked.
 //
 // env: PKG (path of skill-package/), RESOURCES (path of ask-resources.json).
 import Ajv from 'ajv';
