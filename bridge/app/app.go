@@ -266,7 +266,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
 	if !strings.HasPrefix(a.publicURL, "https://") {
-		// Alexa's SSML <audio> fetches only https URLs (issue 18).
+		// Alexa's SSML <audio> fetches only https URLs.
 		a.notes = append(a.notes, "recorded clips are described, not played, on Alexa (the public URL is not https)")
 	}
 
@@ -280,7 +280,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 
 	// Parts that create their own tables do so under the store's migration
-	// lock, so instances starting at once on Postgres do not race (issue 8).
+	// lock, so instances starting at once on Postgres do not race.
 	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
