@@ -237,3 +237,33 @@ func waitForSpeech(ctx context.Context, base string, before int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+var (
+	portRE = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	dbRE   = regexp.MustCompile(`\(SQLite \S+/unsay\.db`)
+	// ages that depend on how long the run took: the revision's
+	ageRE = regexp.MustCompile(`\b(just now|(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|a few) (seconds?|minutes?) ago)\b`)
+)
+
+// Golden is the transcript as the golden file keeps it: one line per turn
+// ("Who: text"; Alexa's followed by the directive types her response
+// carried), with what changes from run to run written as a placeholder —
+// the server's port (PORT), its database folder (DIR), the link code
+// (CODE) and the revision's spoken age ({age}). Everything else, every
+// word Ray hears and the order of the turns, is pinned.
+func (d *Demo) Golden() string {
+	var b strings.Builder
+	for _, t := range d.Turns {
+		text := portRE.ReplaceAllString(t.Text, "http://127.0.0.1:PORT")
+		text = dbRE.ReplaceAllString(text, "(SQLite DIR/unsay.db")
+		text = codeRE.ReplaceAllString(text, "CODE")
+		text = ageRE.ReplaceAllString(text, "{age}")
+		fmt.Fprintf(&b, "%s: %s\n", t.Who, text)
+		if t.Reply != nil {
+			if dt := t.Reply.DirectiveTypes(); len(dt) > 0 {
+				fmt.Fprintf(&b, "  [screen: %s]\n", strings.Join(dt, ", "))
+			}
+		}
+	}
+	return b.String()
+}

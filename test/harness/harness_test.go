@@ -141,3 +141,22 @@ func TestWalkingSentence_FindsTheWeightBearingQuote(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// The golden transcript keeps every word and writes only what varies run
+// to run as a placeholder.
+func TestDemoGolden_NormalizesOnlyWhatVariesFromRunToRun(t *testing.T) {
+	d := &Demo{Turns: []Turn{
+		{Who: "server", Text: "unsay serve on http://127.0.0.1:45265 (SQLite /tmp/unsay-demo-1/unsay.db, demo seed)"},
+		{Who: "carer", Text: "unsay link --patient ray → code 566627"},
+		{Who: "Alexa", Text: "Sarah Okafor, physio, changed it just now: “Full weight-bearing as tolerated.”"},
+		{Who: "Alexa", Text: "Sarah Okafor, physio, 12 seconds ago. Mr Adeyemi, surgical team, two days ago."},
+	}}
+	want := `server: unsay serve on http://127.0.0.1:PORT (SQLite DIR/unsay.db, demo seed)
+carer: unsay link --patient ray → code CODE
+Alexa: Sarah Okafor, physio, changed it {age}: “Full weight-bearing as tolerated.”
+Alexa: Sarah Okafor, physio, {age}. Mr Adeyemi, surgical team, two days ago.
+`
+	if got := d.Golden(); got != want {
+		t.Errorf("Golden() =\n%s\nwant\n%s", got, want)
+	}
+}
