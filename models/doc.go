@@ -1,7 +1,8 @@
 // Package models is Unsay's vocabulary: scopes, audiences, the one table that
 // binds a URI scheme to its audience and read scope, care URIs, principals,
 // fact versions, staleness, spoken ages, the retraction sentence, the MCP
-// read contract, and the heard ledger's rule (DecideAnnouncement).
+// read contract, announcements, the delivery vocabulary, audio clips and
+// the speech limits.
 //
 // It does no I/O and imports only the standard library, so every other
 // package — the store, the MCP server, the speech principal and the Alexa
@@ -96,11 +97,18 @@
 //     TestNew_RefusesASpeechTokenWiderThanTheSpeakableScope.
 //   - P-19. A retraction withdraws the version Ray actually heard; none if
 //     he never heard an older one; none twice; this survives a restart.
-//     Tests: TestDecideAnnouncement_WithdrawsWhatRayHeardOnceAndNeverHisStartingPoint,
-//     TestSpeechLedger_TheStoresLedgerKeepsTheContractOnSQLite,
-//     TestSpeechLedger_TheStoresLedgerKeepsTheContractOnPostgres, TestSpeechLedger_InstancesOnOneDatabaseShareIt,
-//     TestRestart_NothingLostAndNothingRepeated, TestMainJob_RetractsExactlyWhatRayHeardOnceOverRealSockets,
-//     TestMainJob_OnPostgresRetractionSurvivesARestartAndIsNotRepeated.
+//     What he heard is what was delivered, and what he may have heard (a
+//     response offered whose delivery is unconfirmed) is withdrawn too.
+//     Tests: TestDecide_WithdrawsWhatRayHeardOrMayHaveHeardOnceAndNeverHisStartingPoint,
+//     TestLedger_AnnouncementSemantics, TestLedger_PostgresAnnouncementSemantics,
+//     TestLedger_SurvivesReopeningTheDatabase, TestLedger_MigrationKeepsOffersRecordedByAnnouncementID,
+//     TestRestart_NothingLostAndNothingRepeated, TestRun_OnPostgresNothingLostAndNothingRepeated,
+//     TestMainJob_RetractsExactlyWhatRayHeardOnceOverRealSockets,
+//     TestMainJob_RetractionSurvivesARestartBetweenWriteAndLaunch,
+//     TestRevert_DuringHisTurnTheNextTurnWithdrawsWhatTheTurnSaid,
+//     TestRevert_AfterACrashBeforeTheLedgersCommitTheOfferedWordsAreWithdrawnSayingSo,
+//     TestOvertaken_ATurnOvertakenByARevisionIsQuotedByTheNextRetraction,
+//     TestSpeechRace_AQuickRevertNeverErasesAStopHeWasTold.
 //   - P-20. An acknowledged write survives kill -9; the chain verifies
 //     after restart. Tests: TestPublish_P20_AcknowledgedWritesSurviveKill9,
 //     TestDemo_RetractionSurvivesKill9BetweenWriteAndNextTurn.
@@ -115,7 +123,8 @@
 //   - P-23. Unasked speech to Ray (proactive notifications) stays within
 //     one budget per patient per hour, reserved atomically before sending,
 //     charged unless proven undelivered, deferred in quiet hours. Tests:
-//     TestBudget_RefusesPastMaxAndRecoversAsTheWindowSlides, TestAlertSlots_TwoInstancesRacingForTheLastSlotGetOne,
+//     TestBudget_RefusesPastMaxAndRecoversAsTheWindowSlides, TestBudget_TwoRacingReservationsWithOneSlotLeftGetOne,
+//     TestBudget_OnPostgresTwoInstancesRacingForTheLastSlotGetOne,
 //     TestNotifier_RefundsOnlyWhenProvenUndelivered, TestQuietHours_DeferUntilTheWindowEnds,
 //     TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked.
 //   - P-24. Losing or distorting a retraction is worse than repeating one:
@@ -125,7 +134,16 @@
 //     is spoken, in every form. Tests: TestDelivery_AFailedWriteMarksNothingAndTheNextTurnSpeaksItAgain,
 //     TestTurn_ConfirmsAtSpeakTimeSoAFrozenStreamCannotMakeItStale,
 //     TestOffered_StaysOwedAndComesBackAgainUntilHeard, TestRender_StaleFormsLeadWithTheAgeAndSayPastReview,
-//     TestSpeechSafety_KillBetweenTheResponseWriteAndTheLedgerCommitTheRetractionIsSpokenAgain.
+//     TestSpeechSafety_KillBetweenTheResponseWriteAndTheLedgerCommitTheRetractionIsSpokenAgain,
+//     TestTurn_ARevisionReadButNotYetQueuedIsARetractionInThisTurn,
+//     TestTurn_APendingAnnouncementAheadOfTheTurnsReadIsReadAgain,
+//     TestTurn_AFactServedStaleIsStaleAtTheTurnsNowTakenBeforeTheRead,
+//     TestStaleness_AVersionServedStaleIsSaidAgeFirstInEveryFormAndOnBothCards,
+//     TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed,
+//     TestServeHTTP_AReplayedRequestIsRefusedAndUsesUpNothing,
+//     TestSpeechRace_ARevisionDuringRaysTurnWithdrawsWhatTheTurnSaid,
+//     TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction,
+//     TestSpeechReplay_ACapturedSignedRequestReplayedIsRefusedAndRaysNextTurnHearsTheRetraction.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
