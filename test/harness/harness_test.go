@@ -150,11 +150,13 @@ func TestDemoGolden_NormalizesOnlyWhatVariesFromRunToRun(t *testing.T) {
 		{Who: "carer", Text: "unsay link --patient ray → code 566627"},
 		{Who: "Alexa", Text: "Sarah Okafor, physio, changed it just now: “Full weight-bearing as tolerated.”"},
 		{Who: "Alexa", Text: "Sarah Okafor, physio, 12 seconds ago. Mr Adeyemi, surgical team, two days ago."},
+		{Who: "Alexa", Text: "Nine days ago, Dr Mensah, GP, wrote: “Rivaroxaban 10 mg once a day, for a course due to end on 27 November 2026.” Day 5."},
 	}}
 	want := `server: unsay serve on http://127.0.0.1:PORT (SQLite DIR/unsay.db, demo seed)
 carer: unsay link --patient ray → code CODE
 Alexa: Sarah Okafor, physio, changed it {age}: “Full weight-bearing as tolerated.”
 Alexa: Sarah Okafor, physio, {age}. Mr Adeyemi, surgical team, two days ago.
+Alexa: Nine days ago, Dr Mensah, GP, wrote: “Rivaroxaban 10 mg once a day, for a course due to end on {date}.” Day 5.
 `
 	if got := d.Golden(); got != want {
 		t.Errorf("Golden() =\n%s\nwant\n%s", got, want)
