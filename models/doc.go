@@ -93,7 +93,7 @@
 //     TestDemo_TranscriptMatchesTheGolden.
 //   - P-18. skill and bridge/speech do not depend on store or bridge; the
 //     speech token holds care.read.user only. Tests:
-//     TestImports_SkillAndSpeechDoNotDependOnStoreOrBridge, TestRun_NeverHoldsAnAssistantRecord,
+//     TestImports_TheLayersPointOneWay, TestRun_NeverHoldsAnAssistantRecord,
 //     TestNew_RefusesASpeechTokenWiderThanTheSpeakableScope.
 //   - P-19. A retraction withdraws the version Ray actually heard; none if
 //     he never heard an older one; none twice; this survives a restart.
