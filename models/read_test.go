@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func readVersion(n int, value string, staleAfter time.Time) Version {
@@ -68,8 +69,8 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, m) {
-				t.Fatalf("ParseReadMeta(Map()) =\n%+v\nwant\n%+v", got, m)
+			if d := cmp.Diff(m, got); d != "" {
+				t.Fatalf("ParseReadMeta(Map()) (-want +got):\n%s", d)
 			}
 			if got.Stale != tt.wantStale {
 				t.Errorf("stale = %v, want %v", got.Stale, tt.wantStale)
@@ -81,8 +82,8 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 			want := tt.v
 			want.StaleAfter, want.Priority = time.Time{}, 0 // not on the wire: staleness travels as unsay/stale
 			want.ServedStale = tt.wantStale
-			if !reflect.DeepEqual(v, want) {
-				t.Fatalf("DecodeRead =\n%+v\nwant\n%+v", v, want)
+			if d := cmp.Diff(want, v); d != "" {
+				t.Fatalf("DecodeRead (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package models
 import (
 	"errors"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
@@ -23,8 +25,8 @@ func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseURI(%q): %v", tc.in, err)
 			}
-			if u != tc.want {
-				t.Fatalf("ParseURI(%q) = %+v, want %+v", tc.in, u, tc.want)
+			if d := cmp.Diff(tc.want, u); d != "" {
+				t.Fatalf("ParseURI(%q) (-want +got):\n%s", tc.in, d)
 			}
 			if u.String() != tc.in {
 				t.Fatalf("String() = %q, want %q (round trip)", u.String(), tc.in)
