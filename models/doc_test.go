@@ -88,6 +88,7 @@ func missing(tests map[int][]string, found map[string]bool) []string {
 // P-1…P-26 in order, tests that exist in the module: renaming or deleting
 // a proving test fails here until the list follows.
 func TestInvariants_EveryListedTestExists(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)

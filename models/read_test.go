@@ -41,6 +41,7 @@ func jsonRoundTrip(t *testing.T, m map[string]any) map[string]any {
 // record fields and the value as written — fresh, stale, superseded, with a
 // retraction, version 1 without a previous hash.
 func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
+	t.Parallel()
 	past := demoNow.Add(-time.Hour)
 	tests := []struct {
 		name       string
@@ -58,6 +59,7 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			m := NewReadMeta(tt.v, tt.latest, demoNow)
 			m.Retraction = tt.retraction
 			text := ReadText(tt.v, m, demoNow)
@@ -91,6 +93,7 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 
 // Map writes exactly the documented keys: unsay/retraction only when set.
 func TestReadMeta_MapWritesTheContractKeys(t *testing.T) {
+	t.Parallel()
 	m := NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow)
 	keys := func(m map[string]any) []string {
 		var out []string
@@ -115,6 +118,7 @@ func TestReadMeta_MapWritesTheContractKeys(t *testing.T) {
 }
 
 func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
+	t.Parallel()
 	good := func() map[string]any {
 		return jsonRoundTrip(t, NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow).Map())
 	}
@@ -138,6 +142,7 @@ func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			m := good()
 			tt.edit(m)
 			if _, err := ParseReadMeta(m); !errors.Is(err, ErrReadFormat) {
@@ -151,6 +156,7 @@ func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
 }
 
 func TestDecodeRead_RefusesAnotherVersionOrAnotherAudience(t *testing.T) {
+	t.Parallel()
 	v := readVersion(2, "Full weight-bearing.", time.Time{})
 	m := NewReadMeta(v, 2, demoNow)
 	wire := jsonRoundTrip(t, m.Map())
@@ -174,6 +180,7 @@ func TestDecodeRead_RefusesAnotherVersionOrAnotherAudience(t *testing.T) {
 }
 
 func TestReadValue_StripsOnlyTheHeaderTheServerPutThere(t *testing.T) {
+	t.Parallel()
 	stale := ReadMeta{Version: 2, Latest: 2, Stale: true}
 	fresh := ReadMeta{Version: 2, Latest: 2}
 	old := ReadMeta{Version: 1, Latest: 2}
@@ -197,6 +204,7 @@ func TestReadValue_StripsOnlyTheHeaderTheServerPutThere(t *testing.T) {
 }
 
 func TestStripStaleHeader(t *testing.T) {
+	t.Parallel()
 	v := readVersion(2, "x", time.Time{})
 	if got, ok := StripStaleHeader(StaleHeader(v, demoNow) + "\nEat normally."); !ok || got != "Eat normally." {
 		t.Errorf("StripStaleHeader = %q, %v", got, ok)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in       string
 		want     URI
@@ -21,6 +22,7 @@ func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
 		{"care-internal://ray/gait_note/v3", URI{Scheme: "care-internal", Patient: "ray", Domain: "gait_note", Version: 3}, AudienceAssistant},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
 			u, err := ParseURI(tc.in)
 			if err != nil {
 				t.Fatalf("ParseURI(%q): %v", tc.in, err)
@@ -39,6 +41,7 @@ func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
 }
 
 func TestParseURI_RejectsEverythingElse(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"",
 		"care://ray/weight_bearing/3",    // version without the v
@@ -72,6 +75,7 @@ func TestParseURI_RejectsEverythingElse(t *testing.T) {
 		"care://ray/weight_bearing/v1234567890", // absurd version
 	} {
 		t.Run(in, func(t *testing.T) {
+			t.Parallel()
 			if u, err := ParseURI(in); err == nil {
 				t.Fatalf("ParseURI(%q) = %+v, want an error", in, u)
 			} else if !errors.Is(err, ErrNotCareURI) {
@@ -82,6 +86,7 @@ func TestParseURI_RejectsEverythingElse(t *testing.T) {
 }
 
 func TestURI_VersionHelpers(t *testing.T) {
+	t.Parallel()
 	u := NewURI(AudienceAssistant, "ray", "risk")
 	if got := u.WithVersion(2).String(); got != "care-internal://ray/risk/v2" {
 		t.Fatalf("WithVersion(2) = %q", got)

@@ -21,6 +21,7 @@ func seeded(t *testing.T) *Store {
 }
 
 func TestRead_P1_UserPrincipalCannotReachAssistantRecordsByEitherScheme(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	for _, uri := range []string{
@@ -49,6 +50,7 @@ func TestRead_P1_UserPrincipalCannotReachAssistantRecordsByEitherScheme(t *testi
 // assistant record through the care:// scheme, nor a user record through
 // care-internal://.
 func TestRead_P1_SchemeMustMatchTheRecordsOwnAudience(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	for _, uri := range []string{"care://ray/risk", "care-internal://ray/weight_bearing", "care-internal://ray/weight_bearing/v1"} {
@@ -59,6 +61,7 @@ func TestRead_P1_SchemeMustMatchTheRecordsOwnAudience(t *testing.T) {
 }
 
 func TestRead_P1_AssistantScopeReadsAssistantRecords(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	r, err := s.Read(ctx, dualRay, "care-internal://ray/risk")
@@ -71,6 +74,7 @@ func TestRead_P1_AssistantScopeReadsAssistantRecords(t *testing.T) {
 }
 
 func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	uris := func(p models.Principal) []string {
@@ -115,6 +119,7 @@ func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
 }
 
 func TestRead_P2_ForbiddenAbsentMalformedAndMissingVersionAreIndistinguishable(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	for name, uri := range map[string]string{
@@ -147,6 +152,7 @@ func TestRead_P2_ForbiddenAbsentMalformedAndMissingVersionAreIndistinguishable(t
 }
 
 func TestRead_P21_AnotherPatientsFactsAreNotFound(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	sue := models.Principal{Subject: "w", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"sue"}}
@@ -173,6 +179,7 @@ func TestRead_P21_AnotherPatientsFactsAreNotFound(t *testing.T) {
 }
 
 func TestPublish_P21_WriterMustBeBoundToThePatient(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, newClock())
 	pi := in("weight_bearing", models.AudienceUser, "x")
 	pi.Patient = "sue"
@@ -189,6 +196,7 @@ func TestPublish_P21_WriterMustBeBoundToThePatient(t *testing.T) {
 }
 
 func TestPublish_P3_AudienceChangeRefusedBeforeAnyStateChanges(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	before, _ := s.LastSeq(ctx)
@@ -224,6 +232,7 @@ func TestPublish_P3_AudienceChangeRefusedBeforeAnyStateChanges(t *testing.T) {
 // a speakable one with the lowest is still read: the stored record's
 // audience and the URI scheme's scope decide, nothing else.
 func TestRead_P4_PriorityIsAHintThatNoDecisionReads(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, nil)
 	ctx := context.Background()
 	loud := in("loud_note", models.AudienceAssistant, "Assistant-only, written at the highest priority.")

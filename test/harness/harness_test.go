@@ -19,6 +19,7 @@ import (
 // names echo-api.amazon.com, and Signature-256 verifies over the raw body —
 // and does not after one flipped byte.
 func TestTestCA_SignatureVerifiesAgainstTheChainLikeAlexaVerifiers(t *testing.T) {
+	t.Parallel()
 	ca, err := NewTestCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,7 @@ const fixtureModel = `{"interactionModel":{"languageModel":{"invocationName":"ca
  "types":[{"name":"TopicType","values":[{"id":"weight_bearing","name":{"value":"walking","synonyms":["crutches","frame"]}}]}]}}}`
 
 func TestModelSlot_ResolvesSynonymsAndReportsNoMatch(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "en-US.json")
 	if err := os.WriteFile(p, []byte(fixtureModel), 0o600); err != nil {
 		t.Fatal(err)
@@ -115,6 +117,7 @@ func TestModelSlot_ResolvesSynonymsAndReportsNoMatch(t *testing.T) {
 }
 
 func TestPlainSSML_UnescapesAndStripsTags(t *testing.T) {
+	t.Parallel()
 	got := PlainSSML(`<speak>Stop — <break time="300ms"/>I told you: “Tom &amp; Jerry &lt;3”</speak>`)
 	if want := "Stop — I told you: “Tom & Jerry <3”"; got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -133,6 +136,7 @@ func TestEnv_DropsCallerUnsayVariables(t *testing.T) {
 }
 
 func TestWalkingSentence_FindsTheWeightBearingQuote(t *testing.T) {
+	t.Parallel()
 	s := "Your exercise instruction from Sarah: “Ankle pumps hourly.” Your walking instruction: “Partial weight-bearing.”"
 	if got := WalkingSentence(s); got != "Partial weight-bearing." {
 		t.Errorf("got %q", got)
@@ -145,6 +149,7 @@ func TestWalkingSentence_FindsTheWeightBearingQuote(t *testing.T) {
 // The golden transcript keeps every word and writes only what varies run
 // to run as a placeholder.
 func TestDemoGolden_NormalizesOnlyWhatVariesFromRunToRun(t *testing.T) {
+	t.Parallel()
 	d := &Demo{Turns: []Turn{
 		{Who: "server", Text: "unsay serve on http://127.0.0.1:45265 (SQLite /tmp/unsay-demo-1/unsay.db, demo seed)"},
 		{Who: "carer", Text: "unsay link --patient ray → code 566627"},
