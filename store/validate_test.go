@@ -54,7 +54,6 @@ func TestPublish_XMLForbiddenCharactersAreRefusedInEveryField(t *testing.T) {
 	for _, f := range fields {
 		for _, c := range xmlForbiddenClasses {
 			t.Run(f.name+"/"+c.name, func(t *testing.T) {
-				t.Parallel()
 				pi := in("weight_bearing", models.AudienceUser, "Full weight-bearing.")
 				f.set(&pi, c.s)
 				_, err := s.Publish(ctx, writer, pi)
