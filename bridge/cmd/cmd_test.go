@@ -472,6 +472,21 @@ func TestWriteAndLink_TellAPersonWhatHappened(t *testing.T) {
 	}
 }
 
+// A patient with no care record (here a mistyped id) gets a sentence
+// naming him and what to check, and no code; the twin is Ray's code.
+func TestLink_APatientWithNoCareRecordIsRefusedInWordsNotGivenACode(t *testing.T) {
+	s := startServe(t)
+	r := unsay(t, nil, "link", "--url", s.url, "--patient", "rya")
+	if r.code != 1 || regexp.MustCompile(`\b\d{6}\b`).MatchString(r.stdout) ||
+		!strings.Contains(r.stderr, `--patient: no care record for patient "rya"`) || !strings.Contains(r.stderr, "check the id") {
+		t.Errorf("link --patient rya: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	ok := unsay(t, nil, "link", "--url", s.url, "--patient", "ray")
+	if ok.code != 0 || !regexp.MustCompile(`^\d{6}\t`).MatchString(ok.stdout) {
+		t.Errorf("link --patient ray: exit %d, %q %s", ok.code, ok.stdout, ok.stderr)
+	}
+}
+
 func TestRekey_RefusesWhileAServerHoldsTheDatabase(t *testing.T) {
 	s := startServe(t)
 	key := []string{"UNSAY_MASTER_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
