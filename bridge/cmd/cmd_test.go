@@ -487,6 +487,37 @@ func TestLink_APatientWithNoCareRecordIsRefusedInWordsNotGivenACode(t *testing.T
 	}
 }
 
+// `grants list --patient -` lists the grants the table shows with - (bound
+// to no patient: the speech principal's); a patient's own list leaves it
+// out, no --patient lists it too, and a stray "-" or an id that is not one
+// is a usage error that says what list wants.
+func TestGrantsList_DashIsTheGrantsBoundToNoPatientAndStrayArgumentsSayWhatListWants(t *testing.T) {
+	s := startServe(t)
+	const speech = "internal:unsay-speech"
+	for _, tc := range []struct {
+		args   []string
+		listed bool
+	}{{[]string{"--patient", "-"}, true}, {nil, true}, {[]string{"--patient", "ray"}, false}} {
+		r := unsay(t, nil, append([]string{"grants", "list", "--db", s.db}, tc.args...)...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "ID") || strings.Contains(r.stdout, speech) != tc.listed {
+			t.Errorf("grants list %v: exit %d, %q %s; want the speech grant listed=%v", tc.args, r.code, r.stdout, r.stderr, tc.listed)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-"}, "for the grants bound to no patient give --patient -"},
+		{[]string{"ray"}, "narrow it with --patient P"},
+		{[]string{"--patient", "Ray!"}, `--patient "Ray!" is not a patient id`},
+	} {
+		r := unsay(t, nil, append(append([]string{"grants", "list"}, tc.args...), "--db", s.db)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("grants list %v: exit %d, %q %q; want 2 and %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
 func TestRekey_RefusesWhileAServerHoldsTheDatabase(t *testing.T) {
 	s := startServe(t)
 	key := []string{"UNSAY_MASTER_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
