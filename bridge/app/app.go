@@ -803,7 +803,27 @@ func refuseUnsafeExposure(cfg Config) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("refusing to serve %s (%s: not loopback) with development-only settings: %s", cfg.Addr, cfg.PublicURL, strings.Join(bad, ", "))
+	return fmt.Errorf("refusing to serve %s with development-only settings: %s", exposure(cfg), strings.Join(bad, ", "))
+}
+
+// exposure says, for refuseUnsafeExposure, where an exposed server listens
+// and is reached, naming what is not loopback: "0.0.0.0:8080 (listening
+// not on loopback; public URL http://0.0.0.0:8080, the default)" or
+// "127.0.0.1:8080 (public URL https://care.example is not loopback)".
+func exposure(cfg Config) string {
+	var why []string
+	if host, _, err := net.SplitHostPort(cfg.Addr); err != nil || !isLoopbackHost(host) {
+		why = append(why, "listening not on loopback")
+	}
+	switch u, err := url.Parse(cfg.PublicURL); {
+	case cfg.PublicURL == "":
+		why = append(why, "public URL http://"+cfg.Addr+", the default")
+	case err != nil || !isLoopbackHost(u.Hostname()):
+		why = append(why, "public URL "+cfg.PublicURL+" is not loopback")
+	default:
+		why = append(why, "public URL "+cfg.PublicURL)
+	}
+	return cfg.Addr + " (" + strings.Join(why, "; ") + ")"
 }
 
 // devSettings lists, sorted, the development-only settings cfg holds: each
