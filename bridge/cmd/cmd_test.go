@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -515,6 +516,55 @@ func TestGrantsList_DashIsTheGrantsBoundToNoPatientAndStrayArgumentsSayWhatListW
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
 			t.Errorf("grants list %v: exit %d, %q %q; want 2 and %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
 		}
+	}
+}
+
+// `unsay keygen --out FILE` writes one environment-file line,
+// UNSAY_SIGNING_KEY=<base64>, mode 0600, that `export $(cat FILE)` loads as
+// the key whose public half keygen printed; run again it keeps the file
+// and prints the same public key. The whole line put in the variable
+// (UNSAY_SIGNING_KEY=$(cat FILE)) is refused saying how to load it; the
+// twin, the value alone, is taken.
+func TestKeygen_OutWritesAnEnvironmentFileThatExportCatLoads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "signing.env")
+	r := unsay(t, nil, "keygen", "--out", file)
+	pub := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !regexp.MustCompile(`^UNSAY_SIGNING_PUBLIC_KEY=[A-Za-z0-9+/]{43}=$`).MatchString(pub) {
+		t.Fatalf("keygen --out: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^UNSAY_SIGNING_KEY=[A-Za-z0-9+/]{43}=\n$`).Match(b) {
+		t.Fatalf("the file holds %q, want one line UNSAY_SIGNING_KEY=<base64>", b)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v %v, want 0600", fi.Mode().Perm(), err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	loaded, err := exec.Command(sh, "-c", `export $(cat "$1") && printf %s "$UNSAY_SIGNING_KEY"`, "sh", file).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := store.ParseSigningKey(string(loaded))
+	if err != nil || "UNSAY_SIGNING_PUBLIC_KEY="+store.FormatPublicKey(k.Public().(ed25519.PublicKey)) != pub {
+		t.Fatalf("export $(cat FILE) loads %q (%v), not the key of %s", loaded, err, pub)
+	}
+	if again := unsay(t, nil, "keygen", "--out", file); again.code != 0 || strings.TrimSpace(again.stdout) != pub {
+		t.Errorf("keygen --out an existing file: exit %d, %q; want its key's %s", again.code, again.stdout, pub)
+	}
+	db := seededDB(t)
+	whole := unsay(t, []string{"UNSAY_SIGNING_KEY=" + strings.TrimSpace(string(b))}, "verify", "--db", db)
+	if whole.code != 1 || !strings.Contains(whole.stderr, "export $(cat FILE)") {
+		t.Errorf("UNSAY_SIGNING_KEY=$(cat FILE): exit %d, %q; want the hint", whole.code, whole.stderr)
+	}
+	value := unsay(t, []string{"UNSAY_SIGNING_KEY=" + string(loaded)}, "verify", "--db", db)
+	if strings.Contains(value.stderr, "whole line") || strings.Contains(value.stderr, "UNSAY_SIGNING_KEY:") {
+		t.Errorf("UNSAY_SIGNING_KEY=<value>: %q; want it taken", value.stderr)
 	}
 }
 

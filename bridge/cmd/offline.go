@@ -101,17 +101,20 @@ func sealedHint(err error, db, env string) error {
 //	UNSAY_SIGNING_PUBLIC_KEY=<base64 key>     public: for `unsay verify` and /verify
 //
 // With --out it writes the secret line to FILE (mode 0600) and prints only
-// the public one; a FILE that already exists is never overwritten: keygen
-// prints the public key of the key it holds.
+// the public one. FILE is an environment file of that one line
+// (signingKeyFile): load it with `export $(cat FILE)`, systemd's
+// EnvironmentFile= or `docker run --env-file FILE`. A FILE that already
+// exists is never overwritten: keygen prints the public key of the key it
+// holds.
 func cmdKeygen(ctx context.Context, args []string) error {
 	c, fs := newCommand("keygen")
-	out := fs.String("out", "", "write UNSAY_SIGNING_KEY=… to this file (0600) instead of stdout; an existing file is kept")
+	out := fs.String("out", "", "write the environment file UNSAY_SIGNING_KEY=… (0600; load it with export $(cat FILE)) instead of stdout; an existing file is kept")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
 	if *out != "" {
 		if b, err := os.ReadFile(*out); err == nil {
-			k, err := store.ParseSigningKey(strings.TrimPrefix(strings.TrimSpace(string(b)), "UNSAY_SIGNING_KEY="))
+			k, err := parseSigningKeyFile(b)
 			if err != nil {
 				return fmt.Errorf("%s exists and holds no signing key: %w", *out, err)
 			}
@@ -124,7 +127,7 @@ func cmdKeygen(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	secret := "UNSAY_SIGNING_KEY=" + store.FormatSigningKey(priv) + "\n"
+	secret := signingKeyFile(priv)
 	if *out == "" {
 		fmt.Print(secret)
 	} else {
@@ -141,7 +144,43 @@ func cmdKeygen(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Printf("UNSAY_SIGNING_PUBLIC_KEY=%s\n", store.FormatPublicKey(pub))
-	fmt.Fprintf(os.Stderr, "unsay keygen: key %s; give UNSAY_SIGNING_KEY to every server instance and the public key to whoever verifies\n", store.KeyID(pub))
+	if *out != "" {
+		fmt.Fprintf(os.Stderr, "unsay keygen: key %s in %s; load it into every server instance's environment (export $(cat %s), or EnvironmentFile=/--env-file) and give the public key to whoever verifies\n", store.KeyID(pub), *out, *out)
+	} else {
+		fmt.Fprintf(os.Stderr, "unsay keygen: key %s; give UNSAY_SIGNING_KEY to every server instance and the public key to whoever verifies\n", store.KeyID(pub))
+	}
+	return nil
+}
+
+// signingKeyPrefix starts the one line of the file `unsay keygen --out`
+// writes.
+const signingKeyPrefix = "UNSAY_SIGNING_KEY="
+
+// signingKeyFile is what `unsay keygen --out` writes: one line,
+// UNSAY_SIGNING_KEY=<standard base64 of the 32-byte seed>, newline — an
+// environment file that `export $(cat FILE)`, `set -a; . FILE`, systemd's
+// EnvironmentFile= and `docker run --env-file` all read the same way (the
+// value has no space, quote or shell character).
+func signingKeyFile(k ed25519.PrivateKey) string {
+	return signingKeyPrefix + store.FormatSigningKey(k) + "\n"
+}
+
+// parseSigningKeyFile reads back a file signingKeyFile wrote (surrounding
+// white space allowed).
+func parseSigningKeyFile(b []byte) (ed25519.PrivateKey, error) {
+	line := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(line, signingKeyPrefix) || strings.ContainsAny(line, "\n\r") {
+		return nil, fmt.Errorf("want the one line %s<base64 seed> that unsay keygen --out writes", signingKeyPrefix)
+	}
+	return store.ParseSigningKey(strings.TrimPrefix(line, signingKeyPrefix))
+}
+
+// checkSigningKeyEnv refuses UNSAY_SIGNING_KEY holding the whole line of
+// keygen's file (UNSAY_SIGNING_KEY=$(cat FILE)), saying how to load it.
+func checkSigningKeyEnv() error {
+	if strings.HasPrefix(os.Getenv("UNSAY_SIGNING_KEY"), signingKeyPrefix) {
+		return fmt.Errorf("UNSAY_SIGNING_KEY holds the whole line of the file unsay keygen --out writes (%s…): load the file as an environment file, export $(cat FILE), not UNSAY_SIGNING_KEY=$(cat FILE)", signingKeyPrefix)
+	}
 	return nil
 }
 
@@ -164,6 +203,9 @@ func openOffline(ctx context.Context, cmd, db string, env envelope.Config) (*sto
 		fmt.Fprintf(os.Stderr, "unsay %s: UNSAY_AUDIT_KEY unset; using the development default audit key\n", cmd)
 	}
 	opts := store.Options{DSN: db, AuditKey: auditKey, Sealer: sealer}
+	if err := checkSigningKeyEnv(); err != nil {
+		return nil, err
+	}
 	if v := os.Getenv("UNSAY_SIGNING_KEY"); v != "" {
 		if opts.SigningKey, err = store.ParseSigningKey(v); err != nil {
 			return nil, fmt.Errorf("UNSAY_SIGNING_KEY: %w", err)

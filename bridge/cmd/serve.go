@@ -186,6 +186,9 @@ func cmdServe(ctx context.Context, args []string) error {
 		bad("alexa-cert", "%v; want URL=PEMFILE", err)
 	}
 	cfg.Alexa.CertOverrides = overrides
+	if err := checkSigningKeyEnv(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := checkDBPath(*db); err != nil {
 		errs = append(errs, err)
 	}
