@@ -11,7 +11,7 @@ BENCH_N ?= 200
 # fuzz: time per target; FUZZ_TARGETS lists package:FuzzName pairs
 FUZZTIME ?= 60s
 FUZZFLAGS ?=
-FUZZ_TARGETS ?= ./skill:FuzzEscapeSSML ./skill:FuzzVerifyRequestBody ./skill:FuzzNormalizeCertURL ./bridge:FuzzCursor
+FUZZ_TARGETS ?= ./skill:FuzzEscapeSSML ./skill:FuzzVerifyRequestBody ./skill:FuzzNormalizeCertURL ./bridge:FuzzCursor ./bridge/httpapi:FuzzWriteBody ./models:FuzzParseURI ./store/envelope:FuzzOpen
 
 .PHONY: all build run test test-e2e demo bench fuzz skill-package clean
 

@@ -18,6 +18,7 @@ func decode(t *testing.T, raw []byte) map[string]any {
 }
 
 func TestDocuments_AreAPL2024_3WithTheirParameterAndToken(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, d := range All() {
 		m := decode(t, d.JSON)
@@ -57,6 +58,7 @@ func sendEvents(v any) [][]any {
 }
 
 func TestCareAndRetraction_TickEvery5sAndWhatsChangedButton(t *testing.T) {
+	t.Parallel()
 	for _, d := range []Doc{Care(), Retraction()} {
 		m := decode(t, d.JSON)
 		ticks, _ := m["handleTick"].([]any)
@@ -90,6 +92,7 @@ var bindingRE = regexp.MustCompile(`\$\{(care|retraction|help|data)\.([a-zA-Z]+)
 // TestDocuments_BindOnlyFieldsTheBuildersProduce proves every ${param.field}
 // and ${data.field} a document reads is produced by its Go builder.
 func TestDocuments_BindOnlyFieldsTheBuildersProduce(t *testing.T) {
+	t.Parallel()
 	sources := map[string]map[string]any{
 		NameCare:       CareDatasource(CareCard{Title: "t", Rows: []CareRow{{Topic: "a", Text: "b", Author: "c", Age: "d", Stale: true}}}),
 		NameRetraction: RetractionDatasource(RetractionCard{Title: "t", Withdrawn: "w", Current: "c", Author: "a", Age: "n"}),
@@ -134,6 +137,7 @@ func TestDocuments_BindOnlyFieldsTheBuildersProduce(t *testing.T) {
 }
 
 func TestDatasources_EscapeMarkupInEveryString(t *testing.T) {
+	t.Parallel()
 	evil := `<b>Rest & "ice"</b> <strike>x</strike>`
 	all := []map[string]any{
 		CareDatasource(CareCard{Title: evil, Rows: []CareRow{{Topic: evil, Text: evil, Author: evil, Age: evil}}}),
@@ -171,6 +175,7 @@ func TestDatasources_EscapeMarkupInEveryString(t *testing.T) {
 }
 
 func TestEscapeText_LeavesPlainTextAlone(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"Full weight-bearing as tolerated.": "Full weight-bearing as tolerated.",
 		"a<b":                               "a&lt;b",
@@ -183,6 +188,7 @@ func TestEscapeText_LeavesPlainTextAlone(t *testing.T) {
 }
 
 func TestCareDatasource_MarksOnlyStaleRowsAndClipsLongText(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("word ", 400)
 	ds := CareDatasource(CareCard{Rows: []CareRow{
 		{Topic: "Walking", Text: "Full.", Author: "Sarah Okafor, physio", Age: "just now", Lead: true},
@@ -224,6 +230,7 @@ func holds(when string, w, h int) bool {
 // conditions for Echo Show 5, 8, 10 and 15 and proves the main text size
 // strictly grows, with exactly one size override (or none, for the Show 5).
 func TestDocuments_TypeGrowsWithTheViewport(t *testing.T) {
+	t.Parallel()
 	viewports := []struct {
 		name string
 		w, h int
@@ -261,6 +268,7 @@ func TestDocuments_TypeGrowsWithTheViewport(t *testing.T) {
 // P-24 on the screen: a stale row and a stale retraction lead with the age
 // and say it is past its review date; their fresh twins do not.
 func TestDatasources_StaleFormsLeadWithTheAge(t *testing.T) {
+	t.Parallel()
 	care := CareDatasource(CareCard{Rows: []CareRow{
 		{Topic: "Blood thinner", Text: "x", Author: "Dr Mensah, GP", Age: "nine days ago", Stale: true},
 		{Topic: "Walking", Text: "y", Author: "Sarah Okafor, physio", Age: "nine days ago"},

@@ -26,6 +26,7 @@ func frames(v any) []map[string]any {
 }
 
 func TestForRuntime_DeclaresNoVersionNewerThanTheDevice(t *testing.T) {
+	t.Parallel()
 	for _, d := range All() {
 		for _, tc := range []struct {
 			runtime, want string
@@ -78,6 +79,7 @@ func TestForRuntime_DeclaresNoVersionNewerThanTheDevice(t *testing.T) {
 }
 
 func TestDocuments_UseNoDeprecatedFramePropertyOrContainerBorder(t *testing.T) {
+	t.Parallel()
 	for _, d := range All() {
 		for _, f := range frames(decode(t, d.JSON)) {
 			if _, ok := f["backgroundColor"]; ok {
@@ -91,6 +93,7 @@ func TestDocuments_UseNoDeprecatedFramePropertyOrContainerBorder(t *testing.T) {
 }
 
 func TestSpeakingOrder_LeadThenStaleThenPriority(t *testing.T) {
+	t.Parallel()
 	rows := []CareRow{
 		{Topic: "Blood thinner", Stale: true, Priority: 0.85},
 		{Topic: "Contact", Priority: 0.3},

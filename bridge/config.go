@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/unsay/unsay/models"
 )
 
@@ -141,8 +140,9 @@ type Config struct {
 	AudioURLTTL time.Duration
 }
 
-// Extra carries the optional pieces the lead wires in from other packages.
-// Every field may be nil.
+// Extra carries the optional pieces bridge/app wires in from other
+// packages. Every field may be nil. (Parts with routes of their own are
+// mounted with Server.Mount.)
 type Extra struct {
 	// Alexa is the Alexa custom-skill endpoint, mounted at POST /alexa
 	// (package skill). Nil: /alexa answers 404.
@@ -160,9 +160,6 @@ type Extra struct {
 	// makes /readyz answer 503 with the reason "store cannot commit writes".
 	// Nil: not checked (only that the store answers).
 	StoreWritable func(ctx context.Context) error
-	// Routes mounts more routes behind the Host and Origin checks (the
-	// embedded authorization server, bridge/oauth). Nil mounts none.
-	Routes func(r chi.Router)
 	// Delivery is the heard ledger behind the care-delivery:// resources
 	// (delivery.go; the speech principal). Nil: every such URI is not found.
 	Delivery DeliverySource

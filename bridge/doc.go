@@ -57,7 +57,8 @@
 // The router (chi) sets X-Content-Type-Options: nosniff and checks Host and
 // Origin before anything runs (probes answer by address), puts the
 // bearer-token middleware of package bridge/auth in front of /mcp, and
-// serves the routes of bridge/httpapi, /healthz and a /readyz that says
+// serves the routes mounted on it (Mount: bridge/httpapi's, the embedded
+// authorization server's), /healthz and a /readyz that says
 // only ready / not ready and why. AdminHandler, for an operators-only
 // listen address, serves the readiness details and /metrics (Prometheus,
 // names prefixed unsay_).

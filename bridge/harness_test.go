@@ -73,13 +73,7 @@ func newHarnessExtra(t testing.TB, extra Extra, opts ...harnessOpt) *harness {
 	if err != nil {
 		t.Fatalf("auth.NewVerifier: %v", err)
 	}
-	var srv *Server
 	writeSecret := []byte("bridge-test-write-secret-0123456789")
-	api := httpapi.New(httpapi.Config{
-		Store: st, Verifier: v, WriteSecret: writeSecret, PublicURL: base,
-		Subscribers: func(u models.URI) int { return srv.Subscribers(u) },
-		OnPublish:   func(d time.Duration) { srv.ObservePublish(d) },
-	})
 	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("BRIDGE_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -88,10 +82,14 @@ func newHarnessExtra(t testing.TB, extra Extra, opts ...harnessOpt) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err = New(ctx, cfg, st, v, api, extra)
+	srv, err := New(ctx, cfg, st, v, extra)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	srv.Mount(httpapi.New(httpapi.Config{
+		Store: st, Verifier: v, WriteSecret: writeSecret, PublicURL: base,
+		Subscribers: srv.Subscribers, OnPublish: srv.ObservePublish,
+	}))
 	ts.Config.Handler = srv.Handler()
 	ts.Config.ConnContext = srv.ConnContext
 	ts.Start()
@@ -179,6 +177,7 @@ func (h *harness) connect(tok string) *client {
 			c.mu.Unlock()
 			c.events <- "list_changed"
 		},
+		//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			data, _ := r.Params.Data.(map[string]any)
 			c.mu.Lock()

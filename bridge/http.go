@@ -31,12 +31,6 @@ func (s *Server) routes() chi.Router {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyzPublic)
 
-	if s.api != nil {
-		s.api.Routes(r)
-	}
-	if s.extra.Routes != nil {
-		s.extra.Routes(r)
-	}
 	if s.extra.Alexa != nil {
 		r.Post("/alexa", s.extra.Alexa.ServeHTTP)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/unsay/unsay/models"
 )
 
-// Issue 13's legacy-path defects and issue 12's session hardening, each
-// with its positive twin.
+// The 2025-11-25 path's session rules and their hardening, each with its
+// positive twin.
 
 // subscribedRaw initializes a raw session with tok subscribed to
 // care://ray/weight_bearing and returns its id.

@@ -293,6 +293,7 @@ func (s *Server) allowModernSend(method string, req mcp.Request) bool {
 	case methodMessage:
 		// Request-scoped logs only; the revision notice is the stateful
 		// path's, and no care URI rides a log on this path.
+		//lint:ignore SA1019 the 2025-11-25 logging channel the legacy path keeps; this only tells its messages apart
 		p, ok := req.GetParams().(*mcp.LoggingMessageParams)
 		return ok && l == nil && p.Logger != RevisionLogger
 	default:

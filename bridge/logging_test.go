@@ -33,7 +33,7 @@ func (s *syncBuffer) String() string {
 // TestLogs_NeverCarryATokenOrAValue runs the whole surface with the logger
 // at Info (the level unsay serve uses) and then at Debug, and searches the
 // log for the bearer tokens, every fact value involved and the session ids
-// (issue 12: the SDK logged them at INFO on every subscribe). Twin: at
+// (the SDK logs them at INFO on every subscribe). Twin: at
 // Debug the log does name the sessions, by their sessionRef.
 func TestLogs_NeverCarryATokenOrAValue(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
@@ -47,6 +47,7 @@ func TestLogs_NeverCarryATokenOrAValue(t *testing.T) {
 			user, dual := h.connect(userTok), h.connect(dualTok)
 			for _, c := range []*client{user, dual} {
 				c.listAll(t)
+				//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 				_ = c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"})
 				if _, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "care://ray/weight_bearing"}); err != nil {
 					t.Fatal(err)

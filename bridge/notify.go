@@ -99,6 +99,7 @@ func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 		if st == nil || !visible(st.currentPrincipal()) {
 			continue
 		}
+		//lint:ignore SA1019 the logging channel (one notice per revision, URI and version only) is required on the 2025-11-25 path
 		_ = ss.Log(ctx, &mcp.LoggingMessageParams{
 			Level:  "notice",
 			Logger: RevisionLogger,
@@ -206,6 +207,7 @@ func (s *Server) allowSend(method string, req mcp.Request) bool {
 		ok := st.listPending
 		st.listPending = false
 		return ok
+	//lint:ignore SA1019 the logging channel (one notice per revision, URI and version only) is required on the 2025-11-25 path
 	case *mcp.LoggingMessageParams:
 		data, ok := p.Data.(map[string]any)
 		if !ok {

@@ -123,6 +123,7 @@ func TestNotifications_UserSessionNeverSeesAnInternalURI(t *testing.T) {
 	dual := h.connect(h.token("reasoner", dualScopes))
 	for _, c := range []*client{user, dual} {
 		c.listAll(t) // arms list_changed
+		//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 		if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 			t.Fatal(err)
 		}
@@ -169,6 +170,7 @@ func TestListChanged_SilentForTheSeedAndUntilAListIsServed(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	c := h.connect(h.token("host", userScopes))
+	//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 	if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +208,7 @@ func TestRevisionLog_OnlyForSessionsThatSetALevel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 	if err := loud.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "notice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +228,7 @@ func TestRevisionLog_OnlyForSessionsThatSetALevel(t *testing.T) {
 	}
 }
 
-// TestUpdated_AUserTokenCannotListenOnADualScopeSession is issue 12's
+// TestUpdated_AUserTokenCannotListenOnADualScopeSession is the
 // attack: a user-scoped token of the dual-scope host's own subject and
 // patients names the host's session and opens its GET stream. It is
 // refused 403, and the host's session keeps its stream and its internal
@@ -367,6 +370,7 @@ func TestWatch_StartsAfterTheSeed(t *testing.T) {
 	h := newHarness(t)
 	c := h.connect(h.token("host", userScopes))
 	c.listAll(t)
+	//lint:ignore SA1019 the test drives the 2025-11-25 logging channel the server keeps
 	if err := c.cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatal(err)
 	}

@@ -75,13 +75,12 @@ func TestReadContract_Golden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var srv *Server
-	api := httpapi.New(httpapi.Config{Store: st, Verifier: v, WriteSecret: []byte("golden-write-secret-0123456789"), PublicURL: base, Clock: now,
-		Subscribers: func(u models.URI) int { return srv.Subscribers(u) }, OnPublish: func(d time.Duration) { srv.ObservePublish(d) }})
-	srv, err = New(ctx, Config{PublicURL: base, Clock: now, Logger: slog.New(slog.DiscardHandler)}, st, v, api, Extra{})
+	srv, err := New(ctx, Config{PublicURL: base, Clock: now, Logger: slog.New(slog.DiscardHandler)}, st, v, Extra{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.Mount(httpapi.New(httpapi.Config{Store: st, Verifier: v, WriteSecret: []byte("golden-write-secret-0123456789"), PublicURL: base, Clock: now,
+		Subscribers: srv.Subscribers, OnPublish: srv.ObservePublish}))
 	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	t.Cleanup(func() { srv.Close(); ts.CloseClientConnections(); ts.Close() })

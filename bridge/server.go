@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/unsay/unsay/bridge/auth"
-	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/web"
@@ -48,7 +47,6 @@ type Server struct {
 	pub         publicURL
 	st          *store.Store
 	verifier    *auth.Verifier
-	api         *httpapi.API
 	extra       Extra
 	logger      *slog.Logger
 	sdkLogger   *slog.Logger // the SDK's: INFO demoted, session ids hashed
@@ -99,16 +97,16 @@ type Server struct {
 const CloseTimeout = 2 * time.Second
 
 // New builds the server: the MCP server with its resources, tool, prompt and
-// middleware; the resumable event store; the chi router with /mcp,
-// api.Routes, /alexa, the web pages, /healthz, /readyz and /metrics. It
+// middleware; the resumable event store; the chi router with /mcp, /alexa,
+// the web pages, /healthz, /readyz and /metrics (more routes are mounted
+// on it with Mount). It
 // starts following the store's change feed from its current last sequence
 // number, so facts already stored (the seed) fire nothing (P-8); the watcher
 // stops on Close or when ctx ends.
 //
-// st and v are required; api may be nil (then /write, /link, /verify and the
-// OAuth metadata are not mounted). Errors wrap ErrConfig for a bad
-// PublicURL or a missing store or verifier, or come from st.LastSeq.
-func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api *httpapi.API, extra Extra) (*Server, error) {
+// st and v are required. Errors wrap ErrConfig for a bad PublicURL or a
+// missing store or verifier, or come from st.LastSeq.
+func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, extra Extra) (*Server, error) {
 	if st == nil || v == nil {
 		return nil, fmt.Errorf("%w: a store and a token verifier are required", ErrConfig)
 	}
@@ -121,7 +119,6 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		pub:         pub,
 		st:          st,
 		verifier:    v,
-		api:         api,
 		extra:       extra,
 		logger:      cfg.Logger,
 		now:         cfg.Clock,
@@ -294,11 +291,22 @@ func (s *Server) receiveMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// Handler is the public HTTP surface (a chi router): /mcp, the
-// bridge/httpapi routes, POST /alexa, the web pages, /healthz and the
-// public /readyz, all behind the Host and Origin checks. /metrics and the
+// Handler is the public HTTP surface (a chi router): /mcp, the routes
+// mounted with Mount, POST /alexa, the web pages, /healthz and the public
+// /readyz, all behind the Host and Origin checks. /metrics and the
 // readiness details are on AdminHandler.
 func (s *Server) Handler() http.Handler { return s.router }
+
+// Routes is a part with HTTP routes of its own on the public listener:
+// bridge/httpapi's API (/write, /link, /verify, the protected-resource
+// metadata), the embedded authorization server (bridge/oauth).
+type Routes interface{ Routes(r chi.Router) }
+
+// Mount adds p's routes to Handler, behind the Host and Origin checks. The
+// part may be built after the server, from it (the API counts Subscribers
+// and reports ObservePublish). Call Mount before Handler serves requests:
+// it is not safe concurrently with them.
+func (s *Server) Mount(p Routes) { p.Routes(s.router) }
 
 // MCPServer is the underlying SDK server of the 2025-11-25 path (for
 // in-process wiring and tests).

@@ -17,8 +17,7 @@ import (
 )
 
 // TestSession_RefusesATokenOfAnyOtherPrincipal: a session is bound to its
-// creator's full principal — subject, patients AND scopes (issue 12,
-// P-21). A token of the same subject bound to another patient (or to
+// creator's full principal — subject, patients AND scopes (P-21). A token of the same subject bound to another patient (or to
 // more), of another subject, or of the same subject and patients with
 // narrowed or widened scopes (the attack: a user-scoped token setting the
 // dual-scope host's Mcp-Session-Id) gets 403 on POST, GET and DELETE, and

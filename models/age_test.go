@@ -6,6 +6,7 @@ import (
 )
 
 func TestSpokenAge(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d    time.Duration
 		want string
@@ -37,6 +38,7 @@ func TestSpokenAge(t *testing.T) {
 }
 
 func TestStaleHeader_SaysAgeAndAuthorLabel(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 10, 8, 9, 14, 0, 0, time.UTC)
 	v := Version{AuthorLabel: "Dr Mensah, GP", WrittenAt: now.Add(-9 * 24 * time.Hour)}
 	want := "[STALE — last changed nine days ago by Dr Mensah, GP; say this age aloud]"
@@ -46,6 +48,7 @@ func TestStaleHeader_SaysAgeAndAuthorLabel(t *testing.T) {
 }
 
 func TestVersion_P7_IsStaleOnlyPastStaleAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 10, 8, 9, 14, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name       string

@@ -6,6 +6,7 @@ import (
 )
 
 func TestPrincipal_P21_BoundToItsPatients(t *testing.T) {
+	t.Parallel()
 	p := Principal{Scopes: []Scope{ScopeReadUser}, Patients: []string{"ray"}}
 	if !p.CanRead("ray", AudienceUser) {
 		t.Fatal("bound patient not readable")
@@ -22,6 +23,7 @@ func TestPrincipal_P21_BoundToItsPatients(t *testing.T) {
 }
 
 func TestPrincipal_P1_ReadScopeFollowsTheAudience(t *testing.T) {
+	t.Parallel()
 	user := Principal{Scopes: []Scope{ScopeReadUser}, Patients: []string{"ray"}}
 	dual := Principal{Scopes: []Scope{ScopeReadUser, ScopeReadAssistant}, Patients: []string{"ray"}}
 	if user.CanRead("ray", AudienceAssistant) {
@@ -40,6 +42,7 @@ func TestPrincipal_P1_ReadScopeFollowsTheAudience(t *testing.T) {
 }
 
 func TestPrincipal_NarrowNeverWidens(t *testing.T) {
+	t.Parallel()
 	p := Principal{Subject: "h", Scopes: []Scope{ScopeReadUser}, Patients: []string{"ray"}}
 	n := p.Narrow(ScopeReadUser, ScopeReadAssistant)
 	if !slices.Equal(n.Scopes, []Scope{ScopeReadUser}) {
@@ -56,6 +59,7 @@ func TestPrincipal_NarrowNeverWidens(t *testing.T) {
 }
 
 func TestPartitions_OneRowPerSchemeAndAudience(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, p := range Partitions() {
 		if seen[p.Scheme] || seen[string(p.Audience)] {

@@ -16,8 +16,7 @@ import (
 // resumable with Last-Event-ID).
 const ProtocolVersion = "2025-11-25"
 
-// The _meta keys on a care resource's resources/read contents (DESIGN.md,
-// Interfaces › MCP): the one definition of the read contract that the MCP
+// The _meta keys on a care resource's resources/read contents: the one definition of the read contract that the MCP
 // server writes (ReadMeta.Map) and the speech principal reads
 // (ParseReadMeta).
 const (

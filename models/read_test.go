@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func readVersion(n int, value string, staleAfter time.Time) Version {
@@ -40,6 +41,7 @@ func jsonRoundTrip(t *testing.T, m map[string]any) map[string]any {
 // record fields and the value as written — fresh, stale, superseded, with a
 // retraction, version 1 without a previous hash.
 func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
+	t.Parallel()
 	past := demoNow.Add(-time.Hour)
 	tests := []struct {
 		name       string
@@ -57,6 +59,7 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			m := NewReadMeta(tt.v, tt.latest, demoNow)
 			m.Retraction = tt.retraction
 			text := ReadText(tt.v, m, demoNow)
@@ -68,8 +71,8 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, m) {
-				t.Fatalf("ParseReadMeta(Map()) =\n%+v\nwant\n%+v", got, m)
+			if d := cmp.Diff(m, got); d != "" {
+				t.Fatalf("ParseReadMeta(Map()) (-want +got):\n%s", d)
 			}
 			if got.Stale != tt.wantStale {
 				t.Errorf("stale = %v, want %v", got.Stale, tt.wantStale)
@@ -81,8 +84,8 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 			want := tt.v
 			want.StaleAfter, want.Priority = time.Time{}, 0 // not on the wire: staleness travels as unsay/stale
 			want.ServedStale = tt.wantStale
-			if !reflect.DeepEqual(v, want) {
-				t.Fatalf("DecodeRead =\n%+v\nwant\n%+v", v, want)
+			if d := cmp.Diff(want, v); d != "" {
+				t.Fatalf("DecodeRead (-want +got):\n%s", d)
 			}
 		})
 	}
@@ -90,6 +93,7 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 
 // Map writes exactly the documented keys: unsay/retraction only when set.
 func TestReadMeta_MapWritesTheContractKeys(t *testing.T) {
+	t.Parallel()
 	m := NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow)
 	keys := func(m map[string]any) []string {
 		var out []string
@@ -114,6 +118,7 @@ func TestReadMeta_MapWritesTheContractKeys(t *testing.T) {
 }
 
 func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
+	t.Parallel()
 	good := func() map[string]any {
 		return jsonRoundTrip(t, NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow).Map())
 	}
@@ -137,6 +142,7 @@ func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			m := good()
 			tt.edit(m)
 			if _, err := ParseReadMeta(m); !errors.Is(err, ErrReadFormat) {
@@ -150,6 +156,7 @@ func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
 }
 
 func TestDecodeRead_RefusesAnotherVersionOrAnotherAudience(t *testing.T) {
+	t.Parallel()
 	v := readVersion(2, "Full weight-bearing.", time.Time{})
 	m := NewReadMeta(v, 2, demoNow)
 	wire := jsonRoundTrip(t, m.Map())
@@ -173,6 +180,7 @@ func TestDecodeRead_RefusesAnotherVersionOrAnotherAudience(t *testing.T) {
 }
 
 func TestReadValue_StripsOnlyTheHeaderTheServerPutThere(t *testing.T) {
+	t.Parallel()
 	stale := ReadMeta{Version: 2, Latest: 2, Stale: true}
 	fresh := ReadMeta{Version: 2, Latest: 2}
 	old := ReadMeta{Version: 1, Latest: 2}
@@ -196,6 +204,7 @@ func TestReadValue_StripsOnlyTheHeaderTheServerPutThere(t *testing.T) {
 }
 
 func TestStripStaleHeader(t *testing.T) {
+	t.Parallel()
 	v := readVersion(2, "x", time.Time{})
 	if got, ok := StripStaleHeader(StaleHeader(v, demoNow) + "\nEat normally."); !ok || got != "Eat normally." {
 		t.Errorf("StripStaleHeader = %q, %v", got, ok)

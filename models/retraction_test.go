@@ -15,6 +15,7 @@ func wb(n int, value, label string, ago time.Duration) Version {
 }
 
 func TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge(t *testing.T) {
+	t.Parallel()
 	heard := wb(1, "No weight through the operated leg; transfers with the frame only.", "Mr Adeyemi, surgical team", 4*24*time.Hour)
 	cur := wb(3, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", 30*time.Second)
 	got, err := RenderRetraction(heard, cur, demoNow)
@@ -35,6 +36,7 @@ func TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge(t *testing.T
 }
 
 func TestRenderRetraction_QuotesAddAFullStopOnce(t *testing.T) {
+	t.Parallel()
 	heard := wb(1, "Partial weight-bearing", "A", time.Hour)
 	cur := wb(2, "Full weight-bearing as tolerated!", "B", time.Hour)
 	got, err := RenderRetraction(heard, cur, demoNow)
@@ -47,6 +49,7 @@ func TestRenderRetraction_QuotesAddAFullStopOnce(t *testing.T) {
 }
 
 func TestRenderRetraction_RefusesAssistantAudience(t *testing.T) {
+	t.Parallel()
 	user := wb(1, "Partial weight-bearing.", "A", time.Hour)
 	internal := Version{Patient: "ray", Domain: "weight_bearing", N: 2, Audience: AudienceAssistant, Value: "Fall risk HIGH.", AuthorLabel: "B"}
 	for name, pair := range map[string][2]Version{"current internal": {user, internal}, "heard internal": {internal, user}} {
@@ -65,6 +68,7 @@ func TestRenderRetraction_RefusesAssistantAudience(t *testing.T) {
 }
 
 func TestRenderRetraction_UnchangedWordsSayNothing(t *testing.T) {
+	t.Parallel()
 	a := wb(1, "Partial weight-bearing.", "A", time.Hour)
 	b := wb(2, "  Partial weight-bearing.  ", "B", time.Minute)
 	if got, err := RenderRetraction(a, b, demoNow); !errors.Is(err, ErrUnchanged) || got != "" {
@@ -77,6 +81,7 @@ func TestRenderRetraction_UnchangedWordsSayNothing(t *testing.T) {
 }
 
 func TestRenderRetraction_RefusesVersionsOfDifferentFacts(t *testing.T) {
+	t.Parallel()
 	a := wb(1, "Partial weight-bearing.", "A", time.Hour)
 	b := a
 	b.Domain, b.Value = "exercise", "Ankle pumps."
@@ -86,6 +91,7 @@ func TestRenderRetraction_RefusesVersionsOfDifferentFacts(t *testing.T) {
 }
 
 func TestGlosses_RestateEachTermOfTheGlossary(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ text, want string }{
 		{"Full weight-bearing as tolerated.", "In plain terms, full weight-bearing as tolerated means as much weight as is comfortable."},
 		{"Partial weight-bearing with the frame.", "In plain terms, partial weight-bearing means only some of your weight."},
@@ -102,6 +108,7 @@ func TestGlosses_RestateEachTermOfTheGlossary(t *testing.T) {
 }
 
 func TestGlosses_NeverAdvise(t *testing.T) {
+	t.Parallel()
 	advice := []string{"should", "must", "try", "don't", "do not", "you can", "safe", "take", "call"}
 	for _, g := range glossary {
 		for _, w := range advice {
@@ -113,6 +120,7 @@ func TestGlosses_NeverAdvise(t *testing.T) {
 }
 
 func TestGlosses_FailSafeOnQualifiers(t *testing.T) {
+	t.Parallel()
 	for _, q := range []string{"not", "never", "avoid", "until", "unless", "except", "instead", "rather than", "no longer"} {
 		text := "Full weight-bearing as tolerated " + q + " the review; rivaroxaban daily."
 		if g := Glosses(text); len(g) != 0 {
@@ -129,6 +137,7 @@ func TestGlosses_FailSafeOnQualifiers(t *testing.T) {
 }
 
 func TestGlosses_FailSafeOnWeightBearingActionWords(t *testing.T) {
+	t.Parallel()
 	for _, w := range []string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay"} {
 		text := "Partial weight-bearing " + w + " the X-ray."
 		if g := Glosses(text); len(g) != 0 {
@@ -141,6 +150,7 @@ func TestGlosses_FailSafeOnWeightBearingActionWords(t *testing.T) {
 }
 
 func TestGlosses_FailSafeOnTwoWeightBearingLevels(t *testing.T) {
+	t.Parallel()
 	if g := Glosses("Partial weight-bearing, moving to full weight-bearing as tolerated."); len(g) != 0 {
 		t.Fatalf("two levels: glosses %v, want none", g)
 	}
@@ -150,12 +160,14 @@ func TestGlosses_FailSafeOnTwoWeightBearingLevels(t *testing.T) {
 }
 
 func TestGlosses_WeightBearingTermMustOpenTheText(t *testing.T) {
+	t.Parallel()
 	if g := Glosses("On the ward, partial weight-bearing."); len(g) != 0 {
 		t.Fatalf("term not at the start: glosses %v, want none", g)
 	}
 }
 
 func TestRenderFirstHearing_NoIToldYou(t *testing.T) {
+	t.Parallel()
 	got, err := RenderFirstHearing(wb(1, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", 2*time.Hour), demoNow)
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +183,7 @@ func TestRenderFirstHearing_NoIToldYou(t *testing.T) {
 // form, and every stale form leads with the age and says it is past its
 // review date.
 func TestRender_StaleFormsLeadWithTheAgeAndSayPastReview(t *testing.T) {
+	t.Parallel()
 	stale := func(v Version) Version { v.StaleAfter = demoNow.Add(-time.Minute); return v }
 	heard := wb(1, "Partial weight-bearing.", "Mr Adeyemi, surgical team", 9*24*time.Hour)
 	cur := wb(2, "Ankle pumps hourly.", "Sarah Okafor, physio", 9*24*time.Hour)
@@ -189,6 +202,7 @@ func TestRender_StaleFormsLeadWithTheAgeAndSayPastReview(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := tt.render(stale(cur))
 			if err != nil {
 				t.Fatal(err)
@@ -212,6 +226,7 @@ func TestRender_StaleFormsLeadWithTheAgeAndSayPastReview(t *testing.T) {
 }
 
 func TestAnnouncement_AgainSaysItMayNotHaveBeenToldProperly(t *testing.T) {
+	t.Parallel()
 	heard := wb(1, "Partial weight-bearing.", "Mr Adeyemi, surgical team", time.Hour)
 	cur := wb(2, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", time.Minute)
 	r, err := Announcement{Heard: &heard, Current: cur, Again: true}.Render(demoNow)
@@ -233,6 +248,7 @@ func TestAnnouncement_AgainSaysItMayNotHaveBeenToldProperly(t *testing.T) {
 // the stale words and a gloss — stays within SpeechFrameChars even when
 // every character of the label escapes to a six-character entity.
 func TestLimits_TheLongestRetractionFrameFitsBesideAValueAtTheLimit(t *testing.T) {
+	t.Parallel()
 	label := strings.Repeat(`"`, 200)
 	domain := strings.Repeat("d", 64)
 	heard := Version{Patient: "ray", Domain: domain, N: 1, Audience: AudienceUser, Value: "x", AuthorLabel: label, WrittenAt: demoNow.Add(-9999 * 24 * time.Hour)}

@@ -3,6 +3,7 @@ package models
 import "testing"
 
 func TestCanWrite_AssistantOnlyFactsNeedTheirOwnWriteScope(t *testing.T) {
+	t.Parallel()
 	write := Principal{Scopes: []Scope{ScopeWrite}, Patients: []string{"ray"}}
 	both := Principal{Scopes: []Scope{ScopeWrite, ScopeWriteAssistant}, Patients: []string{"ray"}}
 	assistantOnly := Principal{Scopes: []Scope{ScopeWriteAssistant}, Patients: []string{"ray"}}
@@ -29,6 +30,7 @@ func TestCanWrite_AssistantOnlyFactsNeedTheirOwnWriteScope(t *testing.T) {
 }
 
 func TestPartitions_WriteScopeFollowsTheAudience(t *testing.T) {
+	t.Parallel()
 	if WriteScope(AudienceUser) != ScopeWrite || WriteScope(AudienceAssistant) != ScopeWriteAssistant || WriteScope("admin") != "" {
 		t.Fatalf("WriteScope: user %q, assistant %q, unknown %q", WriteScope(AudienceUser), WriteScope(AudienceAssistant), WriteScope("admin"))
 	}

@@ -3,9 +3,12 @@ package models
 import (
 	"errors"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in       string
 		want     URI
@@ -19,12 +22,13 @@ func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
 		{"care-internal://ray/gait_note/v3", URI{Scheme: "care-internal", Patient: "ray", Domain: "gait_note", Version: 3}, AudienceAssistant},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
 			u, err := ParseURI(tc.in)
 			if err != nil {
 				t.Fatalf("ParseURI(%q): %v", tc.in, err)
 			}
-			if u != tc.want {
-				t.Fatalf("ParseURI(%q) = %+v, want %+v", tc.in, u, tc.want)
+			if d := cmp.Diff(tc.want, u); d != "" {
+				t.Fatalf("ParseURI(%q) (-want +got):\n%s", tc.in, d)
 			}
 			if u.String() != tc.in {
 				t.Fatalf("String() = %q, want %q (round trip)", u.String(), tc.in)
@@ -37,6 +41,7 @@ func TestParseURI_AcceptsStrictCareURIs(t *testing.T) {
 }
 
 func TestParseURI_RejectsEverythingElse(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"",
 		"care://ray/weight_bearing/3",    // version without the v
@@ -70,6 +75,7 @@ func TestParseURI_RejectsEverythingElse(t *testing.T) {
 		"care://ray/weight_bearing/v1234567890", // absurd version
 	} {
 		t.Run(in, func(t *testing.T) {
+			t.Parallel()
 			if u, err := ParseURI(in); err == nil {
 				t.Fatalf("ParseURI(%q) = %+v, want an error", in, u)
 			} else if !errors.Is(err, ErrNotCareURI) {
@@ -80,6 +86,7 @@ func TestParseURI_RejectsEverythingElse(t *testing.T) {
 }
 
 func TestURI_VersionHelpers(t *testing.T) {
+	t.Parallel()
 	u := NewURI(AudienceAssistant, "ray", "risk")
 	if got := u.WithVersion(2).String(); got != "care-internal://ray/risk/v2" {
 		t.Fatalf("WithVersion(2) = %q", got)

@@ -7,7 +7,7 @@ import (
 	"github.com/unsay/unsay/apl"
 )
 
-// Request types this skill answers (alexa.md §1).
+// Request types this skill answers (Alexa Skills Kit request types).
 const (
 	TypeLaunch             = "LaunchRequest"
 	TypeIntent             = "IntentRequest"
@@ -49,7 +49,8 @@ func HandledIntents() []string {
 // APLInterface is the supportedInterfaces key of a device that renders APL.
 const APLInterface = "Alexa.Presentation.APL"
 
-// RequestEnvelope is the JSON body Alexa POSTs for each turn (alexa.md §1).
+// RequestEnvelope is the JSON body Alexa POSTs for each turn (the ASK
+// request format).
 // Session is nil for out-of-session requests.
 type RequestEnvelope struct {
 	Version string   `json:"version"`
@@ -79,7 +80,7 @@ type User struct {
 }
 
 // Context is the device and application context. The skill id is checked
-// against Context.System.Application, never the session's (alexa.md §1).
+// against Context.System.Application, never the session's.
 type Context struct {
 	System   System    `json:"System"`
 	Viewport *Viewport `json:"Viewport,omitempty"`
@@ -245,8 +246,8 @@ func (r *Request) FirstArgument() string {
 // IsSkillEvent reports whether the request is an AlexaSkillEvent.* request.
 func (r *Request) IsSkillEvent() bool { return strings.HasPrefix(r.Type, SkillEventPrefix) }
 
-// ResponseEnvelope is the JSON the skill answers with (alexa.md §2). Session
-// attributes are never set: state stays server-side.
+// ResponseEnvelope is the JSON the skill answers with (the ASK response
+// format). Session attributes are never set: state stays server-side.
 type ResponseEnvelope struct {
 	Version  string       `json:"version"`
 	Response ResponseBody `json:"response"`

@@ -11,7 +11,7 @@ import (
 // CareSource is the skill's only way to the patient's facts. The speech
 // principal (bridge/speech) implements it by reading over MCP with a token
 // that holds care.read.user and nothing else, so the skill has no code path
-// to an assistant-only fact (P-18, T-7). Tests use an in-memory fake.
+// to an assistant-only fact (P-18). Tests use an in-memory fake.
 type CareSource interface {
 	// Turn returns what may be said to the patient now: his speakable
 	// facts and the announcements he must hear first (retractions first,

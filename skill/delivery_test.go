@@ -234,7 +234,7 @@ func TestLongValue_AtTheLimitSpokenWholeAcrossMoreWithoutBlockingALaterRetractio
 	}
 }
 
-// Issue 16: Repeat after help, fallback or a question says the question
+// Repeat after help, fallback or a question says the question
 // too and keeps the session open; after an answer it does not ask.
 func TestRepeat_AfterAQuestionRepeatsTheQuestionAndKeepsTheSessionOpen(t *testing.T) {
 	for _, o := range []reqOpts{

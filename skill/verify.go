@@ -24,7 +24,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Verification errors (P-22, alexa.md §3). Each refused request is answered
+// Verification errors (P-22). Each refused request is answered
 // HTTP 400 and no handler runs. Match with errors.Is; the wrapped text is the
 // reason written to the log.
 var (
@@ -244,7 +244,7 @@ type VerifierConfig struct {
 }
 
 // Verifier checks that a request comes from Alexa, for this skill, now,
-// once (P-22, alexa.md §3). It is safe for concurrent use; verified chains are
+// once (P-22). It is safe for concurrent use; verified chains are
 // cached per certificate URL until the earliest NotAfter of the chain or
 // CertCacheTTL, whichever is first. So that forged requests cannot make it
 // fetch on their behalf, a URL that failed is refused without a fetch for

@@ -5,16 +5,22 @@
 // deterministic demo seed (P-15).
 //
 // Files, one job each: api.go the types and errors callers use; store.go
-// the Store, Open and Close; validate.go the one write validator; publish.go
-// the write path (Publish, the replay cache); read.go the reads under the
-// partition (Read, List, History, Since); feed.go the change feed (Watch);
-// verify.go the chain verdicts; heads.go the chain and audit heads signed
-// outside the database (P-26); health.go whether writes can commit
-// (WriteHealth); audit.go the audit log; seal.go sealing at
-// rest; seed.go the demo seed and Rekey; link.go device linking; lease.go
-// named leases; startup.go the fail-closed start check; stmt.go prepared
-// statements; dialect.go and dialect_postgres.go the backends (SQLite
-// embedded by default, Postgres for several instances).
+// the Store, Open and Close; validate.go the one write validator;
+// publish.go the write path (Publish, the replay cache); read.go the reads
+// under the partition (Read, List, History, Since); feed.go the change feed
+// (Watch); hash.go the version hash (P-5); verify.go the chain verdicts;
+// heads.go the chain and audit heads signed outside the database (P-26);
+// health.go whether writes can commit (WriteHealth); audit.go the audit
+// log; seal.go sealing at rest; seed.go the demo seed and Rekey; link.go
+// device linking; oauth.go and oauth_link.go the embedded authorization
+// server's clients, grants, codes and keys; audio.go, audio_hash.go and
+// audio_read.go the clips a fact may carry; lease.go named leases;
+// startup.go the fail-closed start check; stmt.go prepared statements;
+// dialect.go and dialect_postgres.go the backends (SQLite embedded by
+// default, Postgres for several instances), their migrations and their
+// placeholders. DB hands the handle and dialect to the parts that keep
+// tables of their own in the same database (bridge/speech's ledger,
+// skill/proactive's budget).
 package store
 
 import (
@@ -86,7 +92,7 @@ func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 // PublishInput is one write. WrittenAt is never taken from input: the store
-// stamps it from its own clock (P-12, I-5).
+// stamps it from its own clock (P-5, P-12).
 type PublishInput struct {
 	Patient     string
 	Domain      string

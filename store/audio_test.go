@@ -135,7 +135,7 @@ func TestAudioVersionHash_CoversTheBytesAndLeavesTextHashesAlone(t *testing.T) {
 	if AudioVersionHash("ab12", `Count "ten".`, models.AudioMPEG, sha256Hex(flipped), at, "okafor") == hex.EncodeToString(want[:]) {
 		t.Fatal("a flipped byte of the clip leaves the hash unchanged")
 	}
-	// A text-only version is hashed as before: the pinned vector of issue 2.
+	// A text-only version is hashed as before: the pinned vector (P-5).
 	text := models.Version{Value: "No weight through the operated leg; transfers with the frame only.", WrittenAt: at, AuthorID: "adeyemi"}
 	if hashOf(text) != VersionHash("", text.Value, at, "adeyemi") {
 		t.Fatal("hashOf a text version is not VersionHash")

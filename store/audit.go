@@ -96,7 +96,7 @@ func validVia(v string) bool {
 	return false
 }
 
-// sanitizeAudit keeps attacker bytes out of a row (seed 000, I-14): a URI
+// sanitizeAudit keeps attacker bytes out of a row (P-14): a URI
 // that is not a strict care URI is recorded as "", an author that is not a
 // valid authorId as "". Actor is the verified principal and is kept, capped
 // at 256 bytes.

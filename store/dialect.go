@@ -17,24 +17,23 @@ import (
 
 // dialect isolates what differs between database backends. The store's
 // logic (validation, chaining, sealing, the partition checks, the audit
-// chain, the seed) is written once against database/sql with "?"
-// placeholders; a dialect supplies the rest.
+// chain, the seed) is written once against database/sql with "?" placeholders; a dialect
+// supplies the rest. There are two: sqliteDialect (below) and
+// postgresDialect (dialect_postgres.go: pgx through its database/sql
+// driver), each with its own migrations/<name>/NNN_*.sql — the same tables
+// (BLOB → BYTEA, REAL → DOUBLE PRECISION, INTEGER ms → BIGINT), applied in
+// order and recorded in schema_migrations. On Postgres:
 //
-// A postgres dialect (pgx via its database/sql driver, "pgx") must provide:
-//
-//   - migrations: the same tables as migrations/sqlite (BLOB → BYTEA,
-//     REAL → DOUBLE PRECISION, INTEGER ms → BIGINT), applied in order;
-//   - rebind: "?" → "$1", "$2", … ;
-//   - lockWrites: a store-wide write lock held until the transaction ends,
-//     e.g. SELECT pg_advisory_xact_lock(<constant>). It must be store-wide,
-//     not per domain: versions.seq is allocated as MAX(seq)+1 under it, which
-//     is what makes the change feed gap-free and in commit order across
-//     instances;
-//   - notify: NOTIFY unsay_changes inside the write transaction (delivered
-//     on commit), with a LISTEN connection per instance that calls
-//     Store.wakeWatchers, so every instance's watchers catch up;
-//   - beginWrite: BEGIN with isolation at least READ COMMITTED (the lock
-//     above serializes writers).
+//   - rebind is rebindDollar: "?" → "$1", "$2", … outside quotes,
+//     comments and dollar quotes;
+//   - lockWrites is a store-wide advisory transaction lock. It must be
+//     store-wide, not per domain: versions.seq is allocated as MAX(seq)+1
+//     under it, which is what makes the change feed gap-free and in commit
+//     order across instances;
+//   - notify is NOTIFY inside the write transaction (delivered on commit),
+//     with a LISTEN connection per instance that calls Store.wakeWatchers,
+//     so every instance's watchers catch up;
+//   - transactions run at READ COMMITTED (the locks serialize writers).
 type dialect interface {
 	// name is "sqlite" or "postgres" (Store.DB's second result).
 	name() string

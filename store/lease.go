@@ -11,7 +11,8 @@ import (
 )
 
 // Leases let several instances agree that exactly one of them does a job at
-// a time — the speech principal for one patient (issue 8). A lease is a row
+// a time — speaking for one patient (bridge/speech's speaker leases), the
+// running server a database has (`unsay serve`'s lease). A lease is a row
 // {name, holder, expires}: whoever holds a live lease keeps it by renewing
 // it before it expires; a lease whose holder stopped renewing is free from
 // its expiry on, and the next AcquireLease takes it. Expiry is judged by the
@@ -105,10 +106,6 @@ func (s *Store) LeaseHolder(ctx context.Context, name string) (holder string, ex
 	}
 	return holder, time.UnixMilli(ms).UTC(), nil
 }
-
-// SpeechLeaseName is the lease that says which instance runs the speech
-// principal for patient.
-func SpeechLeaseName(patient string) string { return "speech/" + patient }
 
 // LeaseKeeper holds a set of leases for one holder (this instance's id):
 // it acquires each free one, renews the ones it holds every TTL/3, and

@@ -163,7 +163,7 @@ func TestLeaseKeeper_HandsOverWhenTheHolderDies(t *testing.T) {
 	}
 	defer b.Close()
 	const ttl = 600 * time.Millisecond
-	names := []string{SpeechLeaseName("ray"), SpeechLeaseName("sue")}
+	names := []string{"speech/ray", "speech/sue"}
 	events := make(chan string, 16)
 	ka := &LeaseKeeper{Store: a, Holder: "instance-a", TTL: ttl}
 	kb := &LeaseKeeper{Store: b, Holder: "instance-b", TTL: ttl}

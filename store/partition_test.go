@@ -21,6 +21,7 @@ func seeded(t *testing.T) *Store {
 }
 
 func TestRead_P1_UserPrincipalCannotReachAssistantRecordsByEitherScheme(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	for _, uri := range []string{
@@ -49,6 +50,7 @@ func TestRead_P1_UserPrincipalCannotReachAssistantRecordsByEitherScheme(t *testi
 // assistant record through the care:// scheme, nor a user record through
 // care-internal://.
 func TestRead_P1_SchemeMustMatchTheRecordsOwnAudience(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	for _, uri := range []string{"care://ray/risk", "care-internal://ray/weight_bearing", "care-internal://ray/weight_bearing/v1"} {
@@ -59,6 +61,7 @@ func TestRead_P1_SchemeMustMatchTheRecordsOwnAudience(t *testing.T) {
 }
 
 func TestRead_P1_AssistantScopeReadsAssistantRecords(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	r, err := s.Read(ctx, dualRay, "care-internal://ray/risk")
@@ -71,6 +74,7 @@ func TestRead_P1_AssistantScopeReadsAssistantRecords(t *testing.T) {
 }
 
 func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	uris := func(p models.Principal) []string {
@@ -115,6 +119,7 @@ func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
 }
 
 func TestRead_P2_ForbiddenAbsentMalformedAndMissingVersionAreIndistinguishable(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	for name, uri := range map[string]string{
@@ -147,6 +152,7 @@ func TestRead_P2_ForbiddenAbsentMalformedAndMissingVersionAreIndistinguishable(t
 }
 
 func TestRead_P21_AnotherPatientsFactsAreNotFound(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	sue := models.Principal{Subject: "w", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"sue"}}
@@ -173,6 +179,7 @@ func TestRead_P21_AnotherPatientsFactsAreNotFound(t *testing.T) {
 }
 
 func TestPublish_P21_WriterMustBeBoundToThePatient(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, newClock())
 	pi := in("weight_bearing", models.AudienceUser, "x")
 	pi.Patient = "sue"
@@ -189,6 +196,7 @@ func TestPublish_P21_WriterMustBeBoundToThePatient(t *testing.T) {
 }
 
 func TestPublish_P3_AudienceChangeRefusedBeforeAnyStateChanges(t *testing.T) {
+	t.Parallel()
 	s := seeded(t)
 	ctx := context.Background()
 	before, _ := s.LastSeq(ctx)
@@ -216,5 +224,44 @@ func TestPublish_P3_AudienceChangeRefusedBeforeAnyStateChanges(t *testing.T) {
 	r, err := s.Publish(ctx, system, pi)
 	if err != nil || r.Replayed || r.Version.N != 3 {
 		t.Fatalf("same-audience write after refusal = %+v, %v; want v3, not replayed", r, err)
+	}
+}
+
+// P-4: no decision reads a hint. An assistant-only fact written with the
+// highest priority is still not found by a speakable-scope principal, and
+// a speakable one with the lowest is still read: the stored record's
+// audience and the URI scheme's scope decide, nothing else.
+func TestRead_P4_PriorityIsAHintThatNoDecisionReads(t *testing.T) {
+	t.Parallel()
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	loud := in("loud_note", models.AudienceAssistant, "Assistant-only, written at the highest priority.")
+	loud.Priority = 1
+	quiet := in("quiet_note", models.AudienceUser, "Speakable, written at the lowest priority.")
+	quiet.Priority = 0
+	mustPublish(t, s, writer, loud)
+	mustPublish(t, s, writer, quiet)
+	for _, uri := range []string{"care-internal://ray/loud_note", "care://ray/loud_note"} {
+		if _, err := s.Read(ctx, userRay, uri); !errors.Is(err, ErrNotFound) {
+			t.Errorf("user Read(%s) = %v; want ErrNotFound whatever its priority", uri, err)
+		}
+	}
+	fs, err := s.List(ctx, userRay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, f := range fs {
+		listed = append(listed, f.Current.FactURI().String())
+	}
+	if slices.Contains(listed, "care-internal://ray/loud_note") || !slices.Contains(listed, "care://ray/quiet_note") {
+		t.Errorf("user List = %v; want the quiet speakable note and not the loud assistant one", listed)
+	}
+	// Twins: the quiet fact is read by the user scope, the loud one by the assistant scope.
+	if _, err := s.Read(ctx, userRay, "care://ray/quiet_note"); err != nil {
+		t.Errorf("user Read(care://ray/quiet_note): %v", err)
+	}
+	if _, err := s.Read(ctx, dualRay, "care-internal://ray/loud_note"); err != nil {
+		t.Errorf("dual Read(care-internal://ray/loud_note): %v", err)
 	}
 }

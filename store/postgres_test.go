@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -313,8 +314,8 @@ func TestFeed_PostgresNotifyCarriesSeqURIVersionNeverTheValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ChangeNotice{Seq: r.Seq, URI: "care-internal://ray/risk", Version: 2}
-	if got != want {
-		t.Fatalf("payload %s = %+v, want %+v", last.Payload, got, want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("payload %s (-want +got):\n%s", last.Payload, d)
 	}
 }
 

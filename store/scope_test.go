@@ -15,6 +15,7 @@ import (
 // an existing domain, a new one, a speakable domain asked as assistant, or
 // an assistant-only domain asked as user — and nothing is written.
 func TestPublish_AssistantOnlyFactsNeedCareWriteAssistant(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, newClock())
 	ctx := context.Background()
 	mustPublish(t, s, writer, in("risk", models.AudienceAssistant, "Fall risk HIGH."))

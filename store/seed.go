@@ -26,10 +26,9 @@ type seedRecord struct {
 	ago time.Duration
 }
 
-// demoRecords returns the demo seed (reference/peers.md §1.2, in our own
-// words): eight facts, eleven versions, in writing order. Every time — and
-// the anticoagulant's end date written inside its sentence — derives from
-// now. The last two versions carry the committed clips (seed_audio.go):
+// demoRecords returns the demo seed: eight facts, eleven versions, in
+// writing order. Every time — and the anticoagulant's end date written
+// inside its sentence — derives from now. The last two versions carry the committed clips (seed_audio.go):
 // the heel-slide count Ray may hear, and a gait recording for the
 // assistant only; the versions before them are unchanged, so their hashes
 // are too (P-15).

@@ -13,7 +13,7 @@ var ErrStartup = errors.New("store: refusing to start")
 // CheckStartup checks, before the server accepts anything, that this
 // process holds the keys its database was written with, so it cannot
 // accept writes it could never read back or extend a chain it cannot
-// verify (fail closed, seed 004):
+// verify (fail closed):
 //
 //   - sealed values and no Sealer → refuse (start with the envelope that sealed them);
 //   - a Sealer and plaintext values → refuse (run `unsay rekey` first);

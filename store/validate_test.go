@@ -38,6 +38,7 @@ var xmlForbiddenClasses = []struct {
 // SSML ill-formed on every turn that mentions the fact. Each class is
 // refused naming the field and the rule, and nothing is written.
 func TestPublish_XMLForbiddenCharactersAreRefusedInEveryField(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, newClock())
 	ctx := context.Background()
 	fields := []struct {
@@ -80,6 +81,7 @@ func TestPublish_XMLForbiddenCharactersAreRefusedInEveryField(t *testing.T) {
 }
 
 func TestXMLForbidden_NamesTheCharacterAndItsPositionNeverTheText(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in     string
 		want   string
@@ -102,6 +104,7 @@ func TestXMLForbidden_NamesTheCharacterAndItsPositionNeverTheText(t *testing.T) 
 // speakable value that cannot fit one Alexa response with a retraction
 // around it would lock every turn; it is refused with the limit named.
 func TestPublish_SpeakableValueOverOneResponseIsRefusedNamingTheLimit(t *testing.T) {
+	t.Parallel()
 	s, _ := openTest(t, newClock())
 	ctx := context.Background()
 	limit := fmt.Sprint(models.MaxSpeakableValueRunes)
@@ -177,6 +180,7 @@ func TestValidate_SpeakableLimitIsCharactersInEveryScript(t *testing.T) {
 }
 
 func TestValidate_AuthorLabelIsRequiredAndNormalized(t *testing.T) {
+	t.Parallel()
 	for _, label := range []string{"", "   "} {
 		pi := in("weight_bearing", models.AudienceUser, "Rest.")
 		pi.AuthorLabel = label

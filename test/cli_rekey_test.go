@@ -2,7 +2,7 @@
 
 package e2e_test
 
-// The `unsay rekey` command, driven through the real binary (issue 7):
+// The `unsay rekey` command, driven through the real binary:
 // rotation, refusals that change nothing, and sealing a plaintext store.
 
 import (

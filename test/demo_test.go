@@ -5,16 +5,58 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/test/harness"
 )
+
+// update rewrites the golden files of the whole-program tests.
+var update = flag.Bool("update", false, "rewrite golden files (go test -tags e2e ./test/ -run Golden -update)")
+
+// demoGolden is every turn of the demo as Ray hears it, with what varies
+// from run to run written as a placeholder (harness.Demo.Golden).
+const demoGolden = "testdata/demo_transcript.golden.txt"
+
+// TestDemo_TranscriptMatchesTheGolden pins each turn of the demo
+// conversation — what Alexa says on linking, on his first question, on the
+// turn after the physio's write (the retraction, P-17) and after that —
+// word for word, so a change to what Ray hears is a change to the golden
+// file, made on purpose with -update.
+func TestDemo_TranscriptMatchesTheGolden(t *testing.T) {
+	const part = "7 demo as a test"
+	pending(t, part, landed(filepath.Join("skill-package", "interactionModels", "custom", "en-US.json")))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := harness.RunDemo(ctx, bin, t.TempDir(), nil)
+	pending(t, part, err)
+	got := d.Golden()
+	path := filepath.Join(testDir, demoGolden)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -tags e2e ./test/ -run TestDemo_TranscriptMatchesTheGolden -update)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("the demo no longer says what %s holds (-want +got); if the change is meant, rerun with -update:\n%s", demoGolden, diff)
+	}
+}
 
 // TestDemo_RayHearsTheRetractionOnHisNextTurn is `make demo`, asserted: Ray
 // links his Echo Show and hears his walking instruction; the physio writes

@@ -1,6 +1,6 @@
 //go:build e2e
 
-// Package e2e_test holds Unsay's whole-program tests (issue 6): the real
+// Package e2e_test holds Unsay's whole-program tests: the real
 // binary on real sockets, driven by clients nobody here wrote. Run them with
 // `make test` (or `go test -tags e2e ./test/`). Each part needs a tool
 // (Node 20 and test/node_modules, Node 22, Chromium); when one is missing

@@ -31,7 +31,7 @@ import (
 )
 
 // TestFanOut_AStalledReaderDelaysNoSessionNorTheSpeechPrincipal is P-25
-// (issue 11) against the real binary: 199 MCP sessions (the official Go
+// against the real binary: 199 MCP sessions (the official Go
 // SDK client, each its own principal) and one whose client opens its GET
 // stream on a raw socket with a tiny receive buffer and never reads it —
 // 200 sessions subscribed to Ray's walking instruction, besides the

@@ -30,7 +30,7 @@ import (
 	"github.com/unsay/unsay/test/harness"
 )
 
-// Real OAuth (issue 14) — the embedded authorization server, the
+// Real OAuth — the embedded authorization server, the
 // consent page, grants and their revocation, and a second, external
 // authorization server trusted by its JWKS, all against the real binary.
 const oauthPart = "OAuth and account linking"

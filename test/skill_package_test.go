@@ -41,7 +41,7 @@ func TestSkillPackage_ValidAgainstSMAPIModel(t *testing.T) {
 		"EXPECT_ENDPOINT=" + public + "/alexa",
 	}, time.Minute)
 
-	// The account-linking request beside it (issue 14), and the committed template.
+	// The account-linking request beside it, and the committed template.
 	runChecks(t, node, "account-linking.mjs", []string{"LABEL=build copy", "FILE=" + filepath.Join(out, "accountLinking.json"),
 		"EXPECT_BASE=" + public}, time.Minute)
 	runChecks(t, node, "account-linking.mjs", []string{"LABEL=source", "FILE=" + filepath.Join(repoRoot, "skill-package", "accountLinking.json")}, time.Minute)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/web"
 )
@@ -474,14 +475,8 @@ console.log(JSON.stringify({all: all, first: first}));`
 		{ID: s("_3"), Data: `{"c":3}`},
 		{Data: `{"after":"stop"}`},
 	}
-	if len(got.All) != len(want) {
-		t.Fatalf("got %d events %+v, want %d", len(got.All), got.All, len(want))
-	}
-	for i, w := range want {
-		g := got.All[i]
-		if (g.ID == nil) != (w.ID == nil) || (g.ID != nil && *g.ID != *w.ID) || g.Event != w.Event || g.Data != w.Data {
-			t.Errorf("event %d = %+v, want %+v", i, g, w)
-		}
+	if d := cmp.Diff(want, got.All); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
 	}
 	if len(got.First) != 2 {
 		t.Errorf("returning true after _1 should stop reading; got %d events", len(got.First))

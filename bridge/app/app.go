@@ -6,8 +6,11 @@
 // the demo and the in-process end-to-end tests all start it through New.
 //
 // It is the one place that knows both sides of the P-18 boundary: it mints
-// the speech principal's token (care.read.user only) and hands the skill an
-// interface, never the store.
+// the speech principal's token (care.read.user only), gives the speech
+// principal and the notifier the store's database handle for the tables
+// they keep themselves (bridge/speech's heard ledger and delivery log,
+// skill/proactive's budget slots), and hands the skill an interface, never
+// the store.
 package app
 
 import (
@@ -26,7 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/unsay/unsay/bridge"
@@ -49,10 +51,25 @@ const SpeechKeepAlive = 3 * time.Second
 // it is re-minted before each connection.
 const SpeechTokenTTL = 12 * time.Hour
 
+// Defaults of `unsay serve` that the program owns (its flags read them).
+const (
+	// DefaultAddr is the listen address: loopback, port 8080.
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultURL is the base URL a server on DefaultAddr is reached at
+	// (the client commands' --url).
+	DefaultURL = "http://" + DefaultAddr
+	// DefaultDB is the SQLite file, in the working directory.
+	DefaultDB = "./unsay.db"
+	// DefaultSeed is what an empty database is seeded with: Ray's demo records.
+	DefaultSeed = "demo"
+)
+
 // Config is everything `unsay serve` reads from flags and the environment.
-// Zero values are the documented defaults.
+// A zero field means the default it documents (the Default* constants here
+// and in skill/proactive and store/envelope), which the flags show; only
+// AlertBudget's zero is a value of its own (none).
 type Config struct {
-	// Addr is the listen address (default 127.0.0.1:8080; port 0 picks one).
+	// Addr is the listen address (default DefaultAddr; port 0 picks one).
 	Addr string
 	// HTTP are the public listener's timeouts and connection cap (zero
 	// fields: the Default* constants).
@@ -64,12 +81,12 @@ type Config struct {
 	// AdminPprof adds net/http/pprof under /debug/pprof/ on AdminAddr
 	// (--admin-pprof; off by default; needs AdminAddr).
 	AdminPprof bool
-	// DB is the SQLite file (default ./unsay.db) or a postgres:// URL.
+	// DB is the SQLite file (default DefaultDB) or a postgres:// URL.
 	DB string
 	// PublicURL is the server's public base URL; "" means http://{Addr}.
 	PublicURL string
-	// Seed is "demo" (default: Ray's demo records on an empty database),
-	// "bench" (the bench fixture patient) or "none".
+	// Seed is "demo" (DefaultSeed: Ray's demo records on an empty
+	// database), "bench" (the bench fixture patient) or "none".
 	Seed string
 	// SeedClock is the clock the seed is built on: zero means now (the demo
 	// then always reads as day five after surgery).
@@ -87,7 +104,8 @@ type Config struct {
 	// private addresses (tests pass an httptest TLS client).
 	OAuthMetadataClient *http.Client
 
-	// Envelope is none|local|kms (default none: PLAINTEXT at rest).
+	// Envelope is none|local|kms (default envelope.DefaultMode, none:
+	// PLAINTEXT at rest).
 	Envelope    string
 	KMSEndpoint string
 	KMSRegion   string
@@ -123,9 +141,11 @@ type Config struct {
 	ProactiveTokenURL string
 	ProactiveAPIBase  string
 	ProactiveLive     bool
-	AlertBudget       int    // per patient per sliding hour; 0 means 3, negative means none
-	QuietHours        string // "21:00-08:00" in TimeZone (default)
-	TimeZone          string // the patient's IANA zone (default Europe/London)
+	// AlertBudget is the unasked notifications per patient per sliding
+	// hour (--alert-budget, default proactive.DefaultAlertBudget); 0: none.
+	AlertBudget int
+	QuietHours  string // in TimeZone (default proactive.DefaultQuietHours); "off": none
+	TimeZone    string // the patient's IANA zone (default proactive.DefaultTimeZone)
 
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -148,13 +168,9 @@ type App struct {
 	// one or a static public key verifies tokens.
 	AS *oauth.Server
 
-	// Speech leases (issue 8): one LeaseKeeper per followed patient, so that
-	// exactly one instance speaks for each patient.
-	holder   string
-	leaseMu  sync.Mutex
-	runCtx   context.Context // set by Serve; nil before
-	leased   map[string]bool
-	leasesWG sync.WaitGroup
+	// holder names this instance in the speaker leases it competes for
+	// (speech.Config.Compete) and in /readyz.
+	holder string
 
 	ln        net.Listener // the public listener, capped at Config.HTTP.MaxConnections
 	speechLn  net.Listener // loopback, the speech principal's own (nil with SpeechMCPURL)
@@ -201,7 +217,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		signingKey = k
 	}
-	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), leased: map[string]bool{}, devSettings: devSettings(cfg)}
+	a := &App{cfg: cfg, log: cfg.Logger, now: cfg.Clock, holder: instanceID(), devSettings: devSettings(cfg)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -250,7 +266,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
 	if !strings.HasPrefix(a.publicURL, "https://") {
-		// Alexa's SSML <audio> fetches only https URLs (issue 18).
+		// Alexa's SSML <audio> fetches only https URLs.
 		a.notes = append(a.notes, "recorded clips are described, not played, on Alexa (the public URL is not https)")
 	}
 
@@ -264,11 +280,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 
 	// Parts that create their own tables do so under the store's migration
-	// lock, so instances starting at once on Postgres do not race (issue 8).
+	// lock, so instances starting at once on Postgres do not race.
 	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
 		return nil, err
 	}
-	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, follow: a.speakFor, verifier: a.verifier}
+	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, verifier: a.verifier}
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
 	skillCfg.TestPause = pause
@@ -279,24 +295,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("alexa skill: %w", err)
 	}
 
-	var srv *bridge.Server
-	api := httpapi.New(httpapi.Config{
-		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
-		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
-		Subscribers: func(u models.URI) int {
-			if srv == nil {
-				return 0
-			}
-			return srv.Subscribers(u)
-		},
-		OnPublish: func(d time.Duration) {
-			if srv != nil {
-				srv.ObservePublish(d)
-			}
-		},
-	})
-	a.api = api
-	srv, err = bridge.New(ctx, bridge.Config{
+	// The MCP server first; then the parts with routes of their own, built
+	// from it, are mounted on it.
+	srv, err := bridge.New(ctx, bridge.Config{
 		PublicURL: a.publicURL, AllowedOrigins: cfg.AllowedOrigins, AuthorizationServers: a.authServers,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 		// Shared by every instance on one database, so a list cursor
@@ -305,7 +306,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Clip URLs (/audio/{token}) are keyed from the signing key, which
 		// every instance shares; without one, a random key per process.
 		AudioURLKey: cfg.SigningKey,
-	}, a.Store, a.verifier, api, bridge.Extra{
+	}, a.Store, a.verifier, bridge.Extra{
 		Alexa:         a.Skill,
 		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
 		Ready: func(context.Context) map[string]any {
@@ -316,18 +317,22 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return map[string]any{"speech": map[string]any{"ok": st.Ready, "connected": st.Connected,
 				"lagSeconds": st.LagSeconds, "confirming": st.Confirming,
 				"lastEventAt": st.LastEventAt, "backlog": st.Backlog, "patients": st.Patients,
-				"speaksFor": a.Speech.Speaking(), "instance": a.holder}}
-		},
-		Routes: func(r chi.Router) {
-			if a.AS != nil {
-				a.AS.Routes(r)
-			}
+				"speaksFor": a.Speech.SpeaksFor(), "instance": a.holder}}
 		},
 		// The clinician's timeline reads the heard ledger (care-delivery://).
 		Delivery: a.Speech,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server: %w", err)
+	}
+	a.api = httpapi.New(httpapi.Config{
+		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
+		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
+		Subscribers: srv.Subscribers, OnPublish: srv.ObservePublish,
+	})
+	srv.Mount(a.api)
+	if a.AS != nil {
+		srv.Mount(a.AS)
 	}
 	a.Bridge = srv
 	for _, c := range a.Speech.Collectors() {
@@ -343,16 +348,16 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 func applyDefaults(cfg *Config) {
 	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:8080"
+		cfg.Addr = DefaultAddr
 	}
 	if cfg.DB == "" {
-		cfg.DB = "./unsay.db"
+		cfg.DB = DefaultDB
 	}
 	if cfg.Seed == "" {
-		cfg.Seed = "demo"
+		cfg.Seed = DefaultSeed
 	}
 	if cfg.Envelope == "" {
-		cfg.Envelope = "none"
+		cfg.Envelope = envelope.DefaultMode
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -360,14 +365,11 @@ func applyDefaults(cfg *Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AlertBudget == 0 {
-		cfg.AlertBudget = 3
-	}
 	if cfg.QuietHours == "" {
-		cfg.QuietHours = "21:00-08:00"
+		cfg.QuietHours = proactive.DefaultQuietHours
 	}
 	if cfg.TimeZone == "" {
-		cfg.TimeZone = "Europe/London"
+		cfg.TimeZone = proactive.DefaultTimeZone
 	}
 	cfg.HTTP.applyDefaults()
 }
@@ -425,7 +427,7 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 	}
 	sc := speech.Config{
-		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Leased: true,
+		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Compete: a.compete,
 		Clock: a.cfg.Clock, Logger: a.log.With("part", "speech"), HTTPClient: hc,
 		// A stalled stream is noticed within two pings, so Ray is never told
 		// an old instruction for long while a revision waits (Pending refuses
@@ -611,12 +613,6 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.leaseMu.Lock()
-	a.runCtx = runCtx
-	a.leaseMu.Unlock()
-	for _, p := range a.Speech.State().Patients {
-		a.speakFor(p)
-	}
 	var wg sync.WaitGroup
 	run := func(part string, f func(context.Context) error) {
 		defer wg.Done()
@@ -645,8 +641,7 @@ func (a *App) Serve(ctx context.Context) error {
 	if admin != nil {
 		_ = admin.Shutdown(sctx)
 	}
-	wg.Wait()
-	a.leasesWG.Wait() // leases released, so another instance takes over at once
+	wg.Wait() // the speech principal's Run returns once its speaker leases are given up
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -709,8 +704,7 @@ type linkAdapter struct {
 	st       *store.Store
 	speech   *speech.Principal
 	log      *slog.Logger
-	follow   func(patient string) // compete for the patient's speech lease
-	verifier *auth.Verifier       // account-linking access tokens (oauth.go)
+	verifier *auth.Verifier // account-linking access tokens (oauth.go)
 }
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
@@ -732,7 +726,6 @@ func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoi
 	if err := l.speech.AddPatient(ctx, patient); err != nil {
 		l.log.Warn("speech principal could not follow the newly linked patient", "patient", patient, "err", err)
 	}
-	l.follow(patient)
 	return patient, nil
 }
 
@@ -740,37 +733,11 @@ func (l *linkAdapter) LinkedPatient(ctx context.Context, alexaUserID string) (st
 	return l.st.LinkedPatient(ctx, alexaUserID)
 }
 
-// SpeechLeaseTTL is how long a speech lease lives without renewal; renewed
-// every third of it, so a dead holder's patients move within 15 s.
-const SpeechLeaseTTL = 9 * time.Second
-
-// speakFor makes this instance compete for patient's speech lease until
-// Serve ends: while it holds the lease, its speech principal queues the
-// patient's announcements and tells the notifier; otherwise it only reads
-// (issue 8). It does nothing before Serve or if already competing.
-func (a *App) speakFor(patient string) {
-	a.leaseMu.Lock()
-	defer a.leaseMu.Unlock()
-	if a.runCtx == nil || a.leased[patient] {
-		return
-	}
-	a.leased[patient] = true
-	k := &store.LeaseKeeper{Store: a.Store, Holder: a.holder, TTL: SpeechLeaseTTL}
-	set := func(on bool) func(string) {
-		return func(string) {
-			if err := a.Speech.SetSpeaking(patient, on); err != nil {
-				a.log.Warn("speech lease", "patient", patient, "err", err)
-			}
-			a.log.Info("speech lease", "patient", patient, "speaking", on, "instance", a.holder)
-		}
-	}
-	a.leasesWG.Add(1)
-	go func() {
-		defer a.leasesWG.Done()
-		if err := k.Run(a.runCtx, []string{store.SpeechLeaseName(patient)}, set(true), set(false)); err != nil {
-			a.log.Error("speech lease keeper stopped", "patient", patient, "err", err)
-		}
-	}()
+// compete is the speech principal's speaker-lease competition
+// (speech.CompeteFunc) over the store's leases, as this instance.
+func (a *App) compete(ctx context.Context, lease string, ttl time.Duration, won, lost func()) error {
+	k := &store.LeaseKeeper{Store: a.Store, Holder: a.holder, TTL: ttl}
+	return k.Run(ctx, []string{lease}, func(string) { won() }, func(string) { lost() })
 }
 
 // TestPauseEnv names the test-only variable that holds every Alexa
@@ -836,7 +803,27 @@ func refuseUnsafeExposure(cfg Config) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("refusing to serve %s (%s: not loopback) with development-only settings: %s", cfg.Addr, cfg.PublicURL, strings.Join(bad, ", "))
+	return fmt.Errorf("refusing to serve %s with development-only settings: %s", exposure(cfg), strings.Join(bad, ", "))
+}
+
+// exposure says, for refuseUnsafeExposure, where an exposed server listens
+// and is reached, naming what is not loopback: "0.0.0.0:8080 (listening
+// not on loopback; public URL http://0.0.0.0:8080, the default)" or
+// "127.0.0.1:8080 (public URL https://care.example is not loopback)".
+func exposure(cfg Config) string {
+	var why []string
+	if host, _, err := net.SplitHostPort(cfg.Addr); err != nil || !isLoopbackHost(host) {
+		why = append(why, "listening not on loopback")
+	}
+	switch u, err := url.Parse(cfg.PublicURL); {
+	case cfg.PublicURL == "":
+		why = append(why, "public URL http://"+cfg.Addr+", the default")
+	case err != nil || !isLoopbackHost(u.Hostname()):
+		why = append(why, "public URL "+cfg.PublicURL+" is not loopback")
+	default:
+		why = append(why, "public URL "+cfg.PublicURL)
+	}
+	return cfg.Addr + " (" + strings.Join(why, "; ") + ")"
 }
 
 // devSettings lists, sorted, the development-only settings cfg holds: each

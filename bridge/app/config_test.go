@@ -16,6 +16,10 @@ import (
 	"github.com/unsay/unsay/skill"
 )
 
+// offLoopback is the refusal's account of a listener on every interface
+// with no --public-url.
+const offLoopback = "refusing to serve 0.0.0.0:0 (listening not on loopback; public URL http://0.0.0.0:0, the default) with"
+
 func TestNew_RefusesDevelopmentSettingsOffLoopback(t *testing.T) {
 	secret := []byte("a-production-secret-of-at-least-32-bytes!")
 	safe := app.Config{TokenSecret: secret, WriteSecret: secret, AuditKey: secret, Alexa: skill.Config{Verify: true, SkillID: "amzn1.ask.skill.x"}}
@@ -23,13 +27,16 @@ func TestNew_RefusesDevelopmentSettingsOffLoopback(t *testing.T) {
 		name  string
 		tweak func(*app.Config)
 		want  string
+		// where is what the refusal says is exposed: the listener, and the
+		// public URL in force — the default one when --public-url is empty.
+		where string
 	}{
-		{"development secrets", func(c *app.Config) { c.WriteSecret = nil }, "UNSAY_WRITE_SECRET"},
-		{"verification off", func(c *app.Config) { c.Alexa.Verify = false }, "--alexa-verify=false"},
-		{"a default patient", func(c *app.Config) { c.Alexa.DefaultPatient = "ray" }, "--default-patient"},
+		{"development secrets", func(c *app.Config) { c.WriteSecret = nil }, "UNSAY_WRITE_SECRET", offLoopback},
+		{"verification off", func(c *app.Config) { c.Alexa.Verify = false }, "--alexa-verify=false", offLoopback},
+		{"a default patient", func(c *app.Config) { c.Alexa.DefaultPatient = "ray" }, "--default-patient", offLoopback},
 		{"a public URL in front of a loopback listener", func(c *app.Config) {
 			c.Addr, c.PublicURL, c.Alexa.Verify = "127.0.0.1:0", "https://care.example.org", false
-		}, "--alexa-verify=false"},
+		}, "--alexa-verify=false", "refusing to serve 127.0.0.1:0 (public URL https://care.example.org is not loopback) with"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,6 +46,9 @@ func TestNew_RefusesDevelopmentSettingsOffLoopback(t *testing.T) {
 			_, err := app.New(context.Background(), cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v, want a refusal naming %s", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.where) || strings.Contains(err.Error(), "(:") {
+				t.Errorf("New = %v, want it to say %q", err, tc.where)
 			}
 			// Twin: the same settings on loopback start (development is allowed there).
 			cfg.Addr, cfg.PublicURL = "127.0.0.1:0", ""
@@ -81,7 +91,7 @@ func TestNew_RefusesASpeechTokenWiderThanTheSpeakableScope(t *testing.T) {
 	a.Close()
 }
 
-// TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff (issue 12, issue 14):
+// TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff:
 // on a public URL the embedded authorization server verifies tokens and
 // HS256 is off — a development token is refused with invalid_token — so
 // UNSAY_TOKEN_SECRET is not required. Its twin on loopback accepts the

@@ -18,6 +18,7 @@ import (
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/skill"
 	"github.com/unsay/unsay/skill/alexatest"
+	"github.com/unsay/unsay/skill/proactive"
 )
 
 type bearerRT struct{ tok string }
@@ -52,6 +53,7 @@ func TestDeliveryTimeline_ToldUnaskedThenHeardOverTheWholeProgram(t *testing.T) 
 			CertOverrides: map[string]string{alexatest.CertURL: chain}},
 		AlexaClientID: "amzn1.application-oa2-client.test", AlexaClientSecret: "secret",
 		ProactiveTokenURL: fake.URL + "/auth/O2/token", ProactiveAPIBase: fake.URL, QuietHours: "off",
+		AlertBudget: proactive.DefaultAlertBudget,
 	})
 	if err != nil {
 		t.Fatal(err)

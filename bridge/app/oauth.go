@@ -49,7 +49,7 @@ func isExposed(cfg Config) bool {
 //     beside it only on loopback.
 //
 // HS256 is never accepted off loopback, so UNSAY_TOKEN_SECRET is not
-// required there (issue 12).
+// required there.
 func (a *App) buildTokens(ctx context.Context) error {
 	cfg := a.cfg
 	exposed := isExposed(cfg)
@@ -174,7 +174,6 @@ func (l *linkAdapter) PatientForAccessToken(ctx context.Context, accessToken str
 		if err := l.speech.AddPatient(actx, patient); err != nil {
 			l.log.Warn("speech principal could not follow the account-linked patient", "patient", patient, "err", err)
 		}
-		l.follow(patient)
 	}
 	return patient, nil
 }

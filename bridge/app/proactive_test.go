@@ -16,6 +16,7 @@ import (
 	"github.com/unsay/unsay/bridge/app"
 	"github.com/unsay/unsay/skill"
 	"github.com/unsay/unsay/skill/alexatest"
+	"github.com/unsay/unsay/skill/proactive"
 )
 
 // fakeAlexaAPI is Login with Amazon and the Proactive Events API.
@@ -66,6 +67,7 @@ func TestOutOfSession_ARevisionSendsOneMessageAlertToRaysLinkedUserAndNoClinical
 			CertOverrides: map[string]string{alexatest.CertURL: chain}},
 		AlexaClientID: "amzn1.application-oa2-client.test", AlexaClientSecret: "secret",
 		ProactiveTokenURL: fake.URL + "/auth/O2/token", ProactiveAPIBase: fake.URL, QuietHours: "off",
+		AlertBudget: proactive.DefaultAlertBudget,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package auth is Unsay's OAuth 2.0 resource-server side: it verifies bearer
 // tokens (JWTs) and turns them into a models.Principal, answers 401/403 for
 // /mcp with the RFC 6750 / RFC 9728 WWW-Authenticate challenges, and mints
-// development tokens (P-13, P-21; spec I-13, T-5).
+// development tokens (P-13, P-21).
 //
 // Which keys verify a token is decided once, by Config (Verifier.Describe
 // names it for the startup line):
@@ -14,7 +14,7 @@
 //     Config.HS256WithJWKS is set (the embedded server on loopback: the
 //     development tokens of `unsay token`);
 //   - a public key (Config.PublicKeyPEM, --token-public-key): RS256 or ES256
-//     under that key and nothing else — HS256 is off (issue 12);
+//     under that key and nothing else — HS256 is off;
 //   - otherwise HS256 under Config.Secret.
 //
 // "none" and every other algorithm are refused, and each algorithm is
@@ -64,7 +64,7 @@ import (
 
 // DevTokenSecret is the development HS256 secret used when
 // UNSAY_TOKEN_SECRET is unset. The startup line must announce it: a server
-// running on it accepts tokens anyone can mint (T-4, residual).
+// running on it accepts tokens anyone with the source can mint.
 const DevTokenSecret = "unsay-development-token-secret-NOT-FOR-DEPLOYMENT"
 
 // MinSecretBytes is the shortest HS256 secret accepted: 32 bytes, the size
@@ -451,7 +451,7 @@ func PrincipalOf(ti *sdkauth.TokenInfo) (models.Principal, bool) {
 
 // BearerToken returns the token of an "Authorization: Bearer <token>"
 // header (scheme case-insensitive), or ErrNoToken. Tokens are read from
-// this header only, never from the query or body (I-13).
+// this header only, never from the query or body (P-13).
 func BearerToken(r *http.Request) (string, error) {
 	fields := strings.Fields(r.Header.Get("Authorization"))
 	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
@@ -598,7 +598,7 @@ func WriteChallenge(w http.ResponseWriter, status int, challenge, msg string) {
 // or unknown scopes, no or invalid patient ids, ttl ≤ 0.
 //
 // Unsay is not an authorization server; Mint exists for development, tests
-// and the `unsay token` command (T-5, residual).
+// and the `unsay token` command.
 func Mint(cfg Config, sub string, scopes []models.Scope, patients []string, ttl time.Duration) (string, error) {
 	base, err := normalizePublicURL(cfg.PublicURL)
 	if err != nil {

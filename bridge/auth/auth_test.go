@@ -97,6 +97,7 @@ func tamperPayload(t *testing.T, token string, edit func(map[string]any)) string
 }
 
 func TestVerify_RefusesEveryBrokenRuleAndAcceptsItsValidTwin(t *testing.T) {
+	t.Parallel()
 	v := newVerifier(t, testConfig())
 	hs := jwt.SigningMethodHS256
 	key := []byte(testSecret)
@@ -155,6 +156,7 @@ func TestVerify_RefusesEveryBrokenRuleAndAcceptsItsValidTwin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ti, err := v.Verify(t.Context(), tc.token, nil)
 			if tc.wantErr {
 				if err == nil {
@@ -177,6 +179,7 @@ func TestVerify_RefusesEveryBrokenRuleAndAcceptsItsValidTwin(t *testing.T) {
 }
 
 func TestVerify_TokenInfoCarriesScopesExpiryAndPrincipalFromThePayload(t *testing.T) {
+	t.Parallel()
 	v := newVerifier(t, testConfig())
 	c := with(goodClaims(), "scope", "care.read.assistant care.read.user care.read.user")
 	c = with(c, "patients", []string{"ray", "ada", "ray"})
@@ -206,6 +209,7 @@ func TestVerify_TokenInfoCarriesScopesExpiryAndPrincipalFromThePayload(t *testin
 // (patients in any order) — the twin that lets a narrowed token resume.
 // The principal's subject stays the plain "sub" (audit actor).
 func TestVerify_SessionUserIDBindsSubjectAndPatientsButNotScopes(t *testing.T) {
+	t.Parallel()
 	v := newVerifier(t, testConfig())
 	userID := func(c jwt.MapClaims) (string, string) {
 		t.Helper()
@@ -241,6 +245,7 @@ func TestVerify_SessionUserIDBindsSubjectAndPatientsButNotScopes(t *testing.T) {
 }
 
 func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
+	t.Parallel()
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +280,7 @@ func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
 		wantErr bool
 	}{
 		{"RS256 with the RSA key configured", rsaV, rs, false},
-		// Issue 12: with a public key only its algorithm is accepted —
+		// With a public key only its algorithm is accepted —
 		// HS256 under the (still configured) secret is refused.
 		{"HS256 refused beside the RSA key", rsaV, hs, true},
 		{"HS256 keyed with the public key PEM", rsaV, confused, true},
@@ -286,6 +291,7 @@ func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := tc.v.Verify(t.Context(), tc.token, nil)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
@@ -295,6 +301,7 @@ func TestVerify_PublicKeyAlgorithmsArePinnedToTheirOwnKey(t *testing.T) {
 }
 
 func TestNewVerifier_RefusesUnusableConfigurationAndAcceptsAGoodOne(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		cfg     Config
@@ -312,6 +319,7 @@ func TestNewVerifier_RefusesUnusableConfigurationAndAcceptsAGoodOne(t *testing.T
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			v, err := NewVerifier(tc.cfg)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
@@ -327,6 +335,7 @@ func TestNewVerifier_RefusesUnusableConfigurationAndAcceptsAGoodOne(t *testing.T
 }
 
 func TestMint_RoundTripsThroughVerifyAndRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	v := newVerifier(t, cfg)
 	tok, err := Mint(cfg, "carer", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
@@ -368,6 +377,7 @@ func TestMint_RoundTripsThroughVerifyAndRefusesBadInput(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if _, err := Mint(tc.cfg, tc.sub, tc.scopes, tc.patients, tc.ttl); !errors.Is(err, ErrConfig) {
 				t.Fatalf("err = %v, want ErrConfig", err)
 			}
@@ -376,6 +386,7 @@ func TestMint_RoundTripsThroughVerifyAndRefusesBadInput(t *testing.T) {
 }
 
 func TestMiddleware_AnswersRFC6750ChallengesAndPassesAReadTokenToTheSDK(t *testing.T) {
+	t.Parallel()
 	// The SDK checks exp against the real clock; use real time here.
 	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL}
 	v := newVerifier(t, cfg)
@@ -449,6 +460,7 @@ func TestMiddleware_AnswersRFC6750ChallengesAndPassesAReadTokenToTheSDK(t *testi
 }
 
 func TestChallenge_FormatsParametersInOrder(t *testing.T) {
+	t.Parallel()
 	if got, want := Challenge("u", "", ""), `Bearer resource_metadata="u"`; got != want {
 		t.Errorf("got %q want %q", got, want)
 	}
@@ -480,6 +492,7 @@ func BenchmarkVerify_HS256(b *testing.B) {
 // but the SDK's own expiry check (against time.Now) refuses gets the SDK's
 // 401 — and error="invalid_token", which the SDK leaves out (#1134).
 func TestMiddleware_SDKsOwn401CarriesInvalidToken(t *testing.T) {
+	t.Parallel()
 	past := time.Now().Add(-48 * time.Hour)
 	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL, Clock: func() time.Time { return past }}
 	v := newVerifier(t, cfg)
@@ -507,6 +520,7 @@ func TestMiddleware_SDKsOwn401CarriesInvalidToken(t *testing.T) {
 // of the same token (served from the signature cache) is still refused
 // once the verifier's clock passes its "exp".
 func TestVerify_ARepeatedTokenStillExpiresByTheClock(t *testing.T) {
+	t.Parallel()
 	now := testNow
 	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL, Clock: func() time.Time { return now }}
 	v := newVerifier(t, cfg)

@@ -116,6 +116,7 @@ func remoteVerifier(t *testing.T, as *externalAS, extra func(*Config)) *Verifier
 }
 
 func TestKeySet_ExternalAuthorizationServerTokensVerifyByItsJWKSAndOthersAreRefused(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	v := remoteVerifier(t, as, nil)
 	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -152,6 +153,7 @@ func TestKeySet_ExternalAuthorizationServerTokensVerifyByItsJWKSAndOthersAreRefu
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ti, err := v.Verify(t.Context(), tc.token, nil)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
@@ -175,6 +177,7 @@ func TestKeySet_ExternalAuthorizationServerTokensVerifyByItsJWKSAndOthersAreRefu
 }
 
 func TestKeySet_RotationAtTheAuthorizationServerIsPickedUpWithoutARestart(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	v := remoteVerifier(t, as, nil)
 	if _, err := v.Verify(t.Context(), as.token(t, idpClaims(), nil), nil); err != nil {
@@ -201,6 +204,7 @@ func TestKeySet_RotationAtTheAuthorizationServerIsPickedUpWithoutARestart(t *tes
 }
 
 func TestKeySet_UnknownKidsRefetchAtMostOncePerMinRefetch(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	now := time.Now()
 	clock := func() time.Time { return now }
@@ -224,6 +228,7 @@ func TestKeySet_UnknownKidsRefetchAtMostOncePerMinRefetch(t *testing.T) {
 }
 
 func TestKeySet_GrantCheckRefusesARevokedGrantOnTheNextRequest(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	var revoked atomic.Bool
 	v := remoteVerifier(t, as, func(c *Config) {
@@ -253,6 +258,7 @@ func TestKeySet_GrantCheckRefusesARevokedGrantOnTheNextRequest(t *testing.T) {
 }
 
 func TestKeySet_HS256DevelopmentTokensOnlyWithHS256WithJWKS(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	hs := sign(t, jwt.SigningMethodHS256, []byte(testSecret), goodClaims())
 	off := remoteVerifier(t, as, nil)
@@ -273,6 +279,7 @@ func TestKeySet_HS256DevelopmentTokensOnlyWithHS256WithJWKS(t *testing.T) {
 }
 
 func TestNewVerifier_PublicKeyAndKeySetExcludeEachOther(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	src, _ := NewRemoteJWKS(RemoteJWKSConfig{URL: as.srv.URL})
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -289,6 +296,7 @@ func TestNewVerifier_PublicKeyAndKeySetExcludeEachOther(t *testing.T) {
 }
 
 func TestParseJWKS_KeepsOnlyUsableSigningKeys(t *testing.T) {
+	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	small, _ := rsa.GenerateKey(rand.Reader, 1024)
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
@@ -316,6 +324,7 @@ func TestParseJWKS_KeepsOnlyUsableSigningKeys(t *testing.T) {
 // answers 503 with Retry-After, not 401 (the client would drop a good
 // token); its twin, a revoked grant, is 401 invalid_token.
 func TestKeySet_AGrantCheckThatCannotAnswerIs503NotInvalidToken(t *testing.T) {
+	t.Parallel()
 	as := newExternalAS(t)
 	var down atomic.Bool
 	v := remoteVerifier(t, as, func(c *Config) {

@@ -14,7 +14,7 @@ import (
 // any decoding.
 const MaxTokenBytes = 8 << 10
 
-// checkRaw applies the rules golang-jwt leaves open (issue 12), on the raw
+// checkRaw applies the rules golang-jwt leaves open (P-13), on the raw
 // JWS before it is parsed:
 //
 //   - the header and the payload are each one JSON object in which no member

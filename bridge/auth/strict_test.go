@@ -20,10 +20,11 @@ func rawHS256(header, payload string) string {
 	return signing + "." + enc.EncodeToString(mac.Sum(nil))
 }
 
-// TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims: issue 12's
+// TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims: the
 // smaller ones, each signed correctly so only the rule can refuse it, each
 // next to its valid twin.
 func TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims(t *testing.T) {
+	t.Parallel()
 	v := newVerifier(t, testConfig())
 	exp := testNow.Add(time.Hour).Unix()
 	num := func(n int64) string { return strconv.FormatInt(n, 10) }
@@ -54,6 +55,7 @@ func TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := v.Verify(t.Context(), rawHS256(tc.header, tc.payload), nil)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
@@ -63,6 +65,7 @@ func TestVerify_RefusesStringDatesCritHeadersAndDuplicateClaims(t *testing.T) {
 }
 
 func TestVerify_RefusesAnOversizedTokenBeforeDecoding(t *testing.T) {
+	t.Parallel()
 	v := newVerifier(t, testConfig())
 	big := rawHS256(`{"alg":"HS256"}`, `{"pad":"`+strings.Repeat("a", MaxTokenBytes)+`"}`)
 	if _, err := v.Verify(t.Context(), big, nil); err == nil || !strings.Contains(err.Error(), "over") {

@@ -1,5 +1,5 @@
-// Package bench measures the main job's latency, the way the peer
-// benchmark (../shared/peers/mcp-live) does and one step further:
+// Package bench measures the main job's latency, as the original Unsay's
+// live benchmark does and one step further:
 //
 //	write→mcp-client          signed POST /write → a subscribed MCP client
 //	                          (care.read.user) got notifications/resources/updated

@@ -4,7 +4,8 @@
 // that refuses stray arguments instead of ignoring them, and a log handler
 // that keeps the MCP SDK's per-session lines out of the default log level.
 //
-// It imports nothing else from Unsay.
+// The commands themselves are bridge/cmd's. It imports nothing else from
+// Unsay.
 package cli
 
 import (

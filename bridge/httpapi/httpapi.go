@@ -1,6 +1,6 @@
 // Package httpapi is the clinicians' and carers' HTTP surface beside /mcp:
 //
-//	POST /write                                    a signed (HMAC) or bearer write of one fact revision (P-12, P-14, spec I-12, I-14, T-4)
+//	POST /write                                    a signed (HMAC) or bearer write of one fact revision (P-12, P-14)
 //	POST /link                                     a carer creates a six-digit device-linking code (care.link token)
 //	GET  /verify?uri=…                             one hash-chain verdict: hashes, versions, times, never values (P-5, P-2)
 //	GET  /verify                                   every chain the bearer token can read

@@ -866,6 +866,9 @@ func TestLink_LinkTokenBoundToThePatientCreatesASixDigitCode(t *testing.T) {
 		{"care.write token", `{"patient":"ray"}`, f.token("okafor", []string{"ray"}, models.ScopeWrite, models.ScopeWriteAssistant), 403},
 		{"bound to another patient", `{"patient":"ray"}`, f.token("carer", []string{"ada"}, models.ScopeLink), 403},
 		{"bad patient id", `{"patient":"Ray!"}`, writer, 400},
+		// A patient nothing has been written for (a mistyped id) gets no
+		// code: it would link an Echo to an empty plan.
+		{"patient with no care record", `{"patient":"rya"}`, f.token("carer", []string{"rya"}, models.ScopeLink), 404},
 		{"unknown field", `{"patient":"ray","code":"123456"}`, writer, 400},
 		{"valid again", `{"patient":"ray"}`, writer, 201},
 	}

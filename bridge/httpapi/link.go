@@ -39,7 +39,8 @@ type LinkResponse struct {
 // 401 no or invalid token (WWW-Authenticate names the metadata; 429 with
 // Retry-After past the source's refusal budget, as on /write), 403 without
 // care.link (insufficient_scope) or for a patient the token is not bound
-// to, 413 over MaxLinkBody, 400 a malformed body naming the field, 503 with
+// to, 404 for a patient with no care record (field patient), 413 over
+// MaxLinkBody, 400 a malformed body naming the field, 503 with
 // Retry-After when the store cannot commit. The code is never logged.
 func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 	p, err := a.principal(r)
@@ -95,6 +96,12 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "the token is not bound to this patient", "patient")
 		return
 	}
+	// A patient with no care record (a mistyped id, or nothing written for
+	// him yet): a code would link an Echo to an empty plan.
+	if facts, err := a.cfg.Store.List(r.Context(), linkCheck(req.Patient)); err == nil && len(facts) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no care record for patient %q: nothing has been written for them; check the id", req.Patient), "patient")
+		return
+	}
 	var note string
 	if n, oldest, err := a.cfg.Store.LiveLinkCodes(r.Context(), req.Patient, a.now()); err == nil && n >= store.LinkMaxLiveCodes {
 		note = fmt.Sprintf("%d codes were already live for %s; the oldest, valid until %s UTC, no longer works.", n, req.Patient, oldest.Format("15:04"))
@@ -120,6 +127,13 @@ func (a *API) handleLink(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.InfoContext(r.Context(), "link code created", "actor", p.Subject, "patient", req.Patient, "expires_at", expires.UTC())
 	writeJSON(w, http.StatusCreated, LinkResponse{Code: code, ExpiresAt: expires.UTC().Format(timeLayout), Note: note})
+}
+
+// linkCheck is the server-internal principal that asks whether patient has
+// any fact, of either audience, before a code is made for him. It never
+// leaves the handler: the caller learns only that the record exists.
+func linkCheck(patient string) models.Principal {
+	return models.Principal{Subject: "unsay-link-check", Scopes: []models.Scope{models.ScopeReadUser, models.ScopeReadAssistant}, Patients: []string{patient}}
 }
 
 // timeLayout is RFC 3339 with milliseconds, UTC.

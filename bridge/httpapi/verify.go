@@ -106,8 +106,8 @@ func (a *API) handleVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := q.Get("uri")
 	if !tokenGiven {
-		// Anonymous: the speakable scope for every patient (DESIGN.md,
-		// HTTP: /verify is public for care:// chains).
+		// Anonymous: the speakable scope for every patient (/verify is
+		// public for care:// chains).
 		p = models.System("public", models.ScopeReadUser)
 	}
 	res, err := a.cfg.Store.Verify(r.Context(), p, raw)

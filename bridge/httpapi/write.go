@@ -24,7 +24,7 @@ import (
 	"github.com/unsay/unsay/store"
 )
 
-// Signed-write protocol (P-12, spec I-12).
+// Signed-write protocol (P-12).
 const (
 	// HeaderTimestamp carries the signing time: Unix seconds, decimal digits only.
 	HeaderTimestamp = "X-Unsay-Timestamp"
@@ -47,7 +47,7 @@ const (
 // Audit vocabulary for /write rows (store.AuditEntry).
 const (
 	// ActorHMAC is the audit actor of a write whose signature verified:
-	// some holder of the shared write secret (T-4).
+	// some holder of the shared write secret, not a person.
 	ActorHMAC = "hmac"
 	// ActorAnonymous is the audit actor of an attempt whose credential did
 	// not verify (or that carried none).

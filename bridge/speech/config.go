@@ -56,13 +56,13 @@ type Config struct {
 	// RequestTimeout bounds one MCP request (list page, read, subscribe).
 	// Default 10 s.
 	RequestTimeout time.Duration
-	// Leased makes every patient start passive: his announcements are
-	// queued in the shared ledger by every instance (the ledger keeps one per
-	// fact, so none twice, and a dead holder loses nothing), but OnQueued —
-	// the out-of-session notice to Ray — fires only on the instance that
-	// speaks for him, after SetSpeaking(patient, true): exactly one instance
-	// tells Ray unasked (issue 8, P-23).
-	Leased bool
+	// Compete, when set, makes this instance compete with the others
+	// sharing the ledger to speak for each patient it follows (speaker.go):
+	// every instance queues his announcements, but only the one holding
+	// his SpeakerLease tells him unasked (OnQueued), so exactly one
+	// instance does (P-23). Run competes while it runs. Nil: this instance
+	// speaks for every patient (a single instance).
+	Compete CompeteFunc
 	// KeepAlive is the interval between pings on an idle 2025-11-25
 	// session (a server that does not offer 2026-07-28); a failed ping ends
 	// the session so it is re-established. Default 15 s; negative disables.

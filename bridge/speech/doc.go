@@ -1,4 +1,4 @@
-// Package speech is the speech principal (DESIGN.md, main job steps 2–4):
+// Package speech is the speech principal (README, Architecture):
 // an MCP client inside the Unsay process that holds a bearer token with
 // care.read.user and nothing else, subscribes to every care:// fact of its
 // linked patients (one subscriptions/listen stream on MCP 2026-07-28, or
@@ -21,7 +21,9 @@
 //	confirm.go    Turn: every fact confirmed current at speak time and
 //	              reconciled before it is said (P-24); Offered
 //	speech.go     Facts, Pending, MarkHeard, MarkTold, WaitPending, AddPatient
-//	hooks.go      OnQueued, SetSpeaking, Speaking (the speech lease, P-23)
+//	hooks.go      OnQueued: the out-of-session notice of a queued announcement
+//	speaker.go    who speaks for the patient: SpeaksFor, the speaker lease
+//	              competition (Config.Compete, P-23)
 //	readiness.go  Committed, State, Collectors (/readyz and /metrics)
 //	ledger.go, baseline.go, migrations/  the heard ledger
 //	delivery.go   the delivery log: when and how each version reached Ray

@@ -25,7 +25,7 @@ import (
 )
 
 // fakeCare is a small Unsay MCP server for these tests, built with the SDK
-// the way the real bridge is specified (DESIGN.md, issue 3): resources/list
+// the way the real bridge serves them: resources/list
 // paged at 3 with a key cursor, resources/read with the unsay/* _meta keys,
 // STALE and SUPERSEDED headers, -32002 for anything not found, subscribe
 // hooks, updated for v ≥ 2 and list_changed for v1. It checks the bearer

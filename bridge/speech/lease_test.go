@@ -2,16 +2,65 @@ package speech
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// startLeased runs a Leased principal over db for ray, counting OnQueued calls.
-func startLeased(t *testing.T, f *fakeCare, path string, told *atomic.Int32) *testPrincipal {
+// leaseRing stands for the store's leases: each instance's competition
+// registers, and the test decides who holds the lease (grant), as expiry
+// and renewal would.
+type leaseRing struct {
+	mu     sync.Mutex
+	won    map[string]func() // instance → its competition's won
+	lost   map[string]func()
+	holder string
+	leases []string // the lease names competed for
+	gaveUp []string // instances whose competition ended holding the lease
+}
+
+func newLeaseRing() *leaseRing {
+	return &leaseRing{won: map[string]func(){}, lost: map[string]func(){}}
+}
+
+func (r *leaseRing) compete(id string) CompeteFunc {
+	return func(ctx context.Context, lease string, ttl time.Duration, won, lost func()) error {
+		r.mu.Lock()
+		r.won[id], r.lost[id] = won, lost
+		r.leases = append(r.leases, lease+"/"+ttl.String())
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.holder == id {
+			r.holder = ""
+			r.gaveUp = append(r.gaveUp, id)
+			lost()
+		}
+		return nil
+	}
+}
+
+// grant hands the lease to id: the holder before loses it, id wins it.
+func (r *leaseRing) grant(t *testing.T, id string) {
+	t.Helper()
+	eventually(t, id+" to compete", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.won[id] != nil })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holder != "" && r.holder != id {
+		r.lost[r.holder]()
+	}
+	r.holder = id
+	r.won[id]()
+}
+
+// startLeased runs a competing principal over the ledger at path for ray, counting OnQueued calls.
+func startLeased(t *testing.T, f *fakeCare, path string, ring *leaseRing, id string, told *atomic.Int32) *testPrincipal {
 	t.Helper()
 	db := openDB(t, path)
-	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, Leased: true,
+	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, Compete: ring.compete(id),
 		Backoff: Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, RequestTimeout: 5 * time.Second, KeepAlive: f.keepAlive})
 	if err != nil {
 		t.Fatal(err)
@@ -29,15 +78,22 @@ func TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked(t *testi
 	f := newFakeCare(t)
 	seedRay(f)
 	path := tempDBPath(t)
+	ring := newLeaseRing()
 	var toldA, toldB atomic.Int32
-	a := startLeased(t, f, path, &toldA)
-	b := startLeased(t, f, path, &toldB)
-	if got := a.Speaking(); len(got) != 0 {
-		t.Fatalf("a Leased principal speaks for %v before taking a lease", got)
+	a := startLeased(t, f, path, ring, "a", &toldA)
+	b := startLeased(t, f, path, ring, "b", &toldB)
+	if got := a.SpeaksFor(); len(got) != 0 {
+		t.Fatalf("a competing principal speaks for %v before winning a lease", got)
 	}
-	if err := a.SetSpeaking("ray", true); err != nil {
-		t.Fatal(err)
+	ring.grant(t, "a")
+	if got := a.SpeaksFor(); !slices.Equal(got, []string{"ray"}) {
+		t.Fatalf("a speaks for %v after winning Ray's lease", got)
 	}
+	ring.mu.Lock()
+	if want := []string{SpeakerLease("ray") + "/" + SpeakerLeaseTTL.String()}; !slices.Equal(ring.leases, append(want, want...)) {
+		t.Errorf("competed for %v, want Ray's speaker lease once per instance", ring.leases)
+	}
+	ring.mu.Unlock()
 	hearAll(t, b, "ray") // Ray hears everything through instance b's skill
 
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
@@ -50,6 +106,11 @@ func TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked(t *testi
 	// The speaker dies (its lease lapses): a revision while nobody speaks is
 	// still queued — once — by the survivor, so Ray's next turn withdraws it.
 	a.stop()
+	ring.mu.Lock()
+	if !slices.Equal(ring.gaveUp, []string{"a"}) {
+		t.Errorf("competitions that gave the lease up when Run ended: %v, want a's", ring.gaveUp)
+	}
+	ring.mu.Unlock()
 	n2 := f.publish(wb, "Toe-touch weight-bearing only.")
 	waitPending(t, b, wb, n2)
 	as := pendingOf(t, b, "ray")
@@ -60,9 +121,7 @@ func TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked(t *testi
 		t.Fatalf("b told Ray unasked %d times without the lease", toldB.Load())
 	}
 	// b takes the lease: nothing is queued twice, and later news is told.
-	if err := b.SetSpeaking("ray", true); err != nil {
-		t.Fatal(err)
-	}
+	ring.grant(t, "b")
 	n3 := f.publish(wb, "Full weight-bearing again.")
 	waitPending(t, b, wb, n3)
 	if as := pendingOf(t, b, "ray"); len(as) != 1 || as[0].Current.N != n3 {

@@ -80,11 +80,13 @@ func (p *Principal) Run(ctx context.Context) error {
 	defer p.running.Store(false)
 	r := &runner{p: p, ctx: ctx, events: make(chan event), dialed: make(chan dialed), results: make(chan jobResult), stop: make(chan struct{})}
 	r.st = <-p.parked
+	p.startCompeting(ctx, r.st.patientList())
 	err := r.loop()
 	r.endSession()
 	close(r.stop)
 	p.parked <- r.st // the worker may still settle what it was doing through do
 	r.wg.Wait()
+	p.stopCompeting() // leases given up (through do, on the parked state)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"github.com/unsay/unsay/models"
@@ -35,7 +36,7 @@ var (
 	ErrRunning = errors.New("speech: Run already active")
 )
 
-// Principal is the speech principal (DESIGN.md, main job steps 2–4): an MCP
+// Principal is the speech principal (README, Architecture): an MCP
 // client holding care.read.user only, subscribed to every care:// fact of
 // its patients, that turns each revision into a durable announcement from
 // the version Ray last heard (P-19), and confirms at speak time that what
@@ -55,6 +56,13 @@ type Principal struct {
 	ledger *ledger
 	http   bearer
 	token  atomic.Pointer[string]
+
+	// The speaker leases Run competes for (speaker.go): leaseCtx is Run's
+	// context while it runs, competing the patients already competed for.
+	leaseMu   sync.Mutex
+	leaseCtx  context.Context
+	competing map[string]bool
+	leases    sync.WaitGroup
 
 	running atomic.Bool
 	era     atomic.Int32      // the era the server spoke at the last dial (dialConfig.era)

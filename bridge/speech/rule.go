@@ -20,8 +20,8 @@ package speech
 // A later version is compared with the words of both: it withdraws the
 // words he may have heard when they differ from it (a quick revert during
 // his turn withdraws the instruction the turn told him, not nothing), and
-// is said saying so ("as I may not have told you properly", CONVERSATIONS
-// §7) while the offer is unconfirmed.
+// is said saying so ("as I may not have told you properly") while the
+// offer is unconfirmed (P-19).
 
 // window is an announcement's versions: from the one whose words it
 // withdraws (0: none — a first hearing) to the latest.

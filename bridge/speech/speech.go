@@ -294,9 +294,6 @@ func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 			return
 		}
 		st.patients[patient] = true
-		if p.cfg.Leased {
-			st.passive[patient] = true
-		}
 		up = st.up
 		if p.cfg.TokenSource != nil {
 			st.tokenGen++
@@ -310,6 +307,7 @@ func (p *Principal) AddPatient(ctx context.Context, patient string) error {
 			st.work.listWaiters = append(st.work.listWaiters, listed)
 		}
 	})
+	p.compete(patient)
 	switch {
 	case known:
 		return nil

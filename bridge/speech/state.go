@@ -18,7 +18,7 @@ import (
 // once, whatever the network or the database is doing.
 type state struct {
 	patients map[string]bool // followed patients
-	passive  map[string]bool // followed for reading only: another instance speaks for them (Config.Leased)
+	speaker  map[string]bool // with Config.Compete, the patients this instance speaks for; nil: every one it follows (speaker.go)
 	synced   map[string]bool // patients whose facts were listed and read on the current session
 	tokenGen int             // moves on when the patient set changes under a TokenSource
 
@@ -51,7 +51,7 @@ type state struct {
 type work struct {
 	initial     bool            // the first sync of a new session
 	relist      bool            // list_changed, or AddPatient: list and subscribe what is new
-	full        bool            // re-read every fact against the ledger (SetSpeaking)
+	full        bool            // re-read every fact against the ledger (setSpeaksFor)
 	uris        map[string]bool // facts notified as updated
 	listWaiters []chan error    // AddPatient: told when the next list is done
 }
@@ -78,7 +78,6 @@ const maxCommitsPerFact = 64
 func newState(cfg Config) *state {
 	st := &state{
 		patients: map[string]bool{},
-		passive:  map[string]bool{},
 		synced:   map[string]bool{},
 		current:  map[string]models.Version{},
 		versions: map[string]models.Version{},
@@ -88,11 +87,11 @@ func newState(cfg Config) *state {
 		notified: map[string]int{},
 		work:     work{uris: map[string]bool{}},
 	}
+	if cfg.Compete != nil {
+		st.speaker = map[string]bool{} // none until a lease is won
+	}
 	for _, id := range cfg.Patients {
 		st.patients[id] = true
-		if cfg.Leased {
-			st.passive[id] = true
-		}
 	}
 	return st
 }

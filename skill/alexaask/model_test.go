@@ -25,6 +25,7 @@ func model(t *testing.T, locale string) *Model {
 }
 
 func TestUnderstand_MatchesTheSkillPackagesModel(t *testing.T) {
+	t.Parallel()
 	for _, locale := range skillpackage.Locales() {
 		m := model(t, locale)
 		for _, tc := range []struct {
@@ -68,6 +69,7 @@ func TestUnderstand_MatchesTheSkillPackagesModel(t *testing.T) {
 }
 
 func TestUnderstand_AnUnknownTopicStaysUnresolvedNotGuessed(t *testing.T) {
+	t.Parallel()
 	m := model(t, "en-GB")
 	got := m.Understand("what's my diet instruction")
 	if got.Intent != "CarePlanIntent" || got.Slots["topic"].Value != "diet" || got.Slots["topic"].ResolvedID != "" {
@@ -83,6 +85,7 @@ func TestUnderstand_AnUnknownTopicStaysUnresolvedNotGuessed(t *testing.T) {
 // skill's own types: the intent, the slot's resolution id (what CarePlan
 // reads), the APL interface and the session.
 func TestRequest_IsAnEnvelopeTheSkillReads(t *testing.T) {
+	t.Parallel()
 	m := model(t, "en-GB")
 	d := &Device{SkillID: "amzn1.ask.skill.x", Screen: true, APLVersion: "1.6"}
 	now := time.Date(2026, 10, 13, 10, 0, 0, 0, time.UTC)
@@ -123,6 +126,7 @@ func TestRequest_IsAnEnvelopeTheSkillReads(t *testing.T) {
 }
 
 func TestReadAnswer_PlainSpeechAndTheCard(t *testing.T) {
+	t.Parallel()
 	raw := []byte(`{"version":"1.0","response":{"outputSpeech":{"type":"SSML","ssml":"<speak>Stop &amp; listen: <break time=\"300ms\"/>“Full.”</speak>"},
 	"directives":[{"type":"Alexa.Presentation.APL.RenderDocument","token":"unsay-retraction-card","datasources":{"retraction":{"title":"Your walking instruction has changed","withdrawnLabel":"No longer","withdrawn":"Partial &amp; frame.","currentLabel":"Now","current":"Full.","byline":"Sarah Okafor, physio · just now"}}}]}}`)
 	a, err := ReadAnswer(raw)

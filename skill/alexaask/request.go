@@ -27,7 +27,7 @@ type Device struct {
 }
 
 // Request is an Alexa request envelope (the JSON an Echo POSTs to /alexa),
-// shaped as in alexa.md §1. Only the fields Unsay reads, plus what every
+// shaped as the ASK request format. Only the fields Unsay reads, plus what every
 // real request carries.
 type Request struct {
 	Version string         `json:"version"`

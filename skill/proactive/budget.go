@@ -11,6 +11,19 @@ import (
 	"time"
 )
 
+// Defaults of the audible budget (`unsay serve` --alert-budget,
+// --quiet-hours and --time-zone read them).
+const (
+	// DefaultAlertBudget is the number of unasked notifications a patient
+	// may get per sliding hour: 3.
+	DefaultAlertBudget = 3
+	// DefaultQuietHours is the daily window with none, in the patient's
+	// time (ParseQuietHours): 21:00–08:00.
+	DefaultQuietHours = "21:00-08:00"
+	// DefaultTimeZone is the patient's IANA time zone for quiet hours.
+	DefaultTimeZone = "Europe/London"
+)
+
 // Budget errors: ErrDisabled (match with errors.Is), and *SpentError and
 // *QuietError (match with errors.As).
 var (

@@ -1,11 +1,12 @@
 // Package proactive tells Ray, out of session, that there is a message from
 // his care team: one Alexa Proactive Events notification
 // (AMAZON.MessageAlert.Activated), unicast to his linked Alexa user, within
-// an audible budget shared by every instance (P-23, seed 003).
+// an audible budget shared by every instance (P-23).
 //
 // The retraction itself is never put in a notification: it is spoken at the
 // next launch. This package does not import store/ or bridge/ (P-18); it
-// keeps its own table through database/sql.
+// keeps the budget's slots in its own table through database/sql (Budget,
+// on the handle bridge/app gives it).
 package proactive
 
 import (
@@ -60,7 +61,7 @@ var ErrAPIEndpoint = errors.New("proactive: apiEndpoint is not an Amazon Alexa A
 // of an apiEndpoint stored at link time when it is one of Amazon's regional
 // Alexa API hosts — api.amazonalexa.com (North America),
 // api.eu.amazonalexa.com (Europe) and api.fe.amazonalexa.com (Far East),
-// alexa.md §Proactive Events API — over https, on port 443 if any, with no
+// as the Proactive Events API documents them — over https, on port 443 if any, with no
 // user info, path, query or fragment; host and scheme are case-insensitive.
 // Anything else is an error wrapping ErrAPIEndpoint: the Login with Amazon
 // access token is never sent to it.

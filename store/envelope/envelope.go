@@ -1,5 +1,5 @@
 // Package envelope seals care-plan values at rest with AES-256-GCM bound to
-// the record they belong to (P-6, seed 000 I-6, threat T-3). It implements
+// the record they belong to (P-6): bytes moved to another record do not open. It implements
 // store.Sealer; the store calls Seal on publish and Open on every read and
 // verify with the record's AAD "patient|domain|v{n}|audience" (see AAD).
 //
@@ -93,7 +93,7 @@ func providerName(id byte) string {
 }
 
 // AAD builds the additional authenticated data that binds a sealed value to
-// its record: "patient|domain|v{n}|audience" (P-6, I-6), e.g.
+// its record: "patient|domain|v{n}|audience" (P-6), e.g.
 // "ray|weight_bearing|v3|user". "|" is reserved: a patient or domain that
 // contains it, or is empty, n < 1, or an audience other than user/assistant
 // is refused with an *AADError (errors.Is(err, ErrAAD)) rather than escaped,
@@ -359,6 +359,10 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 	}
 	return cipher.NewGCM(block) // 12-byte nonce, 16-byte tag
 }
+
+// DefaultMode is the mode `unsay serve` runs in without --envelope: none
+// (values stored as plaintext; the startup line says PLAINTEXT).
+const DefaultMode = "none"
 
 // Config selects and configures the provider for New.
 type Config struct {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/store/envelope"
@@ -488,8 +489,8 @@ func TestReceipt_DescribesTheSealWithoutPlaintext(t *testing.T) {
 		Nonce:    hex.EncodeToString(sealed[nonceAt : nonceAt+envelope.NonceSize]),
 		Tag:      hex.EncodeToString(sealed[tagAt:]),
 	}
-	if *rc != want {
-		t.Fatalf("Receipt = %+v, want %+v", *rc, want)
+	if d := cmp.Diff(want, *rc); d != "" {
+		t.Fatalf("Receipt (-want +got):\n%s", d)
 	}
 	j, _ := json.Marshal(rc)
 	if bytes.Contains(j, []byte("Fall-risk")) || bytes.Contains(sealed, []byte("Fall-risk")) {

@@ -30,7 +30,7 @@ var (
 	ErrUnknownKey = errors.New("sealed under a key this configuration does not hold")
 	// ErrAuthentication: AES-GCM (or KMS, for the wrapped data key) refused
 	// the bytes: they were altered, or they belong to another record,
-	// audience or version (P-6, I-6). This is evidence of tampering.
+	// audience or version (P-6). This is evidence of tampering.
 	ErrAuthentication = errors.New("authentication failed: bytes altered or sealed for another record, audience or version")
 	// ErrKeyUnavailable: the key service failed (KMS unreachable, 5xx,
 	// throttled, access denied, key disabled). Not evidence of tampering;

@@ -1,8 +1,8 @@
 package envelope_test
 
 // Integration: the envelope under the real SQLite store, attacked through
-// the database file itself (seed 000 T-3, "DEFEATS a cross-record paste in
-// storage itself").
+// the database file itself: a value pasted into another record, another
+// audience or another version fails (P-6).
 
 import (
 	"bytes"

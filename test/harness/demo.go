@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The demo's revision: what the physio writes (peers.md §1.2, STAGED_REVISION).
+// The demo's revision: what the physio writes.
 const (
 	DemoRevision    = "Full weight-bearing as tolerated."
 	DemoAuthor      = "okafor"
@@ -236,4 +236,38 @@ func waitForSpeech(ctx context.Context, base string, before int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+var (
+	portRE = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	dbRE   = regexp.MustCompile(`\(SQLite \S+/unsay\.db`)
+	// ages that depend on how long the run took: the revision's
+	ageRE = regexp.MustCompile(`\b(just now|(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|a few) (seconds?|minutes?) ago)\b`)
+	// dates the demo seed writes inside a sentence, relative to the day it runs
+	dateRE = regexp.MustCompile(`\b\d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December) \d{4}\b`)
+)
+
+// Golden is the transcript as the golden file keeps it: one line per turn
+// ("Who: text"; Alexa's followed by the directive types her response
+// carried), with what changes from run to run written as a placeholder —
+// the server's port (PORT), its database folder (DIR), the link code
+// (CODE), the revision's spoken age ({age}) and the dates the seed writes
+// inside its sentences relative to the day ({date}). Everything else, every
+// word Ray hears and the order of the turns, is pinned.
+func (d *Demo) Golden() string {
+	var b strings.Builder
+	for _, t := range d.Turns {
+		text := portRE.ReplaceAllString(t.Text, "http://127.0.0.1:PORT")
+		text = dbRE.ReplaceAllString(text, "(SQLite DIR/unsay.db")
+		text = codeRE.ReplaceAllString(text, "CODE")
+		text = ageRE.ReplaceAllString(text, "{age}")
+		text = dateRE.ReplaceAllString(text, "{date}")
+		fmt.Fprintf(&b, "%s: %s\n", t.Who, text)
+		if t.Reply != nil {
+			if dt := t.Reply.DirectiveTypes(); len(dt) > 0 {
+				fmt.Fprintf(&b, "  [screen: %s]\n", strings.Join(dt, ", "))
+			}
+		}
+	}
+	return b.String()
 }

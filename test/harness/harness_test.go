@@ -19,6 +19,7 @@ import (
 // names echo-api.amazon.com, and Signature-256 verifies over the raw body —
 // and does not after one flipped byte.
 func TestTestCA_SignatureVerifiesAgainstTheChainLikeAlexaVerifiers(t *testing.T) {
+	t.Parallel()
 	ca, err := NewTestCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,7 @@ const fixtureModel = `{"interactionModel":{"languageModel":{"invocationName":"ca
  "types":[{"name":"TopicType","values":[{"id":"weight_bearing","name":{"value":"walking","synonyms":["crutches","frame"]}}]}]}}}`
 
 func TestModelSlot_ResolvesSynonymsAndReportsNoMatch(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "en-US.json")
 	if err := os.WriteFile(p, []byte(fixtureModel), 0o600); err != nil {
 		t.Fatal(err)
@@ -115,6 +117,7 @@ func TestModelSlot_ResolvesSynonymsAndReportsNoMatch(t *testing.T) {
 }
 
 func TestPlainSSML_UnescapesAndStripsTags(t *testing.T) {
+	t.Parallel()
 	got := PlainSSML(`<speak>Stop — <break time="300ms"/>I told you: “Tom &amp; Jerry &lt;3”</speak>`)
 	if want := "Stop — I told you: “Tom & Jerry <3”"; got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -133,11 +136,34 @@ func TestEnv_DropsCallerUnsayVariables(t *testing.T) {
 }
 
 func TestWalkingSentence_FindsTheWeightBearingQuote(t *testing.T) {
+	t.Parallel()
 	s := "Your exercise instruction from Sarah: “Ankle pumps hourly.” Your walking instruction: “Partial weight-bearing.”"
 	if got := WalkingSentence(s); got != "Partial weight-bearing." {
 		t.Errorf("got %q", got)
 	}
 	if got := WalkingSentence("nothing quoted"); got != "" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// The golden transcript keeps every word and writes only what varies run
+// to run as a placeholder.
+func TestDemoGolden_NormalizesOnlyWhatVariesFromRunToRun(t *testing.T) {
+	t.Parallel()
+	d := &Demo{Turns: []Turn{
+		{Who: "server", Text: "unsay serve on http://127.0.0.1:45265 (SQLite /tmp/unsay-demo-1/unsay.db, demo seed)"},
+		{Who: "carer", Text: "unsay link --patient ray → code 566627"},
+		{Who: "Alexa", Text: "Sarah Okafor, physio, changed it just now: “Full weight-bearing as tolerated.”"},
+		{Who: "Alexa", Text: "Sarah Okafor, physio, 12 seconds ago. Mr Adeyemi, surgical team, two days ago."},
+		{Who: "Alexa", Text: "Nine days ago, Dr Mensah, GP, wrote: “Rivaroxaban 10 mg once a day, for a course due to end on 27 November 2026.” Day 5."},
+	}}
+	want := `server: unsay serve on http://127.0.0.1:PORT (SQLite DIR/unsay.db, demo seed)
+carer: unsay link --patient ray → code CODE
+Alexa: Sarah Okafor, physio, changed it {age}: “Full weight-bearing as tolerated.”
+Alexa: Sarah Okafor, physio, {age}. Mr Adeyemi, surgical team, two days ago.
+Alexa: Nine days ago, Dr Mensah, GP, wrote: “Rivaroxaban 10 mg once a day, for a course due to end on {date}.” Day 5.
+`
+	if got := d.Golden(); got != want {
+		t.Errorf("Golden() =\n%s\nwant\n%s", got, want)
 	}
 }

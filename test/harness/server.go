@@ -30,7 +30,7 @@ import (
 )
 
 // Development secrets the harness gives every server it starts and every
-// subcommand it runs (secrets come only from the environment: DESIGN.md).
+// subcommand it runs (secrets come only from the environment).
 const (
 	TokenSecret = "e2e-token-secret-0123456789abcdef0123456789abcdef"
 	WriteSecret = "e2e-write-secret-0123456789abcdef0123456789abcdef"

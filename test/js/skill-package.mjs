@@ -3,8 +3,7 @@
 // v1.skill.Manifest.SkillManifestEnvelope and
 // v1.skill.interactionModel.InteractionModelData, loaded into ajv with
 // strict:false. Each validation has a negative twin (a broken copy must be
-// refused) so the validator is shown able to fail. Limit (reference/alexa.md
-// §5): polymorphic interfaces[] (a Swagger discriminator) are not deep-checked.
+// refused) so the validator is shown able to fail. Limit: polymorphic interfaces[] (a Swagger discriminator) are not deep-checked.
 //
 // env: PKG (path of skill-package/), RESOURCES (path of ask-resources.json).
 import Ajv from 'ajv';
@@ -61,7 +60,7 @@ for (const f of locales) {
   const wanted = ['CarePlanIntent', 'WhatsChangedIntent', 'MoreIntent', 'LinkDeviceIntent', 'AMAZON.HelpIntent',
     'AMAZON.StopIntent', 'AMAZON.CancelIntent', 'AMAZON.FallbackIntent', 'AMAZON.NavigateHomeIntent', 'AMAZON.RepeatIntent'];
   const missing = wanted.filter((w) => !names.includes(w));
-  check(`${f}: has every intent of DESIGN.md`, missing.length === 0, 'missing ' + missing.join(', '));
+  check(`${f}: has every intent Unsay handles`, missing.length === 0, 'missing ' + missing.join(', '));
   const bad = structuredClone(m);
   delete bad.interactionModel.languageModel.invocationName;
   check(`${f} without invocationName is refused (negative twin)`, !imodel(bad), 'accepted');

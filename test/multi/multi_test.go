@@ -1,5 +1,5 @@
 // Package multi runs two `unsay serve` processes on one Postgres database
-// (issue 8): a write on one instance reaches an MCP subscriber on the
+// a write on one instance reaches an MCP subscriber on the
 // other, concurrent writers on both keep every chain contiguous, and an
 // instance restarted mid-stream catches up what it missed.
 //

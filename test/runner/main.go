@@ -31,8 +31,8 @@ import (
 )
 
 // parts maps a whole-program test (its package and top-level name prefix)
-// to its part label: issue 6's items 1–7, then the other whole-program
-// suites that drive the real binary.
+// to its part label: parts 1–7 of the whole-program suite (README, What
+// `make test` proves), then the other suites that drive the real binary.
 var parts = []struct{ pkg, prefix, label string }{
 	{e2ePkg, "TestMCPHost", "1 MCP TypeScript SDK host"},
 	{e2ePkg, "TestConformance", "2 MCP conformance suite"},
@@ -94,7 +94,7 @@ func runAll(ctx context.Context, bin string, skipUnit bool, run string, timeout 
 	var notes []string
 	if !skipUnit {
 		st := static(ctx)
-		lines = append(lines, fmt.Sprintf("%-28s %s", "static (vet, gofmt)", st))
+		lines = append(lines, fmt.Sprintf("%-28s %s", "static: vet fmt tidy lint", st))
 		total.add(st)
 		fmt.Println("== go test -race ./... (every package)")
 		unit, n := goTest(ctx, filepath.Join(art, "unit.json"), nil, "test", "-race", "-json", "./...")
@@ -149,7 +149,14 @@ func runAll(ctx context.Context, bin string, skipUnit bool, run string, timeout 
 	return 0
 }
 
-// static runs go vet (with and without the e2e tag) and a gofmt check.
+// staticcheckVersion is the staticcheck the static part runs, fetched from
+// the module proxy by `go run` (a fresh machine needs nothing else).
+const staticcheckVersion = "honnef.co/go/tools/cmd/staticcheck@v0.8.2"
+
+// static runs go vet (with and without the e2e tag), a gofmt check,
+// go mod tidy -diff (go.mod and go.sum are exactly what the code needs) and
+// staticcheck (a deprecation the code must use is suppressed at that line,
+// with its reason: //lint:ignore SA1019).
 func static(ctx context.Context) result {
 	var r result
 	check := func(name string, cmd *exec.Cmd, emptyOK bool) {
@@ -182,6 +189,9 @@ func static(ctx context.Context) result {
 		return nil
 	})
 	check("gofmt -l (must list nothing)", exec.CommandContext(ctx, "gofmt", append([]string{"-l"}, files...)...), true)
+	check("go mod tidy -diff", exec.CommandContext(ctx, "go", "mod", "tidy", "-diff"), false)
+	check("staticcheck ./... ("+staticcheckVersion+")", exec.CommandContext(ctx, "go", "run", staticcheckVersion, "./..."), false)
+	check("staticcheck -tags e2e ./test/...", exec.CommandContext(ctx, "go", "run", staticcheckVersion, "-tags", "e2e", "./test/..."), false)
 	return r
 }
 

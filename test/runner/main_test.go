@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func feedAll(t *testing.T, stream string) (*tally, map[string]result) {
@@ -44,8 +46,8 @@ func TestTally_CountsLeavesAndPartsAndNotes(t *testing.T) {
 		"other":                     {passed: 1},
 	}
 	for k, w := range want {
-		if res[k] != w {
-			t.Errorf("%q: got %+v, want %+v", k, res[k], w)
+		if d := cmp.Diff(w, res[k], cmp.AllowUnexported(result{})); d != "" {
+			t.Errorf("%q (-want +got):\n%s", k, d)
 		}
 	}
 	if len(tl.notes) != 1 || !strings.HasPrefix(tl.notes[0], "SKIPPED: 1 MCP") {

@@ -1,18 +1,21 @@
-package main
+package cmd
 
 // Tests of the unsay command as an operator meets it: each runs the real
-// command line (this test binary re-executes itself as `unsay`, so main's
-// own dispatch, flags and exit codes are what is tested), against a real
-// `unsay serve` on a free loopback port and real SQLite files.
+// command line (this test binary re-executes itself as `unsay`, running Run
+// as main does, so the dispatch, flags, signals and exit codes are what is
+// tested), against a real `unsay serve` on a free loopback port and real
+// SQLite files.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -27,8 +30,11 @@ import (
 const reexecEnv = "UNSAY_MAIN_TEST_REEXEC"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(reexecEnv) == "1" {
-		main() // exits
+	if os.Getenv(reexecEnv) == "1" { // as main.go does
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Run(ctx, os.Args[1:], Build{})
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -156,7 +162,7 @@ func TestHelp_EveryFormDescribesEveryCommandAndExits0(t *testing.T) {
 		if r.code != 0 {
 			t.Errorf("unsay %v exited %d, want 0", args, r.code)
 		}
-		for _, c := range commands() {
+		for _, c := range commands(Build{}) {
 			line := regexp.MustCompile(`(?m)^  ` + c.Name + `\s+\S.*\.$`)
 			if !line.MatchString(r.stdout) {
 				t.Errorf("unsay %v: no one-sentence line for %s:\n%s", args, c.Name, r.stdout)
@@ -171,7 +177,7 @@ func TestHelp_EveryFormDescribesEveryCommandAndExits0(t *testing.T) {
 }
 
 func TestDashH_ListsEveryFlagWithItsUNSAYTwinAndTheSecrets(t *testing.T) {
-	for _, c := range commands() {
+	for _, c := range commands(Build{}) {
 		if c.run == nil {
 			continue
 		}
@@ -209,15 +215,12 @@ func TestVersion_PrintsVersionAndCommit(t *testing.T) {
 	if r.code != 0 || !regexp.MustCompile(`^unsay \S+ \(commit \S+`).MatchString(r.stdout) {
 		t.Errorf("unsay version: exit %d, %q", r.code, r.stdout)
 	}
-	old, oldC := version, commit
-	t.Cleanup(func() { version, commit = old, oldC })
-	version, commit = "v1.2.3", "0123456789abcdef0123"
-	if got := versionLine(); !strings.HasPrefix(got, "unsay v1.2.3 (commit 0123456789ab") {
+	if got := versionLine(Build{Version: "v1.2.3", Commit: "0123456789abcdef0123"}); !strings.HasPrefix(got, "unsay v1.2.3 (commit 0123456789ab") {
 		t.Errorf("with -ldflags values: %q", got)
 	}
 }
 
-// --- stray arguments (issue 12) -------------------------------------------------
+// --- stray arguments -------------------------------------------------
 
 func TestStrayArguments_AreRefusedNeverIgnored(t *testing.T) {
 	other := seededDB(t)
@@ -467,6 +470,101 @@ func TestWriteAndLink_TellAPersonWhatHappened(t *testing.T) {
 	lj := unsay(t, nil, "link", "--url", s.url, "--patient", "ray", "--json")
 	if !strings.Contains(lj.stdout, `"expiresAt"`) {
 		t.Errorf("link --json: %q", lj.stdout)
+	}
+}
+
+// A patient with no care record (here a mistyped id) gets a sentence
+// naming him and what to check, and no code; the twin is Ray's code.
+func TestLink_APatientWithNoCareRecordIsRefusedInWordsNotGivenACode(t *testing.T) {
+	s := startServe(t)
+	r := unsay(t, nil, "link", "--url", s.url, "--patient", "rya")
+	if r.code != 1 || regexp.MustCompile(`\b\d{6}\b`).MatchString(r.stdout) ||
+		!strings.Contains(r.stderr, `--patient: no care record for patient "rya"`) || !strings.Contains(r.stderr, "check the id") {
+		t.Errorf("link --patient rya: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	ok := unsay(t, nil, "link", "--url", s.url, "--patient", "ray")
+	if ok.code != 0 || !regexp.MustCompile(`^\d{6}\t`).MatchString(ok.stdout) {
+		t.Errorf("link --patient ray: exit %d, %q %s", ok.code, ok.stdout, ok.stderr)
+	}
+}
+
+// `grants list --patient -` lists the grants the table shows with - (bound
+// to no patient: the speech principal's); a patient's own list leaves it
+// out, no --patient lists it too, and a stray "-" or an id that is not one
+// is a usage error that says what list wants.
+func TestGrantsList_DashIsTheGrantsBoundToNoPatientAndStrayArgumentsSayWhatListWants(t *testing.T) {
+	s := startServe(t)
+	const speech = "internal:unsay-speech"
+	for _, tc := range []struct {
+		args   []string
+		listed bool
+	}{{[]string{"--patient", "-"}, true}, {nil, true}, {[]string{"--patient", "ray"}, false}} {
+		r := unsay(t, nil, append([]string{"grants", "list", "--db", s.db}, tc.args...)...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "ID") || strings.Contains(r.stdout, speech) != tc.listed {
+			t.Errorf("grants list %v: exit %d, %q %s; want the speech grant listed=%v", tc.args, r.code, r.stdout, r.stderr, tc.listed)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-"}, "for the grants bound to no patient give --patient -"},
+		{[]string{"ray"}, "narrow it with --patient P"},
+		{[]string{"--patient", "Ray!"}, `--patient "Ray!" is not a patient id`},
+	} {
+		r := unsay(t, nil, append(append([]string{"grants", "list"}, tc.args...), "--db", s.db)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+			t.Errorf("grants list %v: exit %d, %q %q; want 2 and %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
+// `unsay keygen --out FILE` writes one environment-file line,
+// UNSAY_SIGNING_KEY=<base64>, mode 0600, that `export $(cat FILE)` loads as
+// the key whose public half keygen printed; run again it keeps the file
+// and prints the same public key. The whole line put in the variable
+// (UNSAY_SIGNING_KEY=$(cat FILE)) is refused saying how to load it; the
+// twin, the value alone, is taken.
+func TestKeygen_OutWritesAnEnvironmentFileThatExportCatLoads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "signing.env")
+	r := unsay(t, nil, "keygen", "--out", file)
+	pub := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !regexp.MustCompile(`^UNSAY_SIGNING_PUBLIC_KEY=[A-Za-z0-9+/]{43}=$`).MatchString(pub) {
+		t.Fatalf("keygen --out: exit %d, %q %s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^UNSAY_SIGNING_KEY=[A-Za-z0-9+/]{43}=\n$`).Match(b) {
+		t.Fatalf("the file holds %q, want one line UNSAY_SIGNING_KEY=<base64>", b)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v %v, want 0600", fi.Mode().Perm(), err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	loaded, err := exec.Command(sh, "-c", `export $(cat "$1") && printf %s "$UNSAY_SIGNING_KEY"`, "sh", file).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := store.ParseSigningKey(string(loaded))
+	if err != nil || "UNSAY_SIGNING_PUBLIC_KEY="+store.FormatPublicKey(k.Public().(ed25519.PublicKey)) != pub {
+		t.Fatalf("export $(cat FILE) loads %q (%v), not the key of %s", loaded, err, pub)
+	}
+	if again := unsay(t, nil, "keygen", "--out", file); again.code != 0 || strings.TrimSpace(again.stdout) != pub {
+		t.Errorf("keygen --out an existing file: exit %d, %q; want its key's %s", again.code, again.stdout, pub)
+	}
+	db := seededDB(t)
+	whole := unsay(t, []string{"UNSAY_SIGNING_KEY=" + strings.TrimSpace(string(b))}, "verify", "--db", db)
+	if whole.code != 1 || !strings.Contains(whole.stderr, "export $(cat FILE)") {
+		t.Errorf("UNSAY_SIGNING_KEY=$(cat FILE): exit %d, %q; want the hint", whole.code, whole.stderr)
+	}
+	value := unsay(t, []string{"UNSAY_SIGNING_KEY=" + string(loaded)}, "verify", "--db", db)
+	if strings.Contains(value.stderr, "whole line") || strings.Contains(value.stderr, "UNSAY_SIGNING_KEY:") {
+		t.Errorf("UNSAY_SIGNING_KEY=<value>: %q; want it taken", value.stderr)
 	}
 }
 

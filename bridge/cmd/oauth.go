@@ -1,6 +1,6 @@
-package main
+package cmd
 
-// The embedded authorization server's commands (issue 14): clients,
+// The embedded authorization server's commands: clients,
 // grants, and tokens signed with its key. They work on the database
 // directly, beside a running server (SQLite WAL or Postgres): a revocation
 // is effective on the next request, because the resource server checks the
@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/unsay/unsay/bridge/app"
 	"github.com/unsay/unsay/bridge/oauth"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
@@ -75,7 +77,7 @@ func openForOAuth(ctx context.Context, cmd, db, env string) (*store.Store, error
 // (care.read.assistant); remove disables the client and revokes its grants.
 func cmdClient(ctx context.Context, args []string) error {
 	c, fs := newCommand("client")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL")
 	var redirects, grants, scopes listFlag
 	name := fs.String("name", "", "the client's name, shown on the consent page (add)")
 	fs.Var(&redirects, "redirect-uri", "redirect URI (add; repeatable): Alexa's are https://pitangui.amazon.com/api/skill/link/VENDOR, layla.amazon.com, alexa.amazon.co.jp")
@@ -187,16 +189,20 @@ func scopeOrNone(s []string) string {
 
 // cmdGrants lists and revokes what people granted OAuth clients:
 //
-//	unsay grants list [--patient P] [--client ID] [--all] [--db PATH]
+//	unsay grants list [--patient P|-] [--client ID] [--all] [--db PATH]
 //	unsay grants revoke ID [--by NAME] [--db PATH]
 //
-// list shows active grants (--all: revoked ones too). revoke takes effect
+// list shows active grants (--all: revoked ones too) of every patient, or
+// of --patient P; --patient - lists the grants bound to no patient (a
+// client's own and the speech principal's, shown with - in the PATIENT
+// column). A patient id that is not one, or an argument after list, is a
+// usage error saying what list wants. revoke takes effect
 // on the next request: the resource server checks the grant on every one,
 // refresh checks it, and the grant's refresh tokens are deleted.
 func cmdGrants(ctx context.Context, args []string) error {
 	c, fs := newCommand("grants")
-	db := fs.String("db", "./unsay.db", "SQLite database file, or a postgres:// URL")
-	patient := fs.String("patient", "", "only this patient's grants (list)")
+	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL")
+	patient := fs.String("patient", "", "only this patient's grants (list; - for those bound to no patient; default every patient's)")
 	clientID := fs.String("client", "", "only this client's grants (list)")
 	all := fs.Bool("all", false, "revoked grants too (list)")
 	by := fs.String("by", "operator", "who revokes (revoke)")
@@ -207,10 +213,18 @@ func cmdGrants(ctx context.Context, args []string) error {
 		}
 		return usageErr("grants", "%v", err)
 	}
-	if _, err := parseFlags(c, fs, rest); err != nil {
+	extra, err := parseFlags(c, fs, rest)
+	if err != nil {
 		return err
 	}
-	if err := needID(sub, id, sub == "revoke", "grants"); err != nil {
+	if sub == "list" {
+		if id != "" {
+			extra = append([]string{id}, extra...)
+		}
+		if err := grantsListArgs(*patient, extra); err != nil {
+			return err
+		}
+	} else if err := needID(sub, id, true, "grants"); err != nil {
 		return err
 	}
 	s, err := openForOAuth(ctx, "grants", *db, "none")
@@ -228,9 +242,16 @@ func cmdGrants(ctx context.Context, args []string) error {
 		fmt.Printf("grant %s revoked\n", id)
 		return nil
 	}
-	gs, err := s.OAuthGrants(ctx, store.OAuthGrantFilter{Patient: *patient, ClientID: *clientID, ActiveOnly: !*all})
+	f := store.OAuthGrantFilter{Patient: *patient, ClientID: *clientID, ActiveOnly: !*all}
+	if *patient == noPatient {
+		f.Patient = ""
+	}
+	gs, err := s.OAuthGrants(ctx, f)
 	if err != nil {
 		return err
+	}
+	if *patient == noPatient {
+		gs = slices.DeleteFunc(gs, func(g store.OAuthGrant) bool { return g.Patient != "" })
 	}
 	names := map[string]string{}
 	if cs, err := s.OAuthClients(ctx); err == nil {
@@ -251,11 +272,30 @@ func cmdGrants(ctx context.Context, args []string) error {
 		}
 		pt := g.Patient
 		if pt == "" {
-			pt = "-"
+			pt = noPatient
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Kind, client, pt, strings.Join(g.Scopes, " "), g.CreatedAt.Format(time.RFC3339), status)
 	}
 	return w.Flush()
+}
+
+// noPatient is how `unsay grants list` writes, and --patient names, a
+// grant bound to no patient.
+const noPatient = "-"
+
+// grantsListArgs checks list's --patient (a patient id, noPatient or
+// empty) and that nothing follows list but flags.
+func grantsListArgs(patient string, extra []string) error {
+	if len(extra) > 0 {
+		if extra[0] == noPatient {
+			return usageErr("grants", "list takes no argument %q: for the grants bound to no patient give --patient -", extra[0])
+		}
+		return usageErr("grants", "list takes no argument %q: narrow it with --patient P (or -), --client ID, --all", extra[0])
+	}
+	if patient != "" && patient != noPatient && !models.ValidID(patient) {
+		return usageErr("grants", "--patient %q is not a patient id: give one like --patient ray, or --patient - for the grants bound to no patient", patient)
+	}
+	return nil
 }
 
 // mintWithAS signs a token with the embedded authorization server's key in

@@ -1,0 +1,435 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/unsay/unsay/bridge/app"
+	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
+)
+
+// cmdToken mints a development bearer token (HS256, aud {public-url}/mcp)
+// and prints only the JWT on stdout:
+//
+//	unsay token --patient ray [--patient …] --scope care.read.user [--scope …]
+//	            [--sub NAME] [--ttl 1h] [--public-url URL]
+//
+// Without --sub it mints a unique subject (dev-<random>) and says so on
+// stderr: two tokens never share a subject, and so never an MCP session
+// identity, by accident (P-21). For /write with a bearer token the
+// subject must equal authorId: give --sub. The secret is
+// UNSAY_TOKEN_SECRET, or auth.DevTokenSecret (said on stderr).
+func cmdToken(ctx context.Context, args []string) error {
+	c, fs := newCommand("token")
+	var patients, scopes listFlag
+	fs.Var(&patients, "patient", "patient id the token is bound to (repeatable)")
+	fs.Var(&scopes, "scope", "scope: care.read.user, care.read.assistant, care.write, care.write.assistant or care.link (repeatable)")
+	sub := fs.String("sub", "", "the token's subject (sub): the audit actor; for /write it must equal authorId (default: a unique dev-… subject)")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token, e.g. 30m or 24h")
+	publicURL := fs.String("public-url", app.DefaultURL, "the server's public URL; the token's aud is {public-url}/mcp")
+	db := fs.String("db", "", "sign with the embedded authorization server's key in this database (a public URL, where HS256 is off)")
+	env := fs.String("envelope", "none", "with --db: the envelope the keys are sealed with (none, local, kms)")
+	if _, err := parseFlags(c, fs, args); err != nil {
+		return err
+	}
+	valid := make([]string, 0, 3)
+	for _, s := range models.AllScopes() {
+		valid = append(valid, string(s))
+	}
+	switch {
+	case len(patients) == 0:
+		return usageErr("token", "--patient is required: the patient the token reads or writes, e.g. --patient ray")
+	case len(scopes) == 0:
+		return usageErr("token", "--scope is required: one or more of %s", strings.Join(valid, ", "))
+	case *ttl <= 0:
+		return usageErr("token", "--ttl %s: want a positive duration such as 1h", *ttl)
+	}
+	for _, p := range patients {
+		if !models.ValidID(p) {
+			return usageErr("token", "--patient %q: a patient id is 1–64 characters of a-z 0-9 _ . -", p)
+		}
+	}
+	sc := make([]models.Scope, len(scopes))
+	for i, s := range scopes {
+		sc[i] = models.Scope(s)
+		if !sc[i].Valid() {
+			return usageErr("token", "--scope %q is not a scope Unsay knows: want %s", s, strings.Join(valid, ", "))
+		}
+	}
+	if err := checkBaseURL(*publicURL); err != nil {
+		return usageErr("token", "--public-url %q is malformed: %v", *publicURL, err)
+	}
+	subject := *sub
+	if subject == "" {
+		subject = "dev-" + randomHex(6)
+		fmt.Fprintf(os.Stderr, "unsay token: no --sub: the subject is %s (give --sub NAME to write as a clinician)\n", subject)
+	}
+	if *db != "" {
+		tok, err := mintWithAS(ctx, *db, *env, strings.TrimRight(*publicURL, "/"), subject, sc, patients, *ttl) // main_oauth.go
+		if err != nil {
+			return err
+		}
+		fmt.Println(tok)
+		return nil
+	}
+	tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: *publicURL},
+		subject, sc, patients, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(tok)
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return fmt.Sprintf("%x", b)
+}
+
+// writeFlags maps /write's JSON fields to the flags of `unsay write`, so a
+// refusal names the flag a person typed.
+var writeFlags = map[string]string{
+	"patient": "--patient", "domain": "--domain", "value": "--value", "authorId": "--author",
+	"authorLabel": "--author-label", "audience": "--audience", "staleAfter": "--stale-after", "priority": "--priority",
+}
+
+// cmdWrite signs a clinician's revision with the shared write secret and
+// POSTs it to {url}/write, then prints what was saved — "saved
+// care://ray/weight_bearing as version 3; Ray will hear the retraction at
+// his next turn" — or, with --json, the server's JSON answer. A refusal is
+// printed with the flag it concerns and exits 1:
+//
+//	unsay write --url URL --patient ray --domain weight_bearing --value "…"
+//	            --author okafor --author-label "Sarah Okafor, physio"
+//	            [--audience user] [--stale-after T] [--priority P] [--json]
+//
+// --stale-after is an RFC 3339 time or a duration from now ("72h").
+// The secret is UNSAY_WRITE_SECRET, or httpapi.DevWriteSecret (said on stderr).
+func cmdWrite(ctx context.Context, args []string) error {
+	c, fs := newCommand("write")
+	base := fs.String("url", app.DefaultURL, "the server's base URL")
+	req := httpapi.WriteRequest{}
+	fs.StringVar(&req.Patient, "patient", "", "patient id, e.g. ray")
+	fs.StringVar(&req.Domain, "domain", "", "domain, e.g. weight_bearing")
+	fs.StringVar(&req.Value, "value", "", "the instruction, as the clinician wrote it")
+	fs.StringVar(&req.AuthorID, "author", "", "the clinician's id, e.g. okafor")
+	fs.StringVar(&req.AuthorLabel, "author-label", "", `how the patient hears the author, e.g. "Sarah Okafor, physio"`)
+	audience := fs.String("audience", string(models.AudienceUser), "user (speakable) or assistant (never spoken); fixed per domain")
+	staleAfter := fs.String("stale-after", "", "RFC 3339 time, or a duration from now (72h), after which the fact is stale")
+	priority := fs.String("priority", "", "0…1, a hint for hosts")
+	asJSON := fs.Bool("json", false, "print the server's JSON answer instead of a sentence")
+	audioFile := fs.String("audio", "", "a clip the fact carries (.mp3 or .wav, at most 1 MiB; a speakable one must be an MP3 Alexa plays); --value describes it")
+	audioType := fs.String("audio-type", "", "the clip's MIME type (audio/mpeg or audio/wav); default from the file's extension")
+	if _, err := parseFlags(c, fs, args); err != nil {
+		return err
+	}
+	if *audioFile != "" {
+		clip, typ, err := readClip(*audioFile, *audioType)
+		if err != nil {
+			return usageErr("write", "--audio %s: %v", *audioFile, err)
+		}
+		req.Audio, req.AudioType = base64.StdEncoding.EncodeToString(clip), typ
+	}
+	for _, f := range []struct{ name, v, example string }{
+		{"patient", req.Patient, "--patient ray"}, {"domain", req.Domain, "--domain weight_bearing"},
+		{"value", req.Value, `--value "Full weight-bearing as tolerated."`}, {"author", req.AuthorID, "--author okafor"},
+		{"author-label", req.AuthorLabel, `--author-label "Sarah Okafor, physio"`},
+	} {
+		if strings.TrimSpace(f.v) == "" {
+			return usageErr("write", "--%s is required, e.g. %s", f.name, f.example)
+		}
+	}
+	req.Audience = models.Audience(*audience)
+	if !req.Audience.Valid() {
+		return usageErr("write", "--audience %q: want user (speakable) or assistant (never spoken)", *audience)
+	}
+	if *staleAfter != "" {
+		if d, err := time.ParseDuration(*staleAfter); err == nil {
+			req.StaleAfter = time.Now().Add(d).UTC().Format(time.RFC3339)
+		} else if _, err := time.Parse(time.RFC3339, *staleAfter); err == nil {
+			req.StaleAfter = *staleAfter
+		} else {
+			return usageErr("write", "--stale-after %q: want an RFC 3339 time (2026-10-12T09:00:00Z) or a duration from now (72h)", *staleAfter)
+		}
+	}
+	if *priority != "" {
+		p, err := strconv.ParseFloat(*priority, 64)
+		if err != nil || p < 0 || p > 1 {
+			return usageErr("write", "--priority %q: want a number from 0 to 1", *priority)
+		}
+		req.Priority = &p
+	}
+	if err := checkBaseURL(*base); err != nil {
+		return usageErr("write", "--url %q is malformed: %v", *base, err)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	secret := secretFromEnv("UNSAY_WRITE_SECRET", httpapi.DevWriteSecret, "write")
+	url := strings.TrimRight(*base, "/") + "/write"
+	for attempt := 1; ; attempt++ {
+		ts := time.Now().Unix()
+		status, answer, err := post(ctx, url, body, map[string]string{
+			httpapi.HeaderTimestamp: strconv.FormatInt(ts, 10),
+			httpapi.HeaderSignature: httpapi.SignWrite(secret, ts, body),
+		})
+		if err != nil {
+			return err
+		}
+		// A fresh invocation is never a replay of itself: "replayed" means an
+		// identical body was signed in the same second by an earlier write
+		// (a revert, say). Sign again in the next second so it is applied.
+		var r httpapi.WriteResponse
+		if status == http.StatusOK && json.Unmarshal(answer, &r) == nil && r.Replayed && attempt < 3 {
+			time.Sleep(time.Until(time.Unix(ts+1, 0)))
+			continue
+		}
+		if *asJSON {
+			return printAnswer(url, status, answer, nil)
+		}
+		return printAnswer(url, status, answer, func(answer []byte) string { return writeSentence(req, answer) })
+	}
+}
+
+// readClip reads the --audio file, at most models.MaxAudioBytes, and its
+// MIME type: typ if given, else from the extension (.mp3, .wav). The
+// server checks the container (store.Validate).
+func readClip(path, typ string) ([]byte, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, models.MaxAudioBytes+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(b) > models.MaxAudioBytes {
+		return nil, "", fmt.Errorf("a clip may be at most %d bytes (1 MiB)", models.MaxAudioBytes)
+	}
+	if typ == "" {
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".mp3":
+			typ = models.AudioMPEG
+		case ".wav", ".wave":
+			typ = models.AudioWAV
+		default:
+			return nil, "", errors.New("cannot tell its type from the name: add --audio-type audio/mpeg or audio/wav")
+		}
+	}
+	return b, typ, nil
+}
+
+// writeSentence says what an accepted write did, for a person.
+func writeSentence(req httpapi.WriteRequest, answer []byte) string {
+	var r httpapi.WriteResponse
+	if err := json.Unmarshal(answer, &r); err != nil || r.URI == "" {
+		return string(answer)
+	}
+	fact := r.URI
+	if i := strings.LastIndex(fact, "/v"); i > 0 {
+		fact = fact[:i]
+	}
+	who := capitalize(req.Patient)
+	if a := r.Audio; a != nil && !r.Unchanged && !r.Replayed {
+		fact += fmt.Sprintf(" (a %.1f s %s clip)", float64(a.DurationMs)/1000, a.MIMEType)
+	}
+	switch {
+	case r.Unchanged:
+		return fmt.Sprintf("unchanged: %s is already version %d with these words; nothing was saved\n", fact, r.Version)
+	case r.Replayed:
+		return fmt.Sprintf("already saved: %s version %d (this signed request was applied before)\n", fact, r.Version)
+	case req.Audience == models.AudienceAssistant:
+		return fmt.Sprintf("saved %s as version %d; assistant-only: it is never spoken to %s\n", fact, r.Version, who)
+	case r.Version == 1:
+		return fmt.Sprintf("saved %s as version 1 (a new topic); %s hears it when he asks about it\n", fact, who)
+	}
+	return fmt.Sprintf("saved %s as version %d; %s will hear the retraction at his next turn\n", fact, r.Version, who)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// cmdLink creates a six-digit device-linking code for a patient through
+// POST {url}/link and prints the code, how long it is valid and until when
+// in local time ("482913  valid for 10 minutes, until 10:24 BST"), and the
+// server's note when an older code was retired (at most 3 live codes):
+//
+//	unsay link --url URL --patient ray [--token T] [--public-url URL] [--json]
+//
+// Without --token it mints a five-minute care.link token bound to the
+// patient (sub "unsay-link", aud {public-url}/mcp, public URL defaulting to
+// --url) with UNSAY_TOKEN_SECRET or the development default.
+func cmdLink(ctx context.Context, args []string) error {
+	c, fs := newCommand("link")
+	base := fs.String("url", app.DefaultURL, "the server's base URL")
+	patient := fs.String("patient", "", "patient id, e.g. ray")
+	token := fs.String("token", "", "a bearer token with care.link bound to the patient (default: mint one)")
+	publicURL := fs.String("public-url", "", "the server's public URL, for a minted token's audience (default: --url)")
+	asJSON := fs.Bool("json", false, "print the server's JSON answer instead of a sentence")
+	if _, err := parseFlags(c, fs, args); err != nil {
+		return err
+	}
+	if *patient == "" {
+		return usageErr("link", "--patient is required: the patient the Echo will be linked to, e.g. --patient ray")
+	}
+	if err := checkBaseURL(*base); err != nil {
+		return usageErr("link", "--url %q is malformed: %v", *base, err)
+	}
+	if *token == "" {
+		pub := *publicURL
+		if pub == "" {
+			pub = *base
+		}
+		tok, err := auth.Mint(auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: pub},
+			"unsay-link", []models.Scope{models.ScopeLink}, []string{*patient}, 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		*token = tok
+	}
+	body, err := json.Marshal(httpapi.LinkRequest{Patient: *patient})
+	if err != nil {
+		return err
+	}
+	format := func(answer []byte) string { return linkSentence(answer, time.Local) }
+	if *asJSON {
+		format = nil
+	}
+	return postAndPrint(ctx, strings.TrimRight(*base, "/")+"/link", body, map[string]string{"Authorization": "Bearer " + *token}, format)
+}
+
+// linkSentence formats a /link answer in loc: the code, its validity and
+// its expiry in local time, and any note the server added.
+func linkSentence(answer []byte, loc *time.Location) string {
+	var l struct {
+		httpapi.LinkResponse
+		Note string `json:"note"`
+	}
+	if err := json.Unmarshal(answer, &l); err != nil || l.Code == "" {
+		return string(answer)
+	}
+	exp, err := time.Parse(time.RFC3339, l.ExpiresAt)
+	if err != nil {
+		return fmt.Sprintf("%s\texpires %s\n", l.Code, l.ExpiresAt)
+	}
+	s := fmt.Sprintf("%s\tvalid for %s, until %s (single use); Ray says “my code is %s”\n",
+		l.Code, spokenMinutes(store.LinkCodeTTL), exp.In(loc).Format("15:04 MST"), strings.Join(strings.Split(l.Code, ""), " "))
+	if l.Note != "" {
+		s += l.Note + "\n"
+	}
+	return s
+}
+
+func spokenMinutes(d time.Duration) string {
+	m := int(d.Round(time.Minute) / time.Minute)
+	if m == 1 {
+		return "1 minute"
+	}
+	return fmt.Sprintf("%d minutes", m)
+}
+
+// secretFromEnv returns the secret in env, or dev (announced on stderr as
+// the development default for what) when env is unset or empty.
+func secretFromEnv(env, dev, what string) []byte {
+	if v := os.Getenv(env); v != "" {
+		return []byte(v)
+	}
+	fmt.Fprintf(os.Stderr, "unsay: %s is unset: using the DEVELOPMENT default %s secret\n", env, what)
+	return []byte(dev)
+}
+
+// postAndPrint POSTs a JSON body with headers (30 s timeout) and prints the
+// answer on stdout, through format when given and the answer is 2xx. A
+// non-2xx answer is reported on stderr and exits 1.
+func postAndPrint(ctx context.Context, url string, body []byte, headers map[string]string, format func([]byte) string) error {
+	status, answer, err := post(ctx, url, body, headers)
+	if err != nil {
+		return err
+	}
+	return printAnswer(url, status, answer, format)
+}
+
+// post POSTs a JSON body with headers (30 s timeout) and returns the status
+// and up to 1 MiB of the answer.
+func post(ctx context.Context, url string, body []byte, headers map[string]string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("no answer from %s (is `unsay serve` running there? give --url): %w", url, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	return resp.StatusCode, answer, nil
+}
+
+// printAnswer prints a 2xx answer (through format when given). A non-2xx
+// answer is reported on stderr — the server's message, and the flag its
+// field names — with the JSON on stdout when format is nil, and exits 1.
+func printAnswer(url string, status int, answer []byte, format func([]byte) string) error {
+	ok := status >= 200 && status < 300
+	switch {
+	case ok && format != nil:
+		fmt.Print(format(answer))
+		return nil
+	case ok || format == nil:
+		os.Stdout.Write(answer)
+		if len(answer) > 0 && answer[len(answer)-1] != '\n' {
+			fmt.Println()
+		}
+	}
+	if ok {
+		return nil
+	}
+	var e struct {
+		Error string `json:"error"`
+		Field string `json:"field"`
+	}
+	msg := strings.TrimSpace(string(answer))
+	if json.Unmarshal(answer, &e) == nil && e.Error != "" {
+		msg = e.Error
+		if f := writeFlags[e.Field]; f != "" {
+			msg = f + ": " + msg
+		} else if e.Field != "" {
+			msg = e.Field + ": " + msg
+		}
+	}
+	fmt.Fprintf(os.Stderr, "unsay: %s refused it (%d %s): %s\n", url, status, http.StatusText(status), msg)
+	return exitError{code: 1}
+}
