@@ -261,7 +261,7 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 	case req.Audience == models.AudienceAssistant:
 		return fmt.Sprintf("saved %s as version %d; assistant-only: it is never spoken to %s\n", fact, r.Version, who)
 	case r.Version == 1:
-		return fmt.Sprintf("saved %s as version 1 (a new topic); %s hears it when he asks about it\n", fact, who)
+		return fmt.Sprintf("saved %s as version 1 (a new topic); %s will hear it at his next turn\n", fact, who)
 	}
 	return fmt.Sprintf("saved %s as version %d; %s will hear the retraction at his next turn\n", fact, r.Version, who)
 }

@@ -1,0 +1,36 @@
+package cmd
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/models"
+)
+
+// The sentence after an accepted write says what Ray will hear: a new
+// speakable topic is announced at his next turn (a first hearing, P-19),
+// a revision is a retraction, an assistant-only fact is never spoken — each
+// case with its own words, so a wrong branch fails.
+func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
+	user := httpapi.WriteRequest{Patient: "ray", Domain: "walking", Audience: models.AudienceUser}
+	assistant := user
+	assistant.Audience = models.AudienceAssistant
+	for _, tt := range []struct {
+		name   string
+		req    httpapi.WriteRequest
+		answer string
+		want   string
+	}{
+		{"a new topic", user, `{"uri":"care://ray/walking/v1","version":1}`, "saved care://ray/walking as version 1 (a new topic); Ray will hear it at his next turn"},
+		{"a revision", user, `{"uri":"care://ray/walking/v3","version":3}`, "saved care://ray/walking as version 3; Ray will hear the retraction at his next turn"},
+		{"assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1}`, "assistant-only: it is never spoken to Ray"},
+		{"unchanged", user, `{"uri":"care://ray/walking/v2","version":2,"unchanged":true}`, "unchanged: care://ray/walking is already version 2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := writeSentence(tt.req, []byte(tt.answer)); !strings.Contains(got, tt.want) {
+				t.Errorf("writeSentence = %q, want it to contain %q", got, tt.want)
+			}
+		})
+	}
+}
