@@ -151,6 +151,9 @@ type fakeCare struct {
 	offers   []models.Offer // every offer, in order
 	discard  bool           // MarkHeard records nothing (benchmarks)
 	delay    time.Duration  // MarkHeard waits this long first (widens races)
+	// onTurn, when set, runs at the start of Turn with the request's
+	// context (a slow confirmation, a client that hangs up meanwhile).
+	onTurn func(ctx context.Context)
 }
 
 type heardCall struct {
@@ -163,8 +166,11 @@ type heardCall struct {
 // Turn answers the facts and pending announcements as set, the way the
 // speech principal does once it has confirmed them (sorted by URI;
 // failFact fails the whole turn, naming the pending retractions).
-func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, error) {
+func (f *fakeCare) Turn(ctx context.Context, patient string) (models.Snapshot, error) {
 	f.calls.Add(1)
+	if f.onTurn != nil {
+		f.onTurn(ctx)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failFact != nil {

@@ -186,6 +186,7 @@ func (s *Skill) StartupNotes() []string {
 // request and answers 200 with a response envelope. Other methods get 405;
 // with verification on and no skill id every request gets 503.
 func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	received := s.now()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed: POST only", http.StatusMethodNotAllowed)
@@ -221,7 +222,7 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request verification failed", http.StatusBadRequest)
 		return
 	}
-	s.respond(w, r, env)
+	s.respond(w, r, env, received)
 }
 
 // respond handles a verified request and delivers the response (P-24):
@@ -230,8 +231,12 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // recorded as offered; it is written in full and flushed to Alexa's
 // connection; only then is what it spoke marked heard — all under the
 // patient's turn lock. A write that fails marks nothing: what it carried
-// stays owed and is spoken again on the next turn, saying so.
-func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope) {
+// stays owed and is spoken again on the next turn, saying so. So does a
+// response written into a connection Alexa had already closed (the
+// request's context was done before the write began), and one written
+// later than AlexaResponseDeadline after the request was received: Alexa
+// has given up on it and played its own error (P-24).
+func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope, received time.Time) {
 	ctx := r.Context()
 	h := s.handle(ctx, env)
 	defer h.release()
@@ -256,6 +261,11 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	if carries {
 		s.testPause(TestPauseBeforeWrite)
 	}
+	// Go's server cancels the request's context when the client closes
+	// its connection. It is read just before the write: a client that
+	// reads the answer and then hangs up also cancels it, afterwards, and
+	// that response was delivered.
+	hungUp := ctx.Err()
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	n, err := w.Write(b)
@@ -267,6 +277,14 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	}
 	if err != nil {
 		s.log.Warn("alexa response not delivered; nothing marked heard", "patient", h.patient, "err", err)
+		return
+	}
+	if hungUp != nil {
+		s.log.Warn("alexa response written after Alexa closed the connection; left offered, nothing marked heard", "patient", h.patient, "err", hungUp)
+		return
+	}
+	if took := s.now().Sub(received); took > AlexaResponseDeadline {
+		s.log.Warn("alexa response written after Alexa's deadline; left offered, nothing marked heard", "patient", h.patient, "took", took.Round(time.Millisecond), "deadline", AlexaResponseDeadline)
 		return
 	}
 	if carries {
@@ -289,6 +307,14 @@ func (s *Skill) deliverable(h handled) handled {
 	}
 	return h
 }
+
+// AlexaResponseDeadline is how long Alexa waits for a skill's response: 8
+// seconds from sending the request (Alexa Skills Kit, "Host a Custom Skill
+// as a Web Service": the service must answer within 8 s, or Alexa ends the
+// session with SessionEndedRequest error ENDPOINT_TIMEOUT and speaks its
+// own apology). A response written after it, counted from receipt, is
+// never played, so nothing in it is marked heard (P-24).
+const AlexaResponseDeadline = 8 * time.Second
 
 // ledgerTimeout bounds recording a response's offers and marks.
 const ledgerTimeout = 5 * time.Second

@@ -149,6 +149,30 @@ func TestSpeechSafety_KillBeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTu
 	}
 }
 
+// A client that gives up (Alexa after its deadline, here after 1 s) and
+// closes its connection while the response carrying the retraction is
+// held before its write: the response is written into a dead connection,
+// so nothing is heard, and the next turn says the retraction again,
+// saying so.
+func TestSpeechSafety_AResponseWrittenIntoAClosedConnectionIsSpokenAgain(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
+		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:3s"}})
+	waitBacklog(t, s.URL)
+	dev := harness.NewDevice("ray")
+	c := &harness.AlexaClient{URL: s.URL + "/alexa", HTTP: &http.Client{Timeout: time.Second}}
+	if r, err := c.Send(context.Background(), dev.Launch()); err == nil {
+		t.Fatalf("the held response arrived within a second: %d %s", r.Status, r.Raw)
+	}
+	waitOutput(t, s, "alexa response written after Alexa closed the connection; left offered")
+	again := launchUntilStop(t, s, dev) // held 3 s, then delivered
+	if !strings.HasPrefix(again, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(again, revision) {
+		t.Fatalf("after the hang-up the next turn = %q, want the retraction again, saying so", again)
+	}
+}
+
 // stallProxy stands between the speech principal and /mcp: it can freeze
 // every event stream (GET) while requests still flow, or cut every
 // connection and refuse new ones.
