@@ -17,14 +17,18 @@ type Announcement struct {
 	Again bool
 }
 
-// Offer is an announcement put in a response about to be written to Alexa
-// (P-24): its queue id, its fact (an unversioned care:// URI) and the
-// version of the fact the response speaks. Until the delivery is confirmed
-// Ray may have heard that version, and a later revision withdraws it.
+// Offer is something put in a response about to be written to Alexa
+// (P-24): an announcement (its queue id, its fact — an unversioned
+// care:// URI — and the version of the fact the response speaks), or, with
+// Told, a version of a fact the response tells plainly (an answer, the
+// launch, a row of the Echo Show's care card; ID is then 0). Until the
+// delivery is confirmed Ray may have heard that version, and a later
+// revision withdraws it.
 type Offer struct {
 	ID      int64
 	URI     URI
 	Version int
+	Told    bool
 }
 
 // URI is the unversioned URI of the announced fact.

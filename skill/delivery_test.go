@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -352,8 +353,8 @@ func TestDelivery_AResponseWrittenIntoAClosedConnectionIsNotHeard(t *testing.T) 
 	if calls := r.care.heardCalls(); len(calls) != 0 {
 		t.Fatalf("a response written into a closed connection marked %v heard", calls)
 	}
-	if len(r.care.offers) != 1 {
-		t.Fatalf("offers = %v, want the retraction offered before the write; logs %s", r.care.offers, r.logs)
+	if offers := r.care.announcementOffers(); len(offers) != 1 || offers[0].ID != 7 {
+		t.Fatalf("offers = %v, want the retraction offered before the write; logs %s", offers, r.logs)
 	}
 	if !strings.Contains(r.logs.String(), "after Alexa closed the connection") {
 		t.Errorf("no warning logged: %s", r.logs.String())
@@ -392,5 +393,27 @@ func TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard(t *testing.T) {
 				t.Errorf("no warning logged: %s", r.logs.String())
 			}
 		})
+	}
+}
+
+// P-24: a fact told plainly is offered before the response is written and
+// confirmed (MarkTold) only after — so a response that never reaches Alexa
+// leaves it offered, never heard. Twin: delivered, it is told.
+func TestDelivery_AFactToldIsOfferedBeforeTheWriteAndToldOnlyAfter(t *testing.T) {
+	ask := reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("exercise", "ER_SUCCESS_MATCH")}
+	r := newRig(t, nil)
+	r.serveTo(&failingWriter{h: http.Header{}}, ask)
+	if got := r.care.toldOffers(); !slices.Equal(got, []string{"care://ray/exercise v1"}) {
+		t.Fatalf("told offers = %v, want the exercise answer offered before the write", got)
+	}
+	if calls := r.care.heardCalls(); len(calls) != 0 {
+		t.Fatalf("an undelivered answer was told: %v", calls)
+	}
+	r.turn(ask)
+	if calls := r.care.heardCalls(); len(calls) != 1 || !calls[0].Told || calls[0].URI != "care://ray/exercise" || calls[0].Version != 1 {
+		t.Fatalf("delivered answer: calls %v, want MarkTold(exercise v1)", calls)
+	}
+	if got := r.care.toldOffers(); len(got) != 2 {
+		t.Errorf("told offers = %v, want one per response", got)
 	}
 }

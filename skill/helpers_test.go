@@ -199,7 +199,9 @@ func (f *fakeCare) Offered(_ context.Context, _ string, offers []models.Offer) e
 		f.offered = map[int64]bool{}
 	}
 	for _, o := range offers {
-		f.offered[o.ID] = true
+		if !o.Told {
+			f.offered[o.ID] = true
+		}
 		f.offers = append(f.offers, o)
 	}
 	return nil
@@ -235,6 +237,32 @@ func (f *fakeCare) mark(patient string, uri models.URI, version int, how models.
 	}
 	f.pending[patient] = keep
 	return nil
+}
+
+// announcementOffers returns the offers of announcements (not facts told).
+func (f *fakeCare) announcementOffers() []models.Offer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []models.Offer
+	for _, o := range f.offers {
+		if !o.Told {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// toldOffers returns the offers of facts told plainly, as "uri vN".
+func (f *fakeCare) toldOffers() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, o := range f.offers {
+		if o.Told {
+			out = append(out, fmt.Sprintf("%s v%d", o.URI, o.Version))
+		}
+	}
+	return out
 }
 
 func (f *fakeCare) heardCalls() []heardCall {

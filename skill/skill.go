@@ -227,8 +227,9 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // respond handles a verified request and delivers the response (P-24):
 // its SSML is checked well-formed (an ill-formed response is replaced by
-// a fixed apology and marks nothing); the announcements it carries are
-// recorded as offered; it is written in full and flushed to Alexa's
+// a fixed apology and marks nothing); the announcements it carries, and
+// the facts it tells that he has not heard at that version, are recorded
+// as offered in one transaction; it is written in full and flushed to Alexa's
 // connection; only then is what it spoke marked heard — all under the
 // patient's turn lock. A write that fails marks nothing: what it carried
 // stays owed and is spoken again on the next turn, saying so. So does a
@@ -252,9 +253,9 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	// context does once Alexa has its answer.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
-	if len(h.offered) > 0 {
-		if err := s.care.Offered(lctx, h.patient, h.offered); err != nil {
-			s.log.Error("alexa announcements not recorded as offered", "patient", h.patient, "err", err)
+	if offers := append(h.offered, toldOffers(h.marks)...); len(offers) > 0 {
+		if err := s.care.Offered(lctx, h.patient, offers); err != nil {
+			s.log.Error("alexa announcements and facts told not recorded as offered", "patient", h.patient, "err", err)
 		}
 	}
 	carries := len(h.marks) > 0
@@ -367,35 +368,62 @@ func hearingOf(env *RequestEnvelope, at time.Time) models.Hearing {
 	return h
 }
 
+// delivered is what one response carries of one fact: the latest
+// announcement version it speaks in full (ann) and the latest version it
+// tells as a plain fact (told), 0 for none.
+type delivered struct {
+	uri       models.URI
+	ann, told int
+}
+
+// deliveredOf folds a response's marks into one delivered per fact, in
+// the order the facts are first marked.
+func deliveredOf(marks []mark) []delivered {
+	var out []delivered
+	at := map[models.URI]int{}
+	for _, m := range marks {
+		i, ok := at[m.URI]
+		if !ok {
+			i = len(out)
+			at[m.URI] = i
+			out = append(out, delivered{uri: m.URI})
+		}
+		if m.Told {
+			out[i].told = max(out[i].told, m.Version)
+		} else {
+			out[i].ann = max(out[i].ann, m.Version)
+		}
+	}
+	return out
+}
+
+// toldOffers are the offers of the facts a response tells plainly (newer
+// than any announcement of the same fact it speaks): recorded with its
+// announcements before it is written, so a crash before MarkTold leaves
+// them offered and a later revision withdraws them (P-24).
+func toldOffers(marks []mark) []models.Offer {
+	var out []models.Offer
+	for _, d := range deliveredOf(marks) {
+		if d.told > d.ann {
+			out = append(out, models.Offer{URI: d.uri, Version: d.told, Told: true})
+		}
+	}
+	return out
+}
+
 // markHeard records what a delivered response carried, how: per fact, the
 // latest announcement version it spoke (MarkHeard) and the latest version
 // it told as a plain fact (MarkTold, only when newer than the announcement).
 func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark, how models.Hearing) {
-	type heard struct{ ann, told int }
-	latest := map[models.URI]heard{}
-	var order []models.URI
-	for _, m := range marks {
-		h, ok := latest[m.URI]
-		if !ok {
-			order = append(order, m.URI)
-		}
-		if m.Told {
-			h.told = max(h.told, m.Version)
-		} else {
-			h.ann = max(h.ann, m.Version)
-		}
-		latest[m.URI] = h
-	}
-	for _, u := range order {
-		h := latest[u]
-		if h.ann > 0 {
-			if err := s.care.MarkHeard(ctx, patient, u, h.ann, how); err != nil {
-				s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", h.ann, "err", err)
+	for _, d := range deliveredOf(marks) {
+		if d.ann > 0 {
+			if err := s.care.MarkHeard(ctx, patient, d.uri, d.ann, how); err != nil {
+				s.log.Error("mark heard", "patient", patient, "uri", d.uri.String(), "version", d.ann, "err", err)
 			}
 		}
-		if h.told > h.ann {
-			if err := s.care.MarkTold(ctx, patient, u, h.told, how); err != nil {
-				s.log.Error("mark told", "patient", patient, "uri", u.String(), "version", h.told, "err", err)
+		if d.told > d.ann {
+			if err := s.care.MarkTold(ctx, patient, d.uri, d.told, how); err != nil {
+				s.log.Error("mark told", "patient", patient, "uri", d.uri.String(), "version", d.told, "err", err)
 			}
 		}
 	}

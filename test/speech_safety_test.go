@@ -149,6 +149,35 @@ func TestSpeechSafety_KillBeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTu
 	}
 }
 
+// A server killed after a plain answer ("what's my walking instruction?")
+// was written but before the heard ledger's commit: the answer was offered
+// before the write, so the physio's revision in the next life withdraws
+// what he was told, saying so — never a first hearing of the new words
+// with no "Stop".
+func TestSpeechSafety_KillAfterAPlainAnswerBeforeTheLedgerCommitTheRevisionIsARetraction(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--alexa-verify=false", "--default-patient", "ray"}
+	paused := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args, Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-heard:60s"}})
+	dev := harness.NewDevice("ray")
+	said := askUntilConfirmed(t, paused, func() harness.Request {
+		return dev.Intent("CarePlanIntent", topic("walking", "weight_bearing"))
+	}).Speech()
+	old := harness.Quoted(said)
+	if !strings.HasPrefix(said, "Your walking instruction from") || len(old) != 1 {
+		t.Fatalf("the plain answer: %q", said)
+	}
+	waitPaused(t, paused, 1)
+	paused.Kill() // the answer reached Ray; the ledger never heard of it
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args})
+	write(t, s, "weight_bearing", revision)
+	next := askUntilConfirmed(t, s, func() harness.Request { return dev.Intent("WhatsChangedIntent", nil) }).Speech()
+	want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + old[0] + "”"
+	if !strings.HasPrefix(next, want) || !strings.Contains(next, revision) {
+		t.Fatalf("after the kill and the revision the next turn = %q\nwant it to open %q and give %q", next, want, revision)
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,

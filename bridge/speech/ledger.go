@@ -350,25 +350,51 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expect heardS
 }
 
 // offer is one announcement put in a response about to be written: its id
-// and the version of its fact it speaks.
+// and the version of its fact it speaks — or, with Told, a version of a
+// fact the response tells plainly (ID 0).
 type offer struct {
 	ID      int64
 	URI     string
 	Version int
+	Told    bool
 }
 
-// Offered records that the pending announcements offers were put in a
-// response about to be written: until MarkHeard confirms the delivery he
-// may have heard each one's version — a later revision withdraws it too —
-// and they are spoken again saying so (P-24). Offers of announcements no
-// longer pending are ignored.
+// Offered records, in one transaction, that offers were put in a response
+// about to be written: until MarkHeard (an announcement) or MarkTold (a
+// fact told) confirms the delivery he may have heard each one's version —
+// a later revision withdraws it too — and they are spoken again saying so
+// (P-24). Offers of announcements no longer pending are ignored. A fact
+// told is offered only when the ledger does not already hold that version
+// or a newer one as heard (then nothing is written: the fast path of every
+// turn that repeats what he heard), and never while a retraction of it is
+// pending — MarkTold never touches that one either (P-19).
 func (l *ledger) Offered(ctx context.Context, patient string, offers []offer) error {
 	if len(offers) == 0 {
 		return nil
 	}
+	heard, err := l.heardOf(ctx, patient)
+	if err != nil {
+		return err
+	}
+	need := offers[:0:0]
+	for _, o := range offers {
+		if o.Told && heard[o.URI] >= o.Version {
+			continue
+		}
+		need = append(need, o)
+	}
+	if len(need) == 0 {
+		return nil
+	}
 	return l.write(ctx, func(tx *sql.Tx) error {
 		at := l.now().UnixMilli()
-		for _, o := range offers {
+		for _, o := range need {
+			if o.Told {
+				if err := l.offerTold(ctx, tx, patient, o); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
 SELECT patient, uri, ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), o.Version, o.ID, patient, o.URI); err != nil {
@@ -382,6 +408,49 @@ ON CONFLICT (patient, uri, version, event) DO NOTHING`), o.Version, at, o.ID, pa
 		}
 		return nil
 	})
+}
+
+// offerTold records that version o.Version of the fact o.URI is told in a
+// response about to be written, unless he heard it or newer, or a
+// retraction of the fact is pending.
+func (l *ledger) offerTold(ctx context.Context, tx *sql.Tx, patient string, o offer) error {
+	h, err := l.heardIn(ctx, tx, patient, o.URI)
+	if err != nil {
+		return err
+	}
+	if h >= o.Version {
+		return nil
+	}
+	if p, ok, err := l.pendingIn(ctx, tx, patient, o.URI); err != nil || ok && p.From > 0 {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, o.URI, o.Version); err != nil {
+		return fmt.Errorf("speech: ledger: offered told: %w", err)
+	}
+	return nil
+}
+
+// heardOf returns, per fact URI of patient, the version he heard for certain.
+func (l *ledger) heardOf(ctx context.Context, patient string) (map[string]int, error) {
+	rows, err := l.db.QueryContext(ctx, l.q("SELECT uri, version FROM speech_heard WHERE patient = ?"), patient)
+	if err != nil {
+		return nil, fmt.Errorf("speech: ledger: heard: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var uri string
+		var v int
+		if err := rows.Scan(&uri, &v); err != nil {
+			return nil, fmt.Errorf("speech: ledger: heard: %w", err)
+		}
+		out[uri] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("speech: ledger: heard: %w", err)
+	}
+	return out, nil
 }
 
 // MarkHeard records that a response carrying the announcement of uri at

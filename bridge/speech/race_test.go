@@ -2,6 +2,7 @@ package speech
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,5 +260,130 @@ func TestTurn_APendingAnnouncementAheadOfTheTurnsReadIsReadAgain(t *testing.T) {
 	}
 	if v, _ := factOf(s, "weight_bearing"); v.N != n3 {
 		t.Errorf("facts give walking v%d, want v%d", v.N, n3)
+	}
+}
+
+// offeredTold records that version v of wb is told plainly in a response
+// about to be written.
+func offeredTold(t *testing.T, l *ledger, v int) {
+	t.Helper()
+	if err := l.Offered(context.Background(), "ray", []offer{{URI: wb, Version: v, Told: true}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// P-24: a plain answer is offered before its write, so a crash before
+// MarkTold leaves it offered and the next revision withdraws it, said
+// again ("as I may not have told you properly"). Twins: confirmed by
+// MarkTold, the revision withdraws it plainly; never told, it is a first
+// hearing; told at a version he heard, nothing is written.
+func TestLedger_AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name    string
+		steps   func(t *testing.T, l *ledger)
+		want    []span
+		offered bool // the pending announcement says it again
+		heard   int
+	}{
+		{"told, crash before MarkTold", func(t *testing.T, l *ledger) { offeredTold(t, l, 1) }, []span{{1, 2}}, true, 0},
+		{"told and confirmed", func(t *testing.T, l *ledger) { offeredTold(t, l, 1); markTold(t, l, 1) }, []span{{1, 2}}, false, 1},
+		{"never told: his starting point, then news", func(t *testing.T, l *ledger) {}, []span{{0, 2}}, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newTestLedger(t, tempDBPath(t))
+			if err := l.Follow(ctx, "ray", map[string]int{wb: 1}); err != nil {
+				t.Fatal(err)
+			}
+			tt.steps(t, l)
+			observeWords(t, l, 2, false, false)
+			rows, err := l.Pending(ctx, "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []span
+			for _, r := range rows {
+				got = append(got, span{r.From, r.To})
+				if r.Offered != tt.offered {
+					t.Errorf("offered = %v, want %v", r.Offered, tt.offered)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if h, _ := l.Heard(ctx, "ray", wb); h != tt.heard {
+				t.Errorf("heard = %d, want %d", h, tt.heard)
+			}
+		})
+	}
+	t.Run("told at a version he heard writes nothing", func(t *testing.T) {
+		l := newTestLedger(t, tempDBPath(t))
+		markHeard(t, l, 2)
+		var writes int
+		fn := func() { writes++ }
+		l.onWrite.Store(&fn)
+		offeredTold(t, l, 2)
+		offeredTold(t, l, 1)
+		if hs, _ := l.HeardState(ctx, "ray", wb); writes != 0 || hs.Offered != 0 {
+			t.Errorf("%d writes, offered v%d: want none", writes, hs.Offered)
+		}
+		offeredTold(t, l, 3) // twin: a version he has not heard is written
+		if hs, _ := l.HeardState(ctx, "ray", wb); writes != 1 || hs.Offered != 3 {
+			t.Errorf("%d writes, offered v%d: want one, v3", writes, hs.Offered)
+		}
+	})
+	t.Run("told never touches a pending retraction", func(t *testing.T) {
+		l := newTestLedger(t, tempDBPath(t))
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offeredTold(t, l, 2)
+		if hs, _ := l.HeardState(ctx, "ray", wb); hs.Offered != 0 {
+			t.Errorf("offered v%d while the retraction is pending", hs.Offered)
+		}
+	})
+}
+
+// The principal's side of a crash after a plain answer: Ray was told his
+// walking instruction (his starting point) and the process died before
+// MarkTold; the physio's revision is then a retraction of what he was
+// told, said again — not a first hearing of the new words.
+func TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction(t *testing.T) {
+	for _, confirmed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "crash before MarkTold", true: "confirmed"}[confirmed], func(t *testing.T) {
+			f := newFakeCare(t)
+			seedRay(f)
+			path := tempDBPath(t)
+			p := startPrincipal(t, f, path, "ray")
+			waitConnected(t, p)
+			s := turnOf(t, p, "ray")
+			v, ok := factOf(s, "weight_bearing")
+			if !ok || len(s.Pending) != 0 {
+				t.Fatalf("turn = %+v", s)
+			}
+			ctx := context.Background()
+			if err := p.Offered(ctx, "ray", []models.Offer{{URI: v.FactURI(), Version: v.N, Told: true}}); err != nil {
+				t.Fatal(err)
+			}
+			if confirmed {
+				if err := p.MarkTold(ctx, "ray", v.FactURI(), v.N, models.Hearing{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.stop()
+			n := f.publishSilently(wb, "Full weight-bearing as tolerated.")
+			p = startPrincipal(t, f, path, "ray")
+			waitConnected(t, p)
+			s = turnOf(t, p, "ray")
+			if len(s.Pending) != 1 || !s.Pending[0].IsRetraction() || s.Pending[0].Heard.N != v.N || s.Pending[0].Current.N != n || s.Pending[0].Again == confirmed {
+				t.Fatalf("pending = %+v, want the retraction v%d → v%d, Again %v", s.Pending, v.N, n, !confirmed)
+			}
+			want := "Stop — your walking instruction has changed. I told you: “Partial weight-bearing with crutches.”"
+			if !confirmed {
+				want = "Stop — " + models.RedeliveryPhrase + ": your walking instruction has changed. I told you: “Partial weight-bearing with crutches.”"
+			}
+			if got := spoken(t, s); !strings.HasPrefix(got, want) {
+				t.Errorf("spoken %q, want it to open %q", got, want)
+			}
+		})
 	}
 }
