@@ -239,6 +239,30 @@ func (f *fakeCare) mark(patient string, uri models.URI, version int, how models.
 	return nil
 }
 
+// revise replaces the patient's fact of v's domain by v and queues what the
+// speech principal would: a retraction of the old version when he was told
+// or heard it (a MarkHeard or MarkTold call), else a first hearing.
+func (f *fakeCare) revise(v models.Version, id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := models.Announcement{ID: id, Patient: v.Patient, Current: v}
+	heard := 0
+	for _, c := range f.heard {
+		if c.URI == v.FactURI().String() {
+			heard = max(heard, c.Version)
+		}
+	}
+	for i, cur := range f.facts[v.Patient] {
+		if cur.Domain == v.Domain {
+			if heard >= cur.N {
+				a.Heard = &cur
+			}
+			f.facts[v.Patient][i] = v
+		}
+	}
+	f.pending[v.Patient] = append(f.pending[v.Patient], a)
+}
+
 // announcementOffers returns the offers of announcements (not facts told).
 func (f *fakeCare) announcementOffers() []models.Offer {
 	f.mu.Lock()

@@ -3,7 +3,9 @@ package skill
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -82,7 +84,10 @@ func TestLaunch_SpeaksWalkingThenStaleThenAsks(t *testing.T) {
 	}
 }
 
-func TestLaunch_DrawsCareCardOnlyWithAPLAndMarksOnlySpokenFacts(t *testing.T) {
+// P-24: on a screen every fact the care card draws is told at the version
+// drawn (Ray read it there), on a screen device; the voice-only twin
+// (TestLaunch_…WithoutAPL above) marks only what was spoken.
+func TestLaunch_DrawsCareCardOnlyWithAPLAndEveryFactOnItIsTold(t *testing.T) {
 	r := newRig(t, nil)
 	out, raw := r.turn(reqOpts{APL: true})
 	ds := out.Response.Directives
@@ -99,13 +104,19 @@ func TestLaunch_DrawsCareCardOnlyWithAPLAndMarksOnlySpokenFacts(t *testing.T) {
 	if !strings.Contains(string(raw), `"staleNote":"Past its review date. Please check it with your care team."`) {
 		t.Errorf("stale row not marked on the card")
 	}
-	// Exercise and contact are on the screen but were not spoken: not heard.
+	// Exercise and contact are on the screen, not spoken: told all the same.
 	heard := heardSet(r.care.heardCalls())
-	if _, ok := heard["care://ray/exercise"]; ok {
-		t.Errorf("a fact only drawn on the screen was marked heard: %v", heard)
+	want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1, "care://ray/exercise": 1, "care://ray/contact": 1}
+	if !maps.Equal(heard, want) {
+		t.Errorf("marked %v, want every fact on the card %v", heard, want)
 	}
-	if len(heard) != 2 {
-		t.Errorf("marked %v, want walking and the stale blood thinner", heard)
+	for i, c := range r.care.heardCalls() {
+		if !c.Told || r.care.hows[i].Device != models.DeviceScreen {
+			t.Errorf("%+v marked %+v, want told on a screen", c, r.care.hows[i])
+		}
+	}
+	if got := r.care.toldOffers(); len(got) != 4 {
+		t.Errorf("told offers before the write = %v, want the four facts drawn", got)
 	}
 }
 
@@ -614,5 +625,46 @@ func TestConcurrentTurns_SpeakOneAnnouncementOnce(t *testing.T) {
 	}
 	if spoken != 1 {
 		t.Fatalf("the retraction was spoken %d times, want once", spoken)
+	}
+}
+
+// P-24 on a screen: Ray read his exercises on the care card, so when the
+// physio revises them he hears "Stop — … I told you: …". Twin: on a
+// voice-only device the exercises were never said, and the revision is a
+// first hearing.
+func TestCard_AFactReadOnTheScreenIsWithdrawnWhenRevised(t *testing.T) {
+	for _, screen := range []bool{true, false} {
+		t.Run(map[bool]string{true: "screen", false: "voice only"}[screen], func(t *testing.T) {
+			r := newRig(t, nil)
+			r.turn(reqOpts{APL: screen, Session: "s1"})
+			r.care.revise(ver("exercise", 2, "Ankle pumps hourly only.", "Sarah Okafor, physio", 0), 9)
+			out, _ := r.turn(reqOpts{APL: screen, Session: "s2"})
+			s := plain(out)
+			retraction := "Stop — your exercise instruction has changed. I told you: “Ankle pumps hourly; heel slides ten times, twice daily.” Sarah Okafor, physio, changed it just now: “Ankle pumps hourly only.”"
+			if screen && !strings.HasPrefix(s, retraction) {
+				t.Errorf("after the card showed it: %q, want it to open %q", s, retraction)
+			}
+			if !screen && (strings.Contains(s, "Stop —") || !strings.HasPrefix(s, "Your exercise instruction from Sarah Okafor, physio, just now: “Ankle pumps hourly only.”")) {
+				t.Errorf("voice only: %q, want a first hearing", s)
+			}
+		})
+	}
+}
+
+// A care card too large to send (the response over MaxResponseBytes loses
+// its APL directive) showed nothing, so it told nothing; what was spoken
+// is still told.
+func TestCard_ACardNotSentTellsNothing(t *testing.T) {
+	r := newRig(t, nil)
+	for i := range 250 { // rows are clipped to MaxCardTextRunes
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(fmt.Sprintf("note_%03d", i), 1, strings.Repeat("Keep the leg raised. ", 40), "Nurse Patel", time.Hour))
+	}
+	out, _ := r.turn(reqOpts{APL: true})
+	if len(out.Response.Directives) != 0 {
+		t.Fatalf("the card was sent: the test needs a larger one")
+	}
+	heard := heardSet(r.care.heardCalls())
+	if want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1}; !maps.Equal(heard, want) {
+		t.Errorf("marked %v, want only what was spoken %v", heard, want)
 	}
 }
