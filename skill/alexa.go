@@ -58,7 +58,8 @@ type RequestEnvelope struct {
 	Request Request  `json:"request"`
 }
 
-// Session is the request's session; attributes are ignored (state stays server-side).
+// Session is the request's session. Of its attributes only AttrMarked is
+// read, on a SessionEndedRequest with reason ERROR (notplayed.go).
 type Session struct {
 	New         bool           `json:"new"`
 	SessionID   string         `json:"sessionId"`
@@ -245,11 +246,14 @@ func (r *Request) FirstArgument() string {
 // IsSkillEvent reports whether the request is an AlexaSkillEvent.* request.
 func (r *Request) IsSkillEvent() bool { return strings.HasPrefix(r.Type, SkillEventPrefix) }
 
-// ResponseEnvelope is the JSON the skill answers with (alexa.md §2). Session
-// attributes are never set: state stays server-side.
+// ResponseEnvelope is the JSON the skill answers with (alexa.md §2).
+// Conversation state stays server-side; the session attributes hold only
+// what the response marked heard (AttrMarked), so that Alexa's report that
+// it did not play it can re-open it (P-24).
 type ResponseEnvelope struct {
-	Version  string       `json:"version"`
-	Response ResponseBody `json:"response"`
+	Version           string         `json:"version"`
+	SessionAttributes map[string]any `json:"sessionAttributes,omitempty"`
+	Response          ResponseBody   `json:"response"`
 }
 
 // ResponseBody is a response. ShouldEndSession has three states: true (leave),

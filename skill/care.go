@@ -40,6 +40,14 @@ type CareSource interface {
 	// under the same conditions as MarkHeard, confirming its offer. It
 	// never settles a pending retraction (P-19).
 	MarkTold(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
+	// NotPlayed re-opens what a response Alexa reported not played had
+	// marked (a SessionEndedRequest with reason ERROR; the skill keeps
+	// each response's marks in its session attributes): in one
+	// transaction, each fact whose heard version is still the one marked
+	// goes back to HeardBefore, the version marked becomes offered and the
+	// announcement is owed again, said saying so (P-24). A later confirmed
+	// delivery is never undone; a second call changes nothing more.
+	NotPlayed(ctx context.Context, patient string, marked []models.Marked) error
 }
 
 // Links maps Alexa users to patients (device linking with a six-digit code

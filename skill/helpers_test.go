@@ -154,6 +154,11 @@ type fakeCare struct {
 	// onTurn, when set, runs at the start of Turn with the request's
 	// context (a slow confirmation, a client that hangs up meanwhile).
 	onTurn func(ctx context.Context)
+	// old holds versions replaced by revise or announced, by versioned URI.
+	old map[models.URI]models.Version
+	// notPlayed is every NotPlayed call's entries, in order; each
+	// re-opened entry is owed again (an announcement from From, Again).
+	notPlayed [][]models.Marked
 }
 
 type heardCall struct {
@@ -188,7 +193,48 @@ func (f *fakeCare) Turn(ctx context.Context, patient string) (models.Snapshot, e
 	for i := range pending {
 		pending[i].Again = pending[i].Again || f.offered[pending[i].ID]
 	}
-	return models.Snapshot{Facts: facts, Pending: pending}, nil
+	heard := map[models.URI]int{}
+	for _, c := range f.heard {
+		if u, err := models.ParseURI(c.URI); err == nil && c.Patient == patient {
+			heard[u] = max(heard[u], c.Version)
+		}
+	}
+	return models.Snapshot{Facts: facts, Pending: pending, Heard: heard}, nil
+}
+
+// NotPlayed records the entries and owes each one again: an announcement
+// from the version it withdrew (none: a first hearing) to the version
+// marked, said again, unless one is pending for the fact.
+func (f *fakeCare) NotPlayed(_ context.Context, patient string, ms []models.Marked) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notPlayed = append(f.notPlayed, ms)
+	for _, m := range ms {
+		owed := false
+		for _, a := range f.pending[patient] {
+			owed = owed || a.URI() == m.URI
+		}
+		for _, v := range f.facts[patient] {
+			if owed || v.FactURI() != m.URI || v.N != m.Version {
+				continue
+			}
+			a := models.Announcement{ID: int64(1000 + len(f.pending[patient])), Patient: patient, Current: v, Again: true}
+			if m.From > 0 {
+				h := f.old[m.URI.WithVersion(m.From)]
+				a.Heard = &h
+				f.pending[patient] = append([]models.Announcement{a}, f.pending[patient]...) // stop first
+				continue
+			}
+			f.pending[patient] = append(f.pending[patient], a)
+		}
+	}
+	return nil
+}
+
+func (f *fakeCare) notPlayedCalls() [][]models.Marked {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]models.Marked(nil), f.notPlayed...)
 }
 
 // Offered records the announcements put in a response about to be written.
@@ -254,6 +300,10 @@ func (f *fakeCare) revise(v models.Version, id int64) {
 	}
 	for i, cur := range f.facts[v.Patient] {
 		if cur.Domain == v.Domain {
+			if f.old == nil {
+				f.old = map[models.URI]models.Version{}
+			}
+			f.old[cur.URI()] = cur
 			if heard >= cur.N {
 				a.Heard = &cur
 			}
@@ -299,6 +349,14 @@ func (f *fakeCare) setPending(patient string, a ...models.Announcement) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pending[patient] = a
+	for _, x := range a {
+		if x.Heard != nil {
+			if f.old == nil {
+				f.old = map[models.URI]models.Version{}
+			}
+			f.old[x.Heard.URI()] = *x.Heard
+		}
+	}
 }
 
 func ver(domain string, n int, value, author string, age time.Duration) models.Version {

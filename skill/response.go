@@ -61,7 +61,15 @@ func hasText(segs []segment) bool {
 // fact its care card shows, and the offers of every announcement it speaks
 // any part of.
 func (s *Skill) build(t *turn, r reply) handled {
-	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop}
+	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop,
+		heardBefore: t.snap.Heard, from: map[models.URI]int{}}
+	for u, a := range t.announced {
+		if a.Heard != nil {
+			h.from[u] = a.Heard.N
+		} else {
+			h.from[u] = 0
+		}
+	}
 	if r.empty && len(t.anns) == 0 && len(t.prefix) == 0 {
 		return h
 	}

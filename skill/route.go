@@ -44,6 +44,11 @@ type handled struct {
 	offered []models.Offer
 	patient string
 	release func()
+	// For the session attributes (AttrMarked): what he heard of each fact
+	// before this turn, and the version each announcement it speaks
+	// withdraws (0: a first hearing).
+	heardBefore map[models.URI]int
+	from        map[models.URI]int
 }
 
 func noop() {}
@@ -62,6 +67,9 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 		}
 		s.log.Info("alexa session ended", attrs...)
 		s.sessions.delete(env.SessionID())
+		if req.Reason == ReasonError {
+			s.notPlayed(ctx, env) // notplayed.go
+		}
 		return handled{out: emptyResponse(), release: noop}
 	case TypeExceptionEncounter:
 		attrs := []any{"session", env.SessionID()}

@@ -243,14 +243,20 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	defer h.release()
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
+	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
 	b, directives, err := encodeResponse(h.out)
+	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
+		h.marks = withoutCardMarks(h.marks) // what the screen never showed was not told
+		h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
+		if !directives {
+			h.out.Response.Directives = nil
+		}
+		b, _, err = encodeResponse(h.out)
+	}
 	if err != nil {
 		s.log.Error("alexa response", "err", err)
 		http.Error(w, "cannot build response", http.StatusInternalServerError)
 		return
-	}
-	if !directives || !sentCareCard(h.out.Response.Directives) {
-		h.marks = withoutCardMarks(h.marks) // what the screen never showed was not told
 	}
 	// The ledger is written after the response whatever the request's
 	// context does once Alexa has its answer.

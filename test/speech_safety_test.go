@@ -178,6 +178,44 @@ func TestSpeechSafety_KillAfterAPlainAnswerBeforeTheLedgerCommitTheRevisionIsARe
 	}
 }
 
+// Alexa's error report: Ray's Echo did not play the response that carried
+// the retraction (SessionEndedRequest, reason ERROR, the response's
+// session attributes echoed back). The retraction is owed again and the
+// next turn says it, saying so. Twin: a session he ended himself
+// (USER_INITIATED) re-opens nothing.
+func TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack(t *testing.T) {
+	for _, reason := range []string{"ERROR", "USER_INITIATED"} {
+		t.Run(reason, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
+				t.Fatalf("launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
+			}
+			end := dev.SessionEnded(reason)
+			end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
+			if reason == "ERROR" {
+				end["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
+			}
+			ask(t, s, end)
+			next := launch(t, s, dev)
+			if reason == "ERROR" && (!strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(next, revision)) {
+				t.Fatalf("after the error report: %q, want the retraction again, saying so", next)
+			}
+			if reason != "ERROR" && strings.Contains(next, "Stop —") {
+				t.Fatalf("after %s the retraction was said again: %q", reason, next)
+			}
+		})
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,

@@ -26,6 +26,7 @@ import (
 // returns an error wrapping ErrUnconfirmed and a Snapshot holding only
 // Withdrawn (from the durable ledger): nothing may be said as current. The
 // session is then re-established, and State is not ready until it is.
+// Snapshot.Heard holds what the heard ledger says he heard of each fact.
 // An invalid patient id is ErrInvalidArgument.
 func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, error) {
 	if !models.ValidID(patient) {
@@ -87,7 +88,17 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	if err != nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
-	return models.Snapshot{Facts: facts, Pending: anns}, nil
+	heardOf, err := p.ledger.heardOf(ctx, patient)
+	if err != nil {
+		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
+	snap := models.Snapshot{Facts: facts, Pending: anns, Heard: map[models.URI]int{}}
+	for uri, v := range heardOf {
+		if u, err := models.ParseURI(uri); err == nil {
+			snap.Heard[u] = v
+		}
+	}
+	return snap, nil
 }
 
 // reconcileRounds bounds how often a turn re-reads a fact the ledger knows

@@ -537,6 +537,64 @@ func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int,
 	})
 }
 
+// marked is what one response marked of one fact (models.Marked).
+type marked struct {
+	URI                        string
+	HeardBefore, From, Version int
+}
+
+// NotPlayed re-opens, in one transaction, what responses Alexa reported
+// not played had marked (P-24): for each fact whose heard version is still
+// the one marked — a later confirmed delivery that moved it is never
+// undone, and a second call finds nothing to do — heard goes back to
+// HeardBefore, Version becomes offered (he may have heard it), and unless
+// an announcement is already pending for the fact (a later revision,
+// which now withdraws Version, said again) the announcement from From to
+// Version is owed again, said saying so. It reports how many facts it
+// re-opened.
+func (l *ledger) NotPlayed(ctx context.Context, patient string, ms []marked) (int, error) {
+	n := 0
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, m := range ms {
+			h, err := l.heardIn(ctx, tx, patient, m.URI)
+			if err != nil {
+				return err
+			}
+			if h != m.Version {
+				continue
+			}
+			if m.HeardBefore == 0 {
+				_, err = tx.ExecContext(ctx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
+			} else {
+				_, err = tx.ExecContext(ctx, l.q("UPDATE speech_heard SET version = ? WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+			}
+			if err != nil {
+				return fmt.Errorf("speech: ledger: not played: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
+				return fmt.Errorf("speech: ledger: not played: %w", err)
+			}
+			_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, m.URI, m.From, m.Version); err != nil {
+					return fmt.Errorf("speech: ledger: not played: %w", err)
+				}
+				if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, models.Hearing{}, models.DeliveryQueued); err != nil {
+					return err
+				}
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 // Drop marks the pending announcement id as dropped (its words did not
 // change) and moves the heard version to its to_version. It is a no-op
 // when the announcement is no longer pending.

@@ -2,6 +2,7 @@ package speech
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -385,5 +386,133 @@ func TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction(t
 				t.Errorf("spoken %q, want it to open %q", got, want)
 			}
 		})
+	}
+}
+
+// notPlayed re-opens what a response marked of wb: heard before, from, version.
+func notPlayed(t *testing.T, l *ledger, before, from, version int) int {
+	t.Helper()
+	n, err := l.NotPlayed(context.Background(), "ray", []marked{{URI: wb, HeardBefore: before, From: from, Version: version}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// P-24: Alexa's report that a response was not played re-opens what it
+// marked — heard goes back, the version becomes offered and the
+// announcement is owed again, said again — once, and never past a later
+// confirmed delivery.
+func TestLedger_NotPlayedReopensWhatTheResponseMarked(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, l *ledger)
+		reopened int
+		want     []span
+		offered  int // the offered version after
+		heard    int
+	}{
+		{"a retraction delivered, not played: owed again", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			markHeard(t, l, 2)
+			notPlayed(t, l, 1, 1, 2)
+		}, 1, []span{{1, 2}}, 2, 1},
+		{"reported twice: re-opened once", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			notPlayed(t, l, 1, 1, 2)
+			if n := notPlayed(t, l, 1, 1, 2); n != 0 {
+				t.Errorf("second report re-opened %d", n)
+			}
+		}, 1, []span{{1, 2}}, 2, 1},
+		{"a later confirmed delivery is never undone", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			observe(t, l, 3, false)
+			markHeard(t, l, 3) // the next turn's retraction, delivered
+			if n := notPlayed(t, l, 1, 1, 2); n != 0 {
+				t.Errorf("re-opened %d past a later delivery", n)
+			}
+		}, 0, nil, 0, 3},
+		{"a revision queued since withdraws the version not played, said again", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			observe(t, l, 3, false)
+			notPlayed(t, l, 1, 1, 2)
+		}, 1, []span{{2, 3}}, 2, 1},
+		{"a fact told, not played: a first hearing owed, said again", func(t *testing.T, l *ledger) {
+			offeredTold(t, l, 1)
+			markTold(t, l, 1)
+			notPlayed(t, l, 0, 0, 1)
+		}, 1, []span{{0, 1}}, 1, 0},
+		{"positive twin: no report, nothing owed", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+		}, 0, nil, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newTestLedger(t, tempDBPath(t))
+			tt.steps(t, l)
+			rows, err := l.Pending(ctx, "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []span
+			for _, r := range rows {
+				got = append(got, span{r.From, r.To})
+				if !r.Offered {
+					t.Errorf("pending %+v not said again", r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs, _ := l.HeardState(ctx, "ray", wb); hs.Heard != tt.heard || hs.Offered != tt.offered {
+				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// The principal's side: a retraction Ray was marked as having heard is
+// reported not played; the next turn says it again, saying so. Twin: a
+// malformed report changes nothing.
+func TestNotPlayed_TheRetractionIsSpokenAgainSayingSo(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+	n := f.publish(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p, wb, n)
+	s := turnOf(t, p, "ray")
+	if len(s.Pending) != 1 || s.Heard[mustURI(t, wb)] != n-1 {
+		t.Fatalf("turn = %+v, want one retraction and heard v%d", s, n-1)
+	}
+	a := s.Pending[0]
+	ctx := context.Background()
+	if err := p.MarkHeard(ctx, "ray", a.URI(), n, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := []models.Marked{{URI: a.URI(), HeardBefore: n, From: n - 1, Version: n}}
+	if err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("NotPlayed(heard before = version) = %v, want ErrInvalidArgument", err)
+	}
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
+		t.Fatalf("a refused report re-opened %+v", s.Pending)
+	}
+	if err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: a.URI(), HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
+		t.Fatal(err)
+	}
+	s = turnOf(t, p, "ray")
+	if got := spoken(t, s); !s.Pending[0].Again || !strings.HasPrefix(got, "Stop — "+models.RedeliveryPhrase+": your walking instruction has changed. I told you: “Partial weight-bearing with crutches.”") {
+		t.Errorf("after the report: %q (Again %v)", got, s.Pending[0].Again)
 	}
 }
