@@ -493,31 +493,34 @@ func (l *ledger) advancePending(ctx context.Context, tx *sql.Tx, patient, uri st
 }
 
 // MarkTold records that version of uri was spoken as a plain fact — an
-// answer, not an announcement. It never settles a pending retraction: he
-// heard the new words but not that they withdraw the ones he was told
-// before, so the retraction stays owed, and nothing moves (P-19, P-24).
-// Otherwise the heard version moves forward to version (never back), a
-// pending first hearing it covers is heard, and one that reaches further
-// now withdraws version; the delivery log records how.
+// answer, not an announcement — confirming its offer (Offered, Told). It
+// never settles a pending retraction: he heard the new words but not that
+// they withdraw the ones he was told before, so the retraction stays owed
+// and nothing moves (P-19, P-24) — unless what was told is no newer than
+// what that retraction withdraws (a turn told it before the revision was
+// read): then heard moves forward to it and its offer is confirmed, and
+// the retraction still withdraws it. Otherwise the heard version moves
+// forward to version (never back), a pending first hearing it covers is
+// heard, and one that reaches further now withdraws version; the delivery
+// log records how.
 func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
 	p, ok, err := l.pendingIn(ctx, l.db, patient, uri)
 	if err != nil {
 		return err
 	}
-	if ok && p.From > 0 {
+	if ok && p.From > 0 && version > p.From {
 		return nil // the retraction stays owed; the write below would re-check it anyway
 	}
-	if !ok {
-		if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
-			return nil // fast path: he heard this version or newer
-		}
+	if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
+		return nil // fast path: he heard this version or newer (its offer was never written)
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
 		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
 		if err != nil {
 			return err
 		}
-		if ok && p.From > 0 {
+		retraction := ok && p.From > 0
+		if retraction && version > p.From {
 			return nil
 		}
 		h, err := l.heardIn(ctx, tx, patient, uri)
@@ -532,6 +535,9 @@ func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int,
 		}
 		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
 			return err
+		}
+		if retraction {
+			return nil // it already withdraws version or what he may have heard after it
 		}
 		return l.advancePending(ctx, tx, patient, uri, version)
 	})

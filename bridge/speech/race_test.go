@@ -290,6 +290,11 @@ func TestLedger_AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testin
 		{"told, crash before MarkTold", func(t *testing.T, l *ledger) { offeredTold(t, l, 1) }, []span{{1, 2}}, true, 0},
 		{"told and confirmed", func(t *testing.T, l *ledger) { offeredTold(t, l, 1); markTold(t, l, 1) }, []span{{1, 2}}, false, 1},
 		{"never told: his starting point, then news", func(t *testing.T, l *ledger) {}, []span{{0, 2}}, false, 0},
+		{"told, the revision read before MarkTold, then confirmed: not said again", func(t *testing.T, l *ledger) {
+			offeredTold(t, l, 1)
+			observeWords(t, l, 2, false, false)
+			markTold(t, l, 1)
+		}, []span{{1, 2}}, false, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newTestLedger(t, tempDBPath(t))
