@@ -126,7 +126,8 @@ func (s *Skill) build(t *turn, r reply) handled {
 		if r.forget {
 			s.sessions.delete(sid)
 		} else if hasText(spoken) || r.question != "" {
-			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt}, t.now)
+			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt,
+				changes: t.changes(spoken)}, t.now)
 		}
 	}
 	return h

@@ -1,6 +1,7 @@
 package skill
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -667,4 +668,58 @@ func TestCard_ACardNotSentTellsNothing(t *testing.T) {
 	if want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1}; !maps.Equal(heard, want) {
 		t.Errorf("marked %v, want only what was spoken %v", heard, want)
 	}
+}
+
+// "What changed?" right after a retraction — asked, or the card's button —
+// says again the changes told in this session, from their current
+// versions, never "nothing has changed". Twins: in a new session nothing
+// has changed since he last heard his notes; a change revised since is
+// announced anew instead.
+func TestWhatsChanged_AfterARetractionInTheSessionSaysItAgain(t *testing.T) {
+	recap := "Your walking instruction changed just now: I told you “" + wbV2Text + "”; Sarah Okafor, physio, changed it to “" + wbV3Text + "”"
+	for name, ask := range map[string]reqOpts{
+		"asked":      {Type: TypeIntent, Intent: IntentWhatsChanged},
+		"the button": {Type: TypeAPLUserEvent, Arguments: []any{apl.ArgWhatsChanged}, APL: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			if out, _ := r.turn(reqOpts{Session: "sW", APL: ask.APL}); !strings.HasPrefix(plain(out), "Stop — your walking instruction has changed.") {
+				t.Fatalf("launch: %q", plain(out))
+			}
+			ask.Session = "sW"
+			out, _ := r.turn(ask)
+			if s := plain(out); !strings.HasPrefix(s, recap) || strings.Contains(s, "Stop —") || strings.Contains(s, textNothingNew) {
+				t.Errorf("what changed = %q, want it to open %q", s, recap)
+			}
+			ask.Session = "sX"
+			if out, _ := r.turn(ask); plain(out) != textNothingNew {
+				t.Errorf("a new session: %q, want %q", plain(out), textNothingNew)
+			}
+		})
+	}
+	t.Run("revised since", func(t *testing.T) {
+		r := newRig(t, nil)
+		r.care.setPending("ray", retractionWB())
+		r.care.facts["ray"][0] = retractionWB().Current
+		r.turn(reqOpts{Session: "sW"})
+		r.care.MarkHeard(context.Background(), "ray", retractionWB().URI(), 3, models.Hearing{})
+		r.care.revise(ver("weight_bearing", 4, "Walk with one crutch.", "Sarah Okafor, physio", 0), 11)
+		out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentWhatsChanged, Session: "sW"})
+		if s := plain(out); !strings.HasPrefix(s, "Stop — your walking instruction has changed. I told you: “"+wbV3Text+"”") || strings.Contains(s, "changed it to “"+wbV3Text) {
+			t.Errorf("what changed after a new revision = %q, want the new retraction only", s)
+		}
+	})
+	t.Run("a first hearing", func(t *testing.T) {
+		r := newRig(t, nil)
+		v := ver("wound_care", 1, "Keep the dressing dry.", "Nurse Patel", 10*time.Minute)
+		r.care.facts["ray"] = append(r.care.facts["ray"], v)
+		r.care.setPending("ray", models.Announcement{ID: 3, Patient: "ray", Current: v})
+		r.turn(reqOpts{Session: "sW"})
+		out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentWhatsChanged, Session: "sW"})
+		if s := plain(out); s != "Your wound care instruction is new: Nurse Patel wrote it ten minutes ago: “Keep the dressing dry.”" {
+			t.Errorf("what changed = %q", s)
+		}
+	})
 }

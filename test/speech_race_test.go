@@ -139,8 +139,15 @@ func TestSpeechRace_ARevisionDuringRaysTurnWithdrawsWhatTheTurnSaid(t *testing.T
 			if !strings.HasPrefix(next, want) || !strings.Contains(next, "“"+then+"”") {
 				t.Fatalf("next turn = %q\nwant it to open %q and give %q", next, want, then)
 			}
+			// Asked again in the same conversation, the change is recalled,
+			// never announced again; in a new one nothing has changed.
+			recap := "Your blood thinner instruction changed just now: I told you “" + stopRivaroxaban + "”"
+			if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); strings.Contains(again, "Stop —") || !strings.HasPrefix(again, recap) || !strings.Contains(again, "“"+then+"”") {
+				t.Fatalf("asked again: %q, want it to open %q and give %q, not announce it again", again, recap, then)
+			}
+			ask(t, s, dev.Launch())
 			if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); strings.Contains(again, "Stop —") || !strings.Contains(again, "Nothing has changed") {
-				t.Fatalf("once heard it was said again: %q", again)
+				t.Fatalf("once heard it was said again in a new session: %q", again)
 			}
 		})
 	}
@@ -238,7 +245,7 @@ func TestSpeechRace_AQuickRevertNeverErasesAStopHeWasTold(t *testing.T) {
 // Finding 2 (HIGH): a walking revision written, then at once a walking
 // question. The answer is the retraction of what he heard — never the new
 // words as a plain fact, after which the retraction would be gone — and
-// the follow-up has nothing more to say.
+// "what changed?" after it recalls that change, never announcing it again.
 func TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction(t *testing.T) {
 	s := startWith(t, safetyPart, harness.Options{Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
 	dev := harness.NewDevice("ray")
@@ -255,8 +262,11 @@ func TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction(t *testing.T) {
 		if !strings.HasPrefix(said, want) || !strings.Contains(said, "“"+value+"”") {
 			t.Fatalf("run %d: right after the write = %q\nwant it to open %q", i, said, want)
 		}
-		if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); !strings.Contains(again, "Nothing has changed") {
-			t.Fatalf("run %d: the follow-up = %q", i, again)
+		// The follow-up recalls the change he was just told; it never
+		// announces it again.
+		recap := "Your walking instruction changed just now: I told you “" + prev + "”"
+		if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); strings.Contains(again, "Stop —") || !strings.HasPrefix(again, recap) || !strings.Contains(again, "“"+value+"”") {
+			t.Fatalf("run %d: the follow-up = %q, want it to open %q", i, again, recap)
 		}
 		prev = value
 	}
