@@ -29,7 +29,7 @@ type sessionState struct {
 	// latest per fact, in the order he heard them: "what changed?" after
 	// them says them again (RenderRecap).
 	changes []models.Announcement
-	expires  time.Time
+	expires time.Time
 }
 
 // SessionOpenWindow is how recently a screen session must have had a turn
