@@ -7,7 +7,9 @@
 // (bridge/speech) implements CareSource over MCP with care.read.user alone;
 // this package never imports store/ or bridge/ (P-18). On every turn from a
 // linked device it speaks the pending announcements first, oldest first
-// (P-19), then answers, and marks heard only what it put in outputSpeech.
+// (P-19), then answers, and marks heard only what it put in outputSpeech
+// — and, on a screen, the facts its care card shows — once the response
+// was delivered (P-24).
 package skill
 
 import (

@@ -271,3 +271,30 @@ func TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction(t *testing.T) {
 		prev = value
 	}
 }
+
+// Finding 3: Ray read "Exercise: Ankle pumps …" on the Echo Show's care
+// card, so when the physio revises it he hears "Stop — … I told you: …".
+// Twin: on a speaker without a screen the exercises were never said, and
+// the revision is a first hearing.
+func TestSpeechRace_AFactReadOnTheEchoShowsCardIsWithdrawnWhenRevised(t *testing.T) {
+	for _, screen := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Echo Show", false: "voice only"}[screen], func(t *testing.T) {
+			s := startWith(t, safetyPart, harness.Options{Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			dev.APL = screen
+			launched := askUntilConfirmed(t, s, func() harness.Request { return dev.Launch() })
+			if screen != strings.Contains(string(launched.Raw), "Ankle pumps") {
+				t.Fatalf("the launch response (screen %v): %.400s", screen, launched.Raw)
+			}
+			const ex = "Heel slides ten times, three times a day."
+			write(t, s, "exercise", ex)
+			said := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech()
+			if screen && (!strings.HasPrefix(said, "Stop — your exercise instruction has changed. I told you: “Ankle pumps") || !strings.Contains(said, "“"+ex+"”")) {
+				t.Fatalf("after the card showed the exercises: %q, want their retraction", said)
+			}
+			if !screen && (strings.Contains(said, "Stop —") || !strings.Contains(said, "Your exercise instruction from Sarah Okafor, physio, just now: “"+ex+"”")) {
+				t.Fatalf("voice only: %q, want a first hearing", said)
+			}
+		})
+	}
+}
