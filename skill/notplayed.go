@@ -85,7 +85,10 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 	}
 	release := s.lockPatient(patient)
 	defer release()
-	if err := s.care.NotPlayed(ctx, patient, ms); err != nil {
+	// Recorded whatever the request's context does once Alexa has its answer.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+	defer cancel()
+	if err := s.care.NotPlayed(lctx, patient, ms); err != nil {
 		s.log.Error("alexa error report: not re-opened", "patient", patient, "err", err)
 		return
 	}
