@@ -17,14 +17,34 @@ type Announcement struct {
 	Again bool
 }
 
-// Offer is an announcement put in a response about to be written to Alexa
-// (P-24): its queue id, its fact (an unversioned care:// URI) and the
-// version of the fact the response speaks. Until the delivery is confirmed
-// Ray may have heard that version, and a later revision withdraws it.
+// Offer is something put in a response about to be written to Alexa
+// (P-24): an announcement (its queue id, its fact — an unversioned
+// care:// URI — and the version of the fact the response speaks), or, with
+// Told, a version of a fact the response tells plainly (an answer, the
+// launch, a row of the Echo Show's care card; ID is then 0). Until the
+// delivery is confirmed Ray may have heard that version, and a later
+// revision withdraws it.
 type Offer struct {
 	ID      int64
 	URI     URI
 	Version int
+	Told    bool
+}
+
+// Marked is what one response to Alexa marked of one fact (P-24): the
+// version it spoke or showed (Version ≥ 1), the version he had heard for
+// certain before (HeardBefore, 0 for none) and, for an announcement, the
+// version its retraction withdrew (From; 0 for a first hearing; for a fact
+// told plainly it is HeardBefore). The skill keeps it in the response's
+// session attributes; when Alexa reports that it did not play the
+// response (SessionEndedRequest, reason ERROR), the care source re-opens
+// it: heard goes back to HeardBefore — unless a later delivery moved it —
+// Version becomes offered and the announcement is owed again.
+type Marked struct {
+	URI         URI // unversioned
+	HeardBefore int
+	From        int
+	Version     int
 }
 
 // URI is the unversioned URI of the announced fact.
@@ -61,6 +81,12 @@ type Snapshot struct {
 	// Pending are the announcements he is owed, every retraction before
 	// any first hearing, each group oldest first (P-17, P-19).
 	Pending []Announcement
+	// Heard is, per fact (unversioned URI), the version he heard for
+	// certain according to the heard ledger when the snapshot was taken; a
+	// fact he never heard is absent. The skill keeps it with what a
+	// response marks (Marked.HeardBefore), so Alexa's report that the
+	// response was not played can re-open it.
+	Heard map[URI]int
 	// Withdrawn is set only alongside an error, when the snapshot could not
 	// be confirmed: the facts whose version he heard is known, from the
 	// durable heard ledger, to be superseded. Their new words are not

@@ -165,11 +165,12 @@ type VersionDelivery struct {
 // Timeline returns, for versions 1…latest of a fact, where each stands with
 // Ray according to rec, oldest first:
 //
+//   - the pending announcement's To is StatePending (Withdraws its From,
+//     with the queued, offered and notified times), even with a heard
+//     event (Alexa reported that response was not played);
 //   - a version with a heard event is StateHeard (when, on which device,
 //     how), WithdrawnAt the first later version's heard event;
 //   - one with an unchanged event is StateUnchanged;
-//   - the pending announcement's To is StatePending (Withdraws its From,
-//     with the queued, offered and notified times);
 //   - rec.Heard without an event is StateHeard with no time (heard before
 //     delivery times were recorded);
 //   - any other version below latest, or below what he heard or is owed,
@@ -200,6 +201,16 @@ func Timeline(latest int, rec DeliveryRecord) []VersionDelivery {
 		d := VersionDelivery{Version: n}
 		owedPast := rec.Pending != nil && rec.Pending.To > n
 		switch e, ok := heard[n]; {
+		case rec.Pending != nil && rec.Pending.To == n:
+			// Owed, even when a heard event says otherwise: Alexa reported
+			// that response was not played, or he heard an older version
+			// last, so it is said again.
+			d.State, d.Withdraws = StatePending, rec.Pending.From
+			d.QueuedAt = first[DeliveryQueued][n].At
+			if d.Offered = rec.Pending.Offered; d.Offered {
+				d.OfferedAt = first[DeliveryOffered][n].At
+			}
+			d.NotifiedAt = first[DeliveryNotified][n].At
 		case ok:
 			d.State, d.At, d.Device, d.Via = StateHeard, e.At, e.Device, e.Via
 			for m := n + 1; m <= latest; m++ {
@@ -210,13 +221,6 @@ func Timeline(latest int, rec DeliveryRecord) []VersionDelivery {
 			}
 		case hasEvent(first, DeliveryUnchanged, n):
 			d.State, d.At = StateUnchanged, first[DeliveryUnchanged][n].At
-		case rec.Pending != nil && rec.Pending.To == n:
-			d.State, d.Withdraws = StatePending, rec.Pending.From
-			d.QueuedAt = first[DeliveryQueued][n].At
-			if d.Offered = rec.Pending.Offered; d.Offered {
-				d.OfferedAt = first[DeliveryOffered][n].At
-			}
-			d.NotifiedAt = first[DeliveryNotified][n].At
 		case n == rec.Heard:
 			d.State = StateHeard
 		case n < latest || rec.Heard > n || owedPast:

@@ -37,6 +37,16 @@ func TestTimeline_EachVersionSaysWhereItStandsWithRay(t *testing.T) {
 				t.Errorf("heard v1 = %+v; not withdrawn yet", ds[0])
 			}
 		}},
+		// Alexa reported the response carrying v2 not played: its heard
+		// event stays in the log, and it is owed again, said again.
+		{"a version heard, then reported not played, is owed again", 2, DeliveryRecord{
+			Heard: 1, Followed: true, Pending: &PendingDelivery{From: 1, To: 2, Offered: true},
+			Events: []DeliveryEvent{heard(1, 0, DeviceScreen, ViaAsked), ev(DeliveryQueued, 2, 12), ev(DeliveryOffered, 2, 13), heard(2, 13, DeviceScreen, ViaAsked)},
+		}, []DeliveryState{StateHeard, StatePending}, func(t *testing.T, ds []VersionDelivery) {
+			if p := ds[1]; p.Withdraws != 1 || !p.Offered || !p.OfferedAt.Equal(at(13)) {
+				t.Errorf("pending v2 = %+v", p)
+			}
+		}},
 		{"heard on the Echo Show withdraws the older version", 2, DeliveryRecord{
 			Heard: 2, Followed: true,
 			Events: []DeliveryEvent{heard(1, 0, DeviceVoice, ViaAsked), ev(DeliveryQueued, 2, 12), ev(DeliveryOffered, 2, 16), heard(2, 16, DeviceScreen, ViaCard)},

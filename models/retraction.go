@@ -86,6 +86,55 @@ func renderRetraction(heard, current Version, now time.Time, again bool) (string
 	return strings.Join(parts, " "), nil
 }
 
+// RenderRecap is how a change Ray was told earlier in the conversation is
+// said again when he asks "what changed?" (a's Current is the version
+// still current; a.Heard the version its retraction withdrew, nil for a
+// first hearing), judged at now like every form (P-24):
+//
+//	"Your {topic} instruction changed {age}: I told you “{heard}”;
+//	{author} changed it to “{current}” {gloss}"
+//	"Your {topic} instruction is new: {author} wrote it {age}: “{current}” {gloss}"
+//
+// or, when current is past its review date at now, age first: "{Age},
+// {author} changed your {topic} instruction. I told you “…”; it is now
+// “…” It is now past its review date. {gloss} Please check it with your
+// care team." (a first hearing: "{Age}, {author} wrote a new {topic}
+// instruction: “…” …"). A recording is named, not replayed ("Your
+// exercise count recording changed {age}."). It returns
+// ErrAssistantAudience for an assistant-only version.
+func RenderRecap(a Announcement, now time.Time) (string, error) {
+	cur := a.Current
+	if cur.Audience != AudienceUser || a.Heard != nil && a.Heard.Audience != AudienceUser {
+		return "", ErrAssistantAudience
+	}
+	age := SpokenAge(now.Sub(cur.WrittenAt))
+	topic := Topic(cur.Domain)
+	stale := cur.IsStale(now)
+	who := Appositive(speaker(cur.AuthorLabel))
+	var s string
+	switch {
+	case cur.Audio != nil && stale:
+		return fmt.Sprintf("%s, your %s recording changed. %s %s", capitalize(age), topic, PastReviewSentence, CheckWithTeam), nil
+	case cur.Audio != nil:
+		return fmt.Sprintf("Your %s recording changed %s.", topic, age), nil
+	case a.Heard != nil && stale:
+		s = fmt.Sprintf("%s, %s changed your %s instruction. I told you %s; it is now %s %s", capitalize(age), who, topic, Quote(a.Heard.Value), Quote(cur.Value), PastReviewSentence)
+	case a.Heard != nil:
+		s = fmt.Sprintf("Your %s instruction changed %s: I told you %s; %s changed it to %s", topic, age, Quote(a.Heard.Value), who, Quote(cur.Value))
+	case stale:
+		s = fmt.Sprintf("%s, %s wrote a new %s instruction: %s %s", capitalize(age), who, topic, Quote(cur.Value), PastReviewSentence)
+	default:
+		s = fmt.Sprintf("Your %s instruction is new: %s wrote it %s: %s", topic, who, age, Quote(cur.Value))
+	}
+	if g := GlossSentence(cur.Value); g != "" {
+		s += " " + g
+	}
+	if stale {
+		s += " " + CheckWithTeam
+	}
+	return s, nil
+}
+
 // Appositive closes a label that carries its own comma ("Sarah Okafor,
 // physio") so it reads as a subject: "Sarah Okafor, physio, changed it".
 func Appositive(label string) string {

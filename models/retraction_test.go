@@ -268,3 +268,33 @@ func TestLimits_TheLongestRetractionFrameFitsBesideAValueAtTheLimit(t *testing.T
 		t.Fatalf("limits do not add up")
 	}
 }
+
+// RenderRecap: a change said again on "what changed?", fresh and past its
+// review date (age first), a retraction and a first hearing.
+func TestRenderRecap_SaysTheChangeAgainAgeFirstWhenStale(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	heard := Version{Patient: "ray", Domain: "weight_bearing", N: 2, Audience: AudienceUser, Value: "Partial weight-bearing.", AuthorLabel: "Mr Adeyemi"}
+	cur := Version{Patient: "ray", Domain: "weight_bearing", N: 3, Audience: AudienceUser, Value: "Walk with one crutch", AuthorLabel: "Sarah Okafor, physio", WrittenAt: now.Add(-5 * time.Minute)}
+	stale := cur
+	stale.WrittenAt, stale.StaleAfter = now.Add(-9*24*time.Hour), now.Add(-time.Hour)
+	for _, tt := range []struct {
+		name string
+		a    Announcement
+		want string
+	}{
+		{"retraction", Announcement{Heard: &heard, Current: cur}, "Your walking instruction changed five minutes ago: I told you “Partial weight-bearing.”; Sarah Okafor, physio, changed it to “Walk with one crutch.”"},
+		{"stale retraction", Announcement{Heard: &heard, Current: stale}, "Nine days ago, Sarah Okafor, physio, changed your walking instruction. I told you “Partial weight-bearing.”; it is now “Walk with one crutch.” " + PastReviewSentence + " " + CheckWithTeam},
+		{"first hearing", Announcement{Current: cur}, "Your walking instruction is new: Sarah Okafor, physio, wrote it five minutes ago: “Walk with one crutch.”"},
+		{"stale first hearing", Announcement{Current: stale}, "Nine days ago, Sarah Okafor, physio, wrote a new walking instruction: “Walk with one crutch.” " + PastReviewSentence + " " + CheckWithTeam},
+	} {
+		got, err := RenderRecap(tt.a, now)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %q, %v\nwant %q", tt.name, got, err, tt.want)
+		}
+	}
+	assistant := cur
+	assistant.Audience = AudienceAssistant
+	if _, err := RenderRecap(Announcement{Current: assistant}, now); !errors.Is(err, ErrAssistantAudience) {
+		t.Errorf("assistant-only: %v", err)
+	}
+}

@@ -59,7 +59,8 @@ type RequestEnvelope struct {
 	Request Request  `json:"request"`
 }
 
-// Session is the request's session; attributes are ignored (state stays server-side).
+// Session is the request's session. Of its attributes only AttrMarked is
+// read, on a SessionEndedRequest with reason ERROR (notplayed.go).
 type Session struct {
 	New         bool           `json:"new"`
 	SessionID   string         `json:"sessionId"`
@@ -247,10 +248,13 @@ func (r *Request) FirstArgument() string {
 func (r *Request) IsSkillEvent() bool { return strings.HasPrefix(r.Type, SkillEventPrefix) }
 
 // ResponseEnvelope is the JSON the skill answers with (the ASK response
-// format). Session attributes are never set: state stays server-side.
+// format). Conversation state stays server-side; the session attributes
+// hold only what the response marked heard (AttrMarked), so that Alexa's
+// report that it did not play it can re-open it (P-24).
 type ResponseEnvelope struct {
-	Version  string       `json:"version"`
-	Response ResponseBody `json:"response"`
+	Version           string         `json:"version"`
+	SessionAttributes map[string]any `json:"sessionAttributes,omitempty"`
+	Response          ResponseBody   `json:"response"`
 }
 
 // ResponseBody is a response. ShouldEndSession has three states: true (leave),

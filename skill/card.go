@@ -81,6 +81,24 @@ func (t *turn) careCard() apl.CareCard {
 	return c
 }
 
+// cardMarks are the facts the care card shows, each told at the version it
+// draws: on a screen, what Ray read there he was told, so a later revision
+// withdraws it (P-19, P-24). A fact with an announcement owed is left to
+// that announcement.
+func (t *turn) cardMarks() []mark {
+	owed := map[models.URI]bool{}
+	for _, a := range t.snap.Pending {
+		owed[a.URI()] = true
+	}
+	var out []mark
+	for _, v := range t.facts {
+		if !owed[v.FactURI()] {
+			out = append(out, mark{URI: v.FactURI(), Version: v.N, Told: true, Card: true})
+		}
+	}
+	return out
+}
+
 func renderDirective(d apl.Doc, ds map[string]any) *Directive {
 	return &Directive{Type: RenderDocumentType, Token: d.Token, Document: d.JSON, Datasources: ds}
 }

@@ -20,11 +20,13 @@ type CareSource interface {
 	// nothing may be said as current; the snapshot may still name, in
 	// Withdrawn, facts whose version he heard is known to be superseded.
 	Turn(ctx context.Context, patient string) (models.Snapshot, error)
-	// Offered records, durably, that the announcements offers are in a
-	// response about to be written: until MarkHeard confirms the delivery
-	// Ray may have heard each offer's version — a later revision withdraws
-	// it — and they are spoken again saying so (models.Announcement.Again,
-	// P-24).
+	// Offered records, durably and in one transaction, that offers are in
+	// a response about to be written — its announcements, and the versions
+	// of facts it tells plainly (models.Offer.Told): until MarkHeard (or
+	// MarkTold) confirms the delivery Ray may have heard each offer's
+	// version — a later revision withdraws it — and they are spoken again
+	// saying so (models.Announcement.Again, P-24). A fact told at a version
+	// he already heard, or newer, changes nothing.
 	Offered(ctx context.Context, patient string, offers []models.Offer) error
 	// MarkHeard records that the patient heard the announcement (a
 	// retraction or a first hearing) of the fact uri (unversioned) at
@@ -33,10 +35,19 @@ type CareSource interface {
 	// says when that was, on which kind of device, and whether he asked or
 	// the open card spoke unasked (the clinician's timeline).
 	MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
-	// MarkTold records that version of the fact uri was spoken as a plain
-	// fact (an answer, the launch), under the same conditions as MarkHeard.
-	// It never settles a pending retraction (P-19).
+	// MarkTold records that version of the fact uri was told as a plain
+	// fact (an answer, the launch, a row of the care card on a screen),
+	// under the same conditions as MarkHeard, confirming its offer. It
+	// never settles a pending retraction (P-19).
 	MarkTold(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
+	// NotPlayed re-opens what a response Alexa reported not played had
+	// marked (a SessionEndedRequest with reason ERROR; the skill keeps
+	// each response's marks in its session attributes): in one
+	// transaction, each fact whose heard version is still the one marked
+	// goes back to HeardBefore, the version marked becomes offered and the
+	// announcement is owed again, said saying so (P-24). A later confirmed
+	// delivery is never undone; a second call changes nothing more.
+	NotPlayed(ctx context.Context, patient string, marked []models.Marked) error
 }
 
 // Links maps Alexa users to patients (device linking with a six-digit code

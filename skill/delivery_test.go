@@ -2,9 +2,13 @@ package skill
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +310,110 @@ func TestStaleness_AReviewDatePassingBetweenTwoTurnsIsSaidAgeFirst(t *testing.T)
 			t.Errorf("retraction card not stale age first: %s", raw)
 		}
 	})
+}
+
+// postAndHangUp sends a signed request over a raw connection and, once
+// the handler is in the care source's Turn (reached), closes it without
+// reading the answer, as Alexa does once it has given up; it returns once
+// the handler has finished.
+func (r *rig) postAndHangUp(o reqOpts, reached <-chan struct{}, hungUp chan<- struct{}) {
+	r.t.Helper()
+	body := envelope(o)
+	conn, err := net.Dial("tcp", r.srv.Listener.Addr().String())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /alexa HTTP/1.1\r\nHost: alexa\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s: %s\r\n%s: %s\r\n\r\n%s",
+		len(body), HeaderSignature256, r.pki.sign(body), HeaderCertChainURL, testCertURL, body)
+	<-reached
+	conn.Close()
+	close(hungUp)
+	r.inflight.wait()
+}
+
+// P-24, heard means delivered: a response written into a connection Alexa
+// has already closed is not heard — the retraction it carried stays
+// offered and the next turn says it again, saying so. Twin: the same
+// response to a client that waits for it is heard.
+func TestDelivery_AResponseWrittenIntoAClosedConnectionIsNotHeard(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.setPending("ray", retractionWB())
+	reached, hungUp := make(chan struct{}), make(chan struct{})
+	r.care.onTurn = func(ctx context.Context) {
+		close(reached)
+		<-hungUp
+		select { // the server has seen the connection close
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+			t.Error("the request's context was never done after the client hung up")
+		}
+	}
+	r.postAndHangUp(reqOpts{}, reached, hungUp)
+	r.care.onTurn = nil
+	if calls := r.care.heardCalls(); len(calls) != 0 {
+		t.Fatalf("a response written into a closed connection marked %v heard", calls)
+	}
+	if offers := r.care.announcementOffers(); len(offers) != 1 || offers[0].ID != 7 {
+		t.Fatalf("offers = %v, want the retraction offered before the write; logs %s", offers, r.logs)
+	}
+	if !strings.Contains(r.logs.String(), "after Alexa closed the connection") {
+		t.Errorf("no warning logged: %s", r.logs.String())
+	}
+	out, _ := r.turn(reqOpts{Session: "s2"})
+	if s := plain(out); !strings.HasPrefix(s, "Stop — as I may not have told you properly: your walking instruction has changed.") {
+		t.Fatalf("next turn = %q, want the retraction again, saying so", s)
+	}
+	// Twin: a client that waits for the answer hears it.
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
+		t.Errorf("a delivered response was not marked heard: %v", r.care.heardCalls())
+	}
+}
+
+// P-24: a response written later than Alexa's 8 s deadline is never
+// played: nothing in it is heard and it is said again. Twin: one written
+// within the deadline is heard.
+func TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard(t *testing.T) {
+	for _, tt := range []struct {
+		took  time.Duration
+		heard bool
+	}{
+		{AlexaResponseDeadline + time.Second, false},
+		{AlexaResponseDeadline - time.Second, true},
+	} {
+		t.Run(tt.took.String(), func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", retractionWB())
+			r.care.onTurn = func(context.Context) { r.setNow(t0.Add(tt.took)) } // a slow confirmation
+			r.turn(reqOpts{})
+			_, heard := heardSet(r.care.heardCalls())["care://ray/weight_bearing"]
+			if heard != tt.heard {
+				t.Fatalf("took %v: heard = %v, want %v (calls %v)", tt.took, heard, tt.heard, r.care.heardCalls())
+			}
+			if !tt.heard && !strings.Contains(r.logs.String(), "after Alexa's deadline") {
+				t.Errorf("no warning logged: %s", r.logs.String())
+			}
+		})
+	}
+}
+
+// P-24: a fact told plainly is offered before the response is written and
+// confirmed (MarkTold) only after — so a response that never reaches Alexa
+// leaves it offered, never heard. Twin: delivered, it is told.
+func TestDelivery_AFactToldIsOfferedBeforeTheWriteAndToldOnlyAfter(t *testing.T) {
+	ask := reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("exercise", "ER_SUCCESS_MATCH")}
+	r := newRig(t, nil)
+	r.serveTo(&failingWriter{h: http.Header{}}, ask)
+	if got := r.care.toldOffers(); !slices.Equal(got, []string{"care://ray/exercise v1"}) {
+		t.Fatalf("told offers = %v, want the exercise answer offered before the write", got)
+	}
+	if calls := r.care.heardCalls(); len(calls) != 0 {
+		t.Fatalf("an undelivered answer was told: %v", calls)
+	}
+	r.turn(ask)
+	if calls := r.care.heardCalls(); len(calls) != 1 || !calls[0].Told || calls[0].URI != "care://ray/exercise" || calls[0].Version != 1 {
+		t.Fatalf("delivered answer: calls %v, want MarkTold(exercise v1)", calls)
+	}
+	if got := r.care.toldOffers(); len(got) != 2 {
+		t.Errorf("told offers = %v, want one per response", got)
+	}
 }

@@ -151,6 +151,14 @@ type fakeCare struct {
 	offers   []models.Offer // every offer, in order
 	discard  bool           // MarkHeard records nothing (benchmarks)
 	delay    time.Duration  // MarkHeard waits this long first (widens races)
+	// onTurn, when set, runs at the start of Turn with the request's
+	// context (a slow confirmation, a client that hangs up meanwhile).
+	onTurn func(ctx context.Context)
+	// old holds versions replaced by revise or announced, by versioned URI.
+	old map[models.URI]models.Version
+	// notPlayed is every NotPlayed call's entries, in order; each
+	// re-opened entry is owed again (an announcement from From, Again).
+	notPlayed [][]models.Marked
 }
 
 type heardCall struct {
@@ -163,8 +171,11 @@ type heardCall struct {
 // Turn answers the facts and pending announcements as set, the way the
 // speech principal does once it has confirmed them (sorted by URI;
 // failFact fails the whole turn, naming the pending retractions).
-func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, error) {
+func (f *fakeCare) Turn(ctx context.Context, patient string) (models.Snapshot, error) {
 	f.calls.Add(1)
+	if f.onTurn != nil {
+		f.onTurn(ctx)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failFact != nil {
@@ -182,7 +193,48 @@ func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, err
 	for i := range pending {
 		pending[i].Again = pending[i].Again || f.offered[pending[i].ID]
 	}
-	return models.Snapshot{Facts: facts, Pending: pending}, nil
+	heard := map[models.URI]int{}
+	for _, c := range f.heard {
+		if u, err := models.ParseURI(c.URI); err == nil && c.Patient == patient {
+			heard[u] = max(heard[u], c.Version)
+		}
+	}
+	return models.Snapshot{Facts: facts, Pending: pending, Heard: heard}, nil
+}
+
+// NotPlayed records the entries and owes each one again: an announcement
+// from the version it withdrew (none: a first hearing) to the version
+// marked, said again, unless one is pending for the fact.
+func (f *fakeCare) NotPlayed(_ context.Context, patient string, ms []models.Marked) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notPlayed = append(f.notPlayed, ms)
+	for _, m := range ms {
+		owed := false
+		for _, a := range f.pending[patient] {
+			owed = owed || a.URI() == m.URI
+		}
+		for _, v := range f.facts[patient] {
+			if owed || v.FactURI() != m.URI || v.N != m.Version {
+				continue
+			}
+			a := models.Announcement{ID: int64(1000 + len(f.pending[patient])), Patient: patient, Current: v, Again: true}
+			if m.From > 0 {
+				h := f.old[m.URI.WithVersion(m.From)]
+				a.Heard = &h
+				f.pending[patient] = append([]models.Announcement{a}, f.pending[patient]...) // stop first
+				continue
+			}
+			f.pending[patient] = append(f.pending[patient], a)
+		}
+	}
+	return nil
+}
+
+func (f *fakeCare) notPlayedCalls() [][]models.Marked {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]models.Marked(nil), f.notPlayed...)
 }
 
 // Offered records the announcements put in a response about to be written.
@@ -193,7 +245,9 @@ func (f *fakeCare) Offered(_ context.Context, _ string, offers []models.Offer) e
 		f.offered = map[int64]bool{}
 	}
 	for _, o := range offers {
-		f.offered[o.ID] = true
+		if !o.Told {
+			f.offered[o.ID] = true
+		}
 		f.offers = append(f.offers, o)
 	}
 	return nil
@@ -231,6 +285,60 @@ func (f *fakeCare) mark(patient string, uri models.URI, version int, how models.
 	return nil
 }
 
+// revise replaces the patient's fact of v's domain by v and queues what the
+// speech principal would: a retraction of the old version when he was told
+// or heard it (a MarkHeard or MarkTold call), else a first hearing.
+func (f *fakeCare) revise(v models.Version, id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := models.Announcement{ID: id, Patient: v.Patient, Current: v}
+	heard := 0
+	for _, c := range f.heard {
+		if c.URI == v.FactURI().String() {
+			heard = max(heard, c.Version)
+		}
+	}
+	for i, cur := range f.facts[v.Patient] {
+		if cur.Domain == v.Domain {
+			if f.old == nil {
+				f.old = map[models.URI]models.Version{}
+			}
+			f.old[cur.URI()] = cur
+			if heard >= cur.N {
+				a.Heard = &cur
+			}
+			f.facts[v.Patient][i] = v
+		}
+	}
+	f.pending[v.Patient] = append(f.pending[v.Patient], a)
+}
+
+// announcementOffers returns the offers of announcements (not facts told).
+func (f *fakeCare) announcementOffers() []models.Offer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []models.Offer
+	for _, o := range f.offers {
+		if !o.Told {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// toldOffers returns the offers of facts told plainly, as "uri vN".
+func (f *fakeCare) toldOffers() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, o := range f.offers {
+		if o.Told {
+			out = append(out, fmt.Sprintf("%s v%d", o.URI, o.Version))
+		}
+	}
+	return out
+}
+
 func (f *fakeCare) heardCalls() []heardCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -241,6 +349,14 @@ func (f *fakeCare) setPending(patient string, a ...models.Announcement) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pending[patient] = a
+	for _, x := range a {
+		if x.Heard != nil {
+			if f.old == nil {
+				f.old = map[models.URI]models.Version{}
+			}
+			f.old[x.Heard.URI()] = *x.Heard
+		}
+	}
 }
 
 func ver(domain string, n int, value, author string, age time.Duration) models.Version {

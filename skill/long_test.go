@@ -116,7 +116,7 @@ func TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed(t *testing
 			if !strings.HasSuffix(plain(first), MoreCue) || endState(raw) != "false" {
 				t.Fatalf("launch: want the long retraction's first part: %.80q end %s", plain(first), endState(raw))
 			}
-			if o := r.care.offers; len(o) != 1 || o[0].ID != a.ID || o[0].Version != 2 {
+			if o := r.care.announcementOffers(); len(o) != 1 || o[0].ID != a.ID || o[0].Version != 2 {
 				t.Fatalf("offers after its first part = %+v: a part heard is an offer (a revert withdraws it)", o)
 			}
 			out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, Session: "sS", APL: true})

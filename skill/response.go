@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/unsay/unsay/apl"
 	"github.com/unsay/unsay/models"
 )
 
@@ -56,10 +57,19 @@ func hasText(segs []segment) bool {
 // be cut (ahead) — cut to MaxSSMLChars at a sentence or word boundary with
 // the rest kept for "more", the three-state shouldEndSession, the APL card
 // when the device has a screen, the marks of everything it speaks in full
-// (a segment cut for "more" is marked only with its last part), and the
-// offers of every announcement it speaks any part of.
+// (a segment cut for "more" is marked only with its last part) and of every
+// fact its care card shows, and the offers of every announcement it speaks
+// any part of.
 func (s *Skill) build(t *turn, r reply) handled {
-	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop}
+	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop,
+		heardBefore: t.snap.Heard, from: map[models.URI]int{}}
+	for u, a := range t.announced {
+		if a.Heard != nil {
+			h.from[u] = a.Heard.N
+		} else {
+			h.from[u] = 0
+		}
+	}
 	if r.empty && len(t.anns) == 0 && len(t.prefix) == 0 {
 		return h
 	}
@@ -107,13 +117,17 @@ func (s *Skill) build(t *turn, r reply) handled {
 	if t.apl && r.end != endLeave {
 		if d := t.card(r.card, spoken); d != nil {
 			body.Directives = []Directive{*d}
+			if d.Token == apl.TokenCare {
+				h.marks = append(h.marks, t.cardMarks()...)
+			}
 		}
 	}
 	if sid := t.env.SessionID(); sid != "" && t.patient != "" {
 		if r.forget {
 			s.sessions.delete(sid)
 		} else if hasText(spoken) || r.question != "" {
-			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt}, t.now)
+			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt,
+				changes: t.changes(spoken)}, t.now)
 		}
 	}
 	return h
@@ -147,22 +161,43 @@ func checkResponse(out ResponseEnvelope) error {
 }
 
 // encodeResponse marshals out; over MaxResponseBytes it drops the APL
-// directives and tries again.
-func encodeResponse(out ResponseEnvelope) ([]byte, error) {
-	b, err := json.Marshal(out)
+// directives and tries again. directives says whether they were kept.
+func encodeResponse(out ResponseEnvelope) (b []byte, directives bool, err error) {
+	b, err = json.Marshal(out)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(b) <= MaxResponseBytes {
-		return b, nil
+		return b, true, nil
 	}
 	out.Response.Directives = nil
 	b, err = json.Marshal(out)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(b) > MaxResponseBytes {
-		return nil, fmt.Errorf("response of %d bytes over %d", len(b), MaxResponseBytes)
+		return nil, false, fmt.Errorf("response of %d bytes over %d", len(b), MaxResponseBytes)
 	}
-	return b, nil
+	return b, false, nil
+}
+
+// sentCareCard reports whether directives hold the care card.
+func sentCareCard(directives []Directive) bool {
+	for _, d := range directives {
+		if d.Type == RenderDocumentType && d.Token == apl.TokenCare {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutCardMarks drops the marks of care-card rows: the card was not sent.
+func withoutCardMarks(marks []mark) []mark {
+	out := marks[:0:0]
+	for _, m := range marks {
+		if !m.Card {
+			out = append(out, m)
+		}
+	}
+	return out
 }

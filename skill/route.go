@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/unsay/unsay/apl"
@@ -44,6 +45,11 @@ type handled struct {
 	offered []models.Offer
 	patient string
 	release func()
+	// For the session attributes (AttrMarked): what he heard of each fact
+	// before this turn, and the version each announcement it speaks
+	// withdraws (0: a first hearing).
+	heardBefore map[models.URI]int
+	from        map[models.URI]int
 }
 
 func noop() {}
@@ -62,6 +68,9 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 		}
 		s.log.Info("alexa session ended", attrs...)
 		s.sessions.delete(env.SessionID())
+		if req.Reason == ReasonError {
+			s.notPlayed(ctx, env) // notplayed.go
+		}
 		return handled{out: emptyResponse(), release: noop}
 	case TypeExceptionEncounter:
 		attrs := []any{"session", env.SessionID()}
@@ -372,11 +381,45 @@ func (t *turn) carePlan() reply {
 		question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
 }
 
+// whatsChanged answers "what changed?": the announcements owed, spoken
+// first; else the changes he was told earlier in this session, each said
+// again if its version is still current (RenderRecap, judged now); else
+// that nothing has changed since he last heard his care notes.
 func (t *turn) whatsChanged() reply {
-	if len(t.anns) == 0 && len(t.announced) == 0 {
+	if len(t.anns) > 0 || len(t.announced) > 0 {
+		return reply{end: endAnswer, card: cardCare}
+	}
+	var segs []segment
+	for _, a := range t.session.changes {
+		cur, ok := t.current[a.URI()]
+		if !ok || cur.N != a.Current.N {
+			continue // superseded since: its own announcement says so
+		}
+		a.Current = cur
+		if text, err := models.RenderRecap(a, t.now); err == nil {
+			segs = append(segs, segment{Text: text, Fact: a.URI(), Version: cur.N, Pause: true})
+		}
+	}
+	if len(segs) == 0 {
 		return reply{segs: say(textNothingNew), end: endAnswer, card: cardCare}
 	}
-	return reply{end: endAnswer, card: cardCare}
+	return reply{segs: segs, end: endAnswer, card: cardCare}
+}
+
+// changes is this session's changes after a response that spoke spoken:
+// the earlier ones, each replaced by a later announcement of its fact
+// spoken in full now (a segment carrying its marks), in the order heard.
+func (t *turn) changes(spoken []segment) []models.Announcement {
+	out := append([]models.Announcement(nil), t.session.changes...)
+	for _, sg := range spoken {
+		a, ok := t.announced[sg.Fact]
+		if !ok || sg.Ann != a.ID || len(sg.Marks) == 0 {
+			continue
+		}
+		out = slices.DeleteFunc(out, func(c models.Announcement) bool { return c.URI() == a.URI() })
+		out = append(out, a)
+	}
+	return out
 }
 
 // stillCurrent keeps the segments of an earlier response that may be said

@@ -3,6 +3,8 @@ package skill
 import (
 	"sync"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // Session-state bounds: what "repeat" and "more" need is kept server-side,
@@ -23,7 +25,11 @@ type sessionState struct {
 	rest     []segment // the unspoken rest of a cut answer, for More
 	question string    // the question the last answer asked (or will ask after More), for Repeat
 	reprompt string
-	expires  time.Time
+	// changes are the announcements spoken in full in this session, the
+	// latest per fact, in the order he heard them: "what changed?" after
+	// them says them again (RenderRecap).
+	changes []models.Announcement
+	expires time.Time
 }
 
 // SessionOpenWindow is how recently a screen session must have had a turn

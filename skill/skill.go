@@ -7,7 +7,9 @@
 // (bridge/speech) implements CareSource over MCP with care.read.user alone;
 // this package never imports store/ or bridge/ (P-18). On every turn from a
 // linked device it speaks the pending announcements first, oldest first
-// (P-19), then answers, and marks heard only what it put in outputSpeech.
+// (P-19), then answers, and marks heard only what it put in outputSpeech
+// — and, on a screen, the facts its care card shows — once the response
+// was delivered (P-24).
 package skill
 
 import (
@@ -186,6 +188,7 @@ func (s *Skill) StartupNotes() []string {
 // request and answers 200 with a response envelope. Other methods get 405;
 // with verification on and no skill id every request gets 503.
 func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	received := s.now()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed: POST only", http.StatusMethodNotAllowed)
@@ -221,23 +224,37 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request verification failed", http.StatusBadRequest)
 		return
 	}
-	s.respond(w, r, env)
+	s.respond(w, r, env, received)
 }
 
 // respond handles a verified request and delivers the response (P-24):
 // its SSML is checked well-formed (an ill-formed response is replaced by
-// a fixed apology and marks nothing); the announcements it carries are
-// recorded as offered; it is written in full and flushed to Alexa's
+// a fixed apology and marks nothing); the announcements it carries, and
+// the facts it tells that he has not heard at that version, are recorded
+// as offered in one transaction; it is written in full and flushed to Alexa's
 // connection; only then is what it spoke marked heard — all under the
 // patient's turn lock. A write that fails marks nothing: what it carried
-// stays owed and is spoken again on the next turn, saying so.
-func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope) {
+// stays owed and is spoken again on the next turn, saying so. So does a
+// response written into a connection Alexa had already closed (the
+// request's context was done before the write began), and one written
+// later than AlexaResponseDeadline after the request was received: Alexa
+// has given up on it and played its own error (P-24).
+func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope, received time.Time) {
 	ctx := r.Context()
 	h := s.handle(ctx, env)
 	defer h.release()
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	b, err := encodeResponse(h.out)
+	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
+	b, directives, err := encodeResponse(h.out)
+	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
+		h.marks = withoutCardMarks(h.marks) // what the screen never showed was not told
+		h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
+		if !directives {
+			h.out.Response.Directives = nil
+		}
+		b, _, err = encodeResponse(h.out)
+	}
 	if err != nil {
 		s.log.Error("alexa response", "err", err)
 		http.Error(w, "cannot build response", http.StatusInternalServerError)
@@ -247,15 +264,20 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	// context does once Alexa has its answer.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
-	if len(h.offered) > 0 {
-		if err := s.care.Offered(lctx, h.patient, h.offered); err != nil {
-			s.log.Error("alexa announcements not recorded as offered", "patient", h.patient, "err", err)
+	if offers := append(h.offered, toldOffers(h.marks)...); len(offers) > 0 {
+		if err := s.care.Offered(lctx, h.patient, offers); err != nil {
+			s.log.Error("alexa announcements and facts told not recorded as offered", "patient", h.patient, "err", err)
 		}
 	}
 	carries := len(h.marks) > 0
 	if carries {
 		s.testPause(TestPauseBeforeWrite)
 	}
+	// Go's server cancels the request's context when the client closes
+	// its connection. It is read just before the write: a client that
+	// reads the answer and then hangs up also cancels it, afterwards, and
+	// that response was delivered.
+	hungUp := ctx.Err()
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	n, err := w.Write(b)
@@ -267,6 +289,14 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	}
 	if err != nil {
 		s.log.Warn("alexa response not delivered; nothing marked heard", "patient", h.patient, "err", err)
+		return
+	}
+	if hungUp != nil {
+		s.log.Warn("alexa response written after Alexa closed the connection; left offered, nothing marked heard", "patient", h.patient, "err", hungUp)
+		return
+	}
+	if took := s.now().Sub(received); took > AlexaResponseDeadline {
+		s.log.Warn("alexa response written after Alexa's deadline; left offered, nothing marked heard", "patient", h.patient, "took", took.Round(time.Millisecond), "deadline", AlexaResponseDeadline)
 		return
 	}
 	if carries {
@@ -289,6 +319,14 @@ func (s *Skill) deliverable(h handled) handled {
 	}
 	return h
 }
+
+// AlexaResponseDeadline is how long Alexa waits for a skill's response: 8
+// seconds from sending the request (Alexa Skills Kit, "Host a Custom Skill
+// as a Web Service": the service must answer within 8 s, or Alexa ends the
+// session with SessionEndedRequest error ENDPOINT_TIMEOUT and speaks its
+// own apology). A response written after it, counted from receipt, is
+// never played, so nothing in it is marked heard (P-24).
+const AlexaResponseDeadline = 8 * time.Second
 
 // ledgerTimeout bounds recording a response's offers and marks.
 const ledgerTimeout = 5 * time.Second
@@ -341,35 +379,62 @@ func hearingOf(env *RequestEnvelope, at time.Time) models.Hearing {
 	return h
 }
 
+// delivered is what one response carries of one fact: the latest
+// announcement version it speaks in full (ann) and the latest version it
+// tells as a plain fact (told), 0 for none.
+type delivered struct {
+	uri       models.URI
+	ann, told int
+}
+
+// deliveredOf folds a response's marks into one delivered per fact, in
+// the order the facts are first marked.
+func deliveredOf(marks []mark) []delivered {
+	var out []delivered
+	at := map[models.URI]int{}
+	for _, m := range marks {
+		i, ok := at[m.URI]
+		if !ok {
+			i = len(out)
+			at[m.URI] = i
+			out = append(out, delivered{uri: m.URI})
+		}
+		if m.Told {
+			out[i].told = max(out[i].told, m.Version)
+		} else {
+			out[i].ann = max(out[i].ann, m.Version)
+		}
+	}
+	return out
+}
+
+// toldOffers are the offers of the facts a response tells plainly (newer
+// than any announcement of the same fact it speaks): recorded with its
+// announcements before it is written, so a crash before MarkTold leaves
+// them offered and a later revision withdraws them (P-24).
+func toldOffers(marks []mark) []models.Offer {
+	var out []models.Offer
+	for _, d := range deliveredOf(marks) {
+		if d.told > d.ann {
+			out = append(out, models.Offer{URI: d.uri, Version: d.told, Told: true})
+		}
+	}
+	return out
+}
+
 // markHeard records what a delivered response carried, how: per fact, the
 // latest announcement version it spoke (MarkHeard) and the latest version
 // it told as a plain fact (MarkTold, only when newer than the announcement).
 func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark, how models.Hearing) {
-	type heard struct{ ann, told int }
-	latest := map[models.URI]heard{}
-	var order []models.URI
-	for _, m := range marks {
-		h, ok := latest[m.URI]
-		if !ok {
-			order = append(order, m.URI)
-		}
-		if m.Told {
-			h.told = max(h.told, m.Version)
-		} else {
-			h.ann = max(h.ann, m.Version)
-		}
-		latest[m.URI] = h
-	}
-	for _, u := range order {
-		h := latest[u]
-		if h.ann > 0 {
-			if err := s.care.MarkHeard(ctx, patient, u, h.ann, how); err != nil {
-				s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", h.ann, "err", err)
+	for _, d := range deliveredOf(marks) {
+		if d.ann > 0 {
+			if err := s.care.MarkHeard(ctx, patient, d.uri, d.ann, how); err != nil {
+				s.log.Error("mark heard", "patient", patient, "uri", d.uri.String(), "version", d.ann, "err", err)
 			}
 		}
-		if h.told > h.ann {
-			if err := s.care.MarkTold(ctx, patient, u, h.told, how); err != nil {
-				s.log.Error("mark told", "patient", patient, "uri", u.String(), "version", h.told, "err", err)
+		if d.told > d.ann {
+			if err := s.care.MarkTold(ctx, patient, d.uri, d.told, how); err != nil {
+				s.log.Error("mark told", "patient", patient, "uri", d.uri.String(), "version", d.told, "err", err)
 			}
 		}
 	}

@@ -27,11 +27,13 @@ const (
 
 // mark is one fact version that counts as heard once its segment is spoken:
 // as an announcement, or — Told — as a plain fact, which never settles a
-// pending retraction (P-19).
+// pending retraction (P-19). Card: a row of the Echo Show's care card —
+// told only when the card is actually sent.
 type mark struct {
 	URI     models.URI // unversioned
 	Version int
 	Told    bool
+	Card    bool
 }
 
 // segment is one unit of speech: plain text (escaped when rendered) and the

@@ -1,9 +1,12 @@
 package skill
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -82,7 +85,10 @@ func TestLaunch_SpeaksWalkingThenStaleThenAsks(t *testing.T) {
 	}
 }
 
-func TestLaunch_DrawsCareCardOnlyWithAPLAndMarksOnlySpokenFacts(t *testing.T) {
+// P-24: on a screen every fact the care card draws is told at the version
+// drawn (Ray read it there), on a screen device; the voice-only twin
+// (TestLaunch_…WithoutAPL above) marks only what was spoken.
+func TestLaunch_DrawsCareCardOnlyWithAPLAndEveryFactOnItIsTold(t *testing.T) {
 	r := newRig(t, nil)
 	out, raw := r.turn(reqOpts{APL: true})
 	ds := out.Response.Directives
@@ -99,13 +105,19 @@ func TestLaunch_DrawsCareCardOnlyWithAPLAndMarksOnlySpokenFacts(t *testing.T) {
 	if !strings.Contains(string(raw), `"staleNote":"Past its review date. Please check it with your care team."`) {
 		t.Errorf("stale row not marked on the card")
 	}
-	// Exercise and contact are on the screen but were not spoken: not heard.
+	// Exercise and contact are on the screen, not spoken: told all the same.
 	heard := heardSet(r.care.heardCalls())
-	if _, ok := heard["care://ray/exercise"]; ok {
-		t.Errorf("a fact only drawn on the screen was marked heard: %v", heard)
+	want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1, "care://ray/exercise": 1, "care://ray/contact": 1}
+	if !maps.Equal(heard, want) {
+		t.Errorf("marked %v, want every fact on the card %v", heard, want)
 	}
-	if len(heard) != 2 {
-		t.Errorf("marked %v, want walking and the stale blood thinner", heard)
+	for i, c := range r.care.heardCalls() {
+		if !c.Told || r.care.hows[i].Device != models.DeviceScreen {
+			t.Errorf("%+v marked %+v, want told on a screen", c, r.care.hows[i])
+		}
+	}
+	if got := r.care.toldOffers(); len(got) != 4 {
+		t.Errorf("told offers before the write = %v, want the four facts drawn", got)
 	}
 }
 
@@ -615,4 +627,99 @@ func TestConcurrentTurns_SpeakOneAnnouncementOnce(t *testing.T) {
 	if spoken != 1 {
 		t.Fatalf("the retraction was spoken %d times, want once", spoken)
 	}
+}
+
+// P-24 on a screen: Ray read his exercises on the care card, so when the
+// physio revises them he hears "Stop — … I told you: …". Twin: on a
+// voice-only device the exercises were never said, and the revision is a
+// first hearing.
+func TestCard_AFactReadOnTheScreenIsWithdrawnWhenRevised(t *testing.T) {
+	for _, screen := range []bool{true, false} {
+		t.Run(map[bool]string{true: "screen", false: "voice only"}[screen], func(t *testing.T) {
+			r := newRig(t, nil)
+			r.turn(reqOpts{APL: screen, Session: "s1"})
+			r.care.revise(ver("exercise", 2, "Ankle pumps hourly only.", "Sarah Okafor, physio", 0), 9)
+			out, _ := r.turn(reqOpts{APL: screen, Session: "s2"})
+			s := plain(out)
+			retraction := "Stop — your exercise instruction has changed. I told you: “Ankle pumps hourly; heel slides ten times, twice daily.” Sarah Okafor, physio, changed it just now: “Ankle pumps hourly only.”"
+			if screen && !strings.HasPrefix(s, retraction) {
+				t.Errorf("after the card showed it: %q, want it to open %q", s, retraction)
+			}
+			if !screen && (strings.Contains(s, "Stop —") || !strings.HasPrefix(s, "Your exercise instruction from Sarah Okafor, physio, just now: “Ankle pumps hourly only.”")) {
+				t.Errorf("voice only: %q, want a first hearing", s)
+			}
+		})
+	}
+}
+
+// A care card too large to send (the response over MaxResponseBytes loses
+// its APL directive) showed nothing, so it told nothing; what was spoken
+// is still told.
+func TestCard_ACardNotSentTellsNothing(t *testing.T) {
+	r := newRig(t, nil)
+	for i := range 250 { // rows are clipped to MaxCardTextRunes
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(fmt.Sprintf("note_%03d", i), 1, strings.Repeat("Keep the leg raised. ", 40), "Nurse Patel", time.Hour))
+	}
+	out, _ := r.turn(reqOpts{APL: true})
+	if len(out.Response.Directives) != 0 {
+		t.Fatalf("the card was sent: the test needs a larger one")
+	}
+	heard := heardSet(r.care.heardCalls())
+	if want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1}; !maps.Equal(heard, want) {
+		t.Errorf("marked %v, want only what was spoken %v", heard, want)
+	}
+}
+
+// "What changed?" right after a retraction — asked, or the card's button —
+// says again the changes told in this session, from their current
+// versions, never "nothing has changed". Twins: in a new session nothing
+// has changed since he last heard his notes; a change revised since is
+// announced anew instead.
+func TestWhatsChanged_AfterARetractionInTheSessionSaysItAgain(t *testing.T) {
+	recap := "Your walking instruction changed just now: I told you “" + wbV2Text + "”; Sarah Okafor, physio, changed it to “" + wbV3Text + "”"
+	for name, ask := range map[string]reqOpts{
+		"asked":      {Type: TypeIntent, Intent: IntentWhatsChanged},
+		"the button": {Type: TypeAPLUserEvent, Arguments: []any{apl.ArgWhatsChanged}, APL: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			if out, _ := r.turn(reqOpts{Session: "sW", APL: ask.APL}); !strings.HasPrefix(plain(out), "Stop — your walking instruction has changed.") {
+				t.Fatalf("launch: %q", plain(out))
+			}
+			ask.Session = "sW"
+			out, _ := r.turn(ask)
+			if s := plain(out); !strings.HasPrefix(s, recap) || strings.Contains(s, "Stop —") || strings.Contains(s, textNothingNew) {
+				t.Errorf("what changed = %q, want it to open %q", s, recap)
+			}
+			ask.Session = "sX"
+			if out, _ := r.turn(ask); plain(out) != textNothingNew {
+				t.Errorf("a new session: %q, want %q", plain(out), textNothingNew)
+			}
+		})
+	}
+	t.Run("revised since", func(t *testing.T) {
+		r := newRig(t, nil)
+		r.care.setPending("ray", retractionWB())
+		r.care.facts["ray"][0] = retractionWB().Current
+		r.turn(reqOpts{Session: "sW"})
+		r.care.MarkHeard(context.Background(), "ray", retractionWB().URI(), 3, models.Hearing{})
+		r.care.revise(ver("weight_bearing", 4, "Walk with one crutch.", "Sarah Okafor, physio", 0), 11)
+		out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentWhatsChanged, Session: "sW"})
+		if s := plain(out); !strings.HasPrefix(s, "Stop — your walking instruction has changed. I told you: “"+wbV3Text+"”") || strings.Contains(s, "changed it to “"+wbV3Text) {
+			t.Errorf("what changed after a new revision = %q, want the new retraction only", s)
+		}
+	})
+	t.Run("a first hearing", func(t *testing.T) {
+		r := newRig(t, nil)
+		v := ver("wound_care", 1, "Keep the dressing dry.", "Nurse Patel", 10*time.Minute)
+		r.care.facts["ray"] = append(r.care.facts["ray"], v)
+		r.care.setPending("ray", models.Announcement{ID: 3, Patient: "ray", Current: v})
+		r.turn(reqOpts{Session: "sW"})
+		out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentWhatsChanged, Session: "sW"})
+		if s := plain(out); s != "Your wound care instruction is new: Nurse Patel wrote it ten minutes ago: “Keep the dressing dry.”" {
+			t.Errorf("what changed = %q", s)
+		}
+	})
 }

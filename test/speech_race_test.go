@@ -139,8 +139,15 @@ func TestSpeechRace_ARevisionDuringRaysTurnWithdrawsWhatTheTurnSaid(t *testing.T
 			if !strings.HasPrefix(next, want) || !strings.Contains(next, "“"+then+"”") {
 				t.Fatalf("next turn = %q\nwant it to open %q and give %q", next, want, then)
 			}
+			// Asked again in the same conversation, the change is recalled,
+			// never announced again; in a new one nothing has changed.
+			recap := "Your blood thinner instruction changed just now: I told you “" + stopRivaroxaban + "”"
+			if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); strings.Contains(again, "Stop —") || !strings.HasPrefix(again, recap) || !strings.Contains(again, "“"+then+"”") {
+				t.Fatalf("asked again: %q, want it to open %q and give %q, not announce it again", again, recap, then)
+			}
+			ask(t, s, dev.Launch())
 			if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); strings.Contains(again, "Stop —") || !strings.Contains(again, "Nothing has changed") {
-				t.Fatalf("once heard it was said again: %q", again)
+				t.Fatalf("once heard it was said again in a new session: %q", again)
 			}
 		})
 	}
@@ -238,7 +245,7 @@ func TestSpeechRace_AQuickRevertNeverErasesAStopHeWasTold(t *testing.T) {
 // Finding 2 (HIGH): a walking revision written, then at once a walking
 // question. The answer is the retraction of what he heard — never the new
 // words as a plain fact, after which the retraction would be gone — and
-// the follow-up has nothing more to say.
+// "what changed?" after it recalls that change, never announcing it again.
 func TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction(t *testing.T) {
 	s := startWith(t, safetyPart, harness.Options{Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
 	dev := harness.NewDevice("ray")
@@ -255,9 +262,39 @@ func TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction(t *testing.T) {
 		if !strings.HasPrefix(said, want) || !strings.Contains(said, "“"+value+"”") {
 			t.Fatalf("run %d: right after the write = %q\nwant it to open %q", i, said, want)
 		}
-		if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); !strings.Contains(again, "Nothing has changed") {
-			t.Fatalf("run %d: the follow-up = %q", i, again)
+		// The follow-up recalls the change he was just told; it never
+		// announces it again.
+		recap := "Your walking instruction changed just now: I told you “" + prev + "”"
+		if again := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); strings.Contains(again, "Stop —") || !strings.HasPrefix(again, recap) || !strings.Contains(again, "“"+value+"”") {
+			t.Fatalf("run %d: the follow-up = %q, want it to open %q", i, again, recap)
 		}
 		prev = value
+	}
+}
+
+// Finding 3: Ray read "Exercise: Ankle pumps …" on the Echo Show's care
+// card, so when the physio revises it he hears "Stop — … I told you: …".
+// Twin: on a speaker without a screen the exercises were never said, and
+// the revision is a first hearing.
+func TestSpeechRace_AFactReadOnTheEchoShowsCardIsWithdrawnWhenRevised(t *testing.T) {
+	for _, screen := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Echo Show", false: "voice only"}[screen], func(t *testing.T) {
+			s := startWith(t, safetyPart, harness.Options{Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			dev.APL = screen
+			launched := askUntilConfirmed(t, s, func() harness.Request { return dev.Launch() })
+			if screen != strings.Contains(string(launched.Raw), "Ankle pumps") {
+				t.Fatalf("the launch response (screen %v): %.400s", screen, launched.Raw)
+			}
+			const ex = "Heel slides ten times, three times a day."
+			write(t, s, "exercise", ex)
+			said := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech()
+			if screen && (!strings.HasPrefix(said, "Stop — your exercise instruction has changed. I told you: “Ankle pumps") || !strings.Contains(said, "“"+ex+"”")) {
+				t.Fatalf("after the card showed the exercises: %q, want their retraction", said)
+			}
+			if !screen && (strings.Contains(said, "Stop —") || !strings.Contains(said, "Your exercise instruction from Sarah Okafor, physio, just now: “"+ex+"”")) {
+				t.Fatalf("voice only: %q, want a first hearing", said)
+			}
+		})
 	}
 }

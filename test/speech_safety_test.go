@@ -149,6 +149,97 @@ func TestSpeechSafety_KillBeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTu
 	}
 }
 
+// A server killed after a plain answer ("what's my walking instruction?")
+// was written but before the heard ledger's commit: the answer was offered
+// before the write, so the physio's revision in the next life withdraws
+// what he was told, saying so — never a first hearing of the new words
+// with no "Stop".
+func TestSpeechSafety_KillAfterAPlainAnswerBeforeTheLedgerCommitTheRevisionIsARetraction(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--alexa-verify=false", "--default-patient", "ray"}
+	paused := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args, Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-heard:60s"}})
+	dev := harness.NewDevice("ray")
+	said := askUntilConfirmed(t, paused, func() harness.Request {
+		return dev.Intent("CarePlanIntent", topic("walking", "weight_bearing"))
+	}).Speech()
+	old := harness.Quoted(said)
+	if !strings.HasPrefix(said, "Your walking instruction from") || len(old) != 1 {
+		t.Fatalf("the plain answer: %q", said)
+	}
+	waitPaused(t, paused, 1)
+	paused.Kill() // the answer reached Ray; the ledger never heard of it
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args})
+	write(t, s, "weight_bearing", revision)
+	next := askUntilConfirmed(t, s, func() harness.Request { return dev.Intent("WhatsChangedIntent", nil) }).Speech()
+	want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + old[0] + "”"
+	if !strings.HasPrefix(next, want) || !strings.Contains(next, revision) {
+		t.Fatalf("after the kill and the revision the next turn = %q\nwant it to open %q and give %q", next, want, revision)
+	}
+}
+
+// Alexa's error report: Ray's Echo did not play the response that carried
+// the retraction (SessionEndedRequest, reason ERROR, the response's
+// session attributes echoed back). The retraction is owed again and the
+// next turn says it, saying so. Twin: a session he ended himself
+// (USER_INITIATED) re-opens nothing.
+func TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack(t *testing.T) {
+	for _, reason := range []string{"ERROR", "USER_INITIATED"} {
+		t.Run(reason, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
+				t.Fatalf("launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
+			}
+			end := dev.SessionEnded(reason)
+			end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
+			if reason == "ERROR" {
+				end["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
+			}
+			ask(t, s, end)
+			next := launch(t, s, dev)
+			if reason == "ERROR" && (!strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(next, revision)) {
+				t.Fatalf("after the error report: %q, want the retraction again, saying so", next)
+			}
+			if reason != "ERROR" && strings.Contains(next, "Stop —") {
+				t.Fatalf("after %s the retraction was said again: %q", reason, next)
+			}
+		})
+	}
+}
+
+// A client that gives up (Alexa after its deadline, here after 1 s) and
+// closes its connection while the response carrying the retraction is
+// held before its write: the response is written into a dead connection,
+// so nothing is heard, and the next turn says the retraction again,
+// saying so.
+func TestSpeechSafety_AResponseWrittenIntoAClosedConnectionIsSpokenAgain(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
+		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:3s"}})
+	waitBacklog(t, s.URL)
+	dev := harness.NewDevice("ray")
+	c := &harness.AlexaClient{URL: s.URL + "/alexa", HTTP: &http.Client{Timeout: time.Second}}
+	if r, err := c.Send(context.Background(), dev.Launch()); err == nil {
+		t.Fatalf("the held response arrived within a second: %d %s", r.Status, r.Raw)
+	}
+	waitOutput(t, s, "alexa response written after Alexa closed the connection; left offered")
+	again := launchUntilStop(t, s, dev) // held 3 s, then delivered
+	if !strings.HasPrefix(again, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(again, revision) {
+		t.Fatalf("after the hang-up the next turn = %q, want the retraction again, saying so", again)
+	}
+}
+
 // stallProxy stands between the speech principal and /mcp: it can freeze
 // every event stream (GET) while requests still flow, or cut every
 // connection and refuse new ones.

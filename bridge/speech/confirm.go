@@ -26,6 +26,7 @@ import (
 // returns an error wrapping ErrUnconfirmed and a Snapshot holding only
 // Withdrawn (from the durable ledger): nothing may be said as current. The
 // session is then re-established, and State is not ready until it is.
+// Snapshot.Heard holds what the heard ledger says he heard of each fact.
 // An invalid patient id is ErrInvalidArgument.
 func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, error) {
 	if !models.ValidID(patient) {
@@ -87,7 +88,17 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	if err != nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
-	return models.Snapshot{Facts: facts, Pending: anns}, nil
+	heardOf, err := p.ledger.heardOf(ctx, patient)
+	if err != nil {
+		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
+	snap := models.Snapshot{Facts: facts, Pending: anns, Heard: map[models.URI]int{}}
+	for uri, v := range heardOf {
+		if u, err := models.ParseURI(uri); err == nil {
+			snap.Heard[u] = v
+		}
+	}
+	return snap, nil
 }
 
 // reconcileRounds bounds how often a turn re-reads a fact the ledger knows
@@ -280,12 +291,16 @@ func withdrawn(rows []row) models.Snapshot {
 	return out
 }
 
-// Offered records, durably, that the announcements offers of patient are
-// in a response about to be written to Alexa. Until MarkHeard confirms the
-// delivery he may have heard each offer's version: a later revision
-// withdraws it (as well as what he heard for certain), and a later turn
-// speaks it again saying so ("as I may not have told you properly", P-24).
-// A malformed patient or offer is ErrInvalidArgument.
+// Offered records, durably and in one transaction, that offers of patient
+// — announcements, and versions of facts told plainly (models.Offer.Told)
+// — are in a response about to be written to Alexa. Until MarkHeard (or
+// MarkTold, for a fact told) confirms the delivery he may have heard each
+// offer's version: a later revision withdraws it (as well as what he heard
+// for certain), and a later turn speaks it again saying so ("as I may not
+// have told you properly", P-24). So a crash between the write and the
+// confirmation never turns a fact he was told into one he never heard. A
+// fact told at a version he already heard, or newer, writes nothing. A
+// malformed patient or offer is ErrInvalidArgument.
 func (p *Principal) Offered(ctx context.Context, patient string, offers []models.Offer) error {
 	if !models.ValidID(patient) {
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
@@ -295,7 +310,7 @@ func (p *Principal) Offered(ctx context.Context, patient string, offers []models
 		if err := checkFact(patient, o.URI, o.Version); err != nil {
 			return err
 		}
-		rows = append(rows, offer{ID: o.ID, URI: o.URI.String(), Version: o.Version})
+		rows = append(rows, offer{ID: o.ID, URI: o.URI.String(), Version: o.Version, Told: o.Told})
 	}
 	return p.ledger.Offered(ctx, patient, rows)
 }

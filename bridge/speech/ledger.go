@@ -350,25 +350,51 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expect heardS
 }
 
 // offer is one announcement put in a response about to be written: its id
-// and the version of its fact it speaks.
+// and the version of its fact it speaks — or, with Told, a version of a
+// fact the response tells plainly (ID 0).
 type offer struct {
 	ID      int64
 	URI     string
 	Version int
+	Told    bool
 }
 
-// Offered records that the pending announcements offers were put in a
-// response about to be written: until MarkHeard confirms the delivery he
-// may have heard each one's version — a later revision withdraws it too —
-// and they are spoken again saying so (P-24). Offers of announcements no
-// longer pending are ignored.
+// Offered records, in one transaction, that offers were put in a response
+// about to be written: until MarkHeard (an announcement) or MarkTold (a
+// fact told) confirms the delivery he may have heard each one's version —
+// a later revision withdraws it too — and they are spoken again saying so
+// (P-24). Offers of announcements no longer pending are ignored. A fact
+// told is offered only when the ledger does not already hold that version
+// or a newer one as heard (then nothing is written: the fast path of every
+// turn that repeats what he heard), and never while a retraction of it is
+// pending — MarkTold never touches that one either (P-19).
 func (l *ledger) Offered(ctx context.Context, patient string, offers []offer) error {
 	if len(offers) == 0 {
 		return nil
 	}
+	heard, err := l.heardOf(ctx, patient)
+	if err != nil {
+		return err
+	}
+	need := offers[:0:0]
+	for _, o := range offers {
+		if o.Told && heard[o.URI] >= o.Version {
+			continue
+		}
+		need = append(need, o)
+	}
+	if len(need) == 0 {
+		return nil
+	}
 	return l.write(ctx, func(tx *sql.Tx) error {
 		at := l.now().UnixMilli()
-		for _, o := range offers {
+		for _, o := range need {
+			if o.Told {
+				if err := l.offerTold(ctx, tx, patient, o); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
 SELECT patient, uri, ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), o.Version, o.ID, patient, o.URI); err != nil {
@@ -382,6 +408,49 @@ ON CONFLICT (patient, uri, version, event) DO NOTHING`), o.Version, at, o.ID, pa
 		}
 		return nil
 	})
+}
+
+// offerTold records that version o.Version of the fact o.URI is told in a
+// response about to be written, unless he heard it or newer, or a
+// retraction of the fact is pending.
+func (l *ledger) offerTold(ctx context.Context, tx *sql.Tx, patient string, o offer) error {
+	h, err := l.heardIn(ctx, tx, patient, o.URI)
+	if err != nil {
+		return err
+	}
+	if h >= o.Version {
+		return nil
+	}
+	if p, ok, err := l.pendingIn(ctx, tx, patient, o.URI); err != nil || ok && p.From > 0 {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, o.URI, o.Version); err != nil {
+		return fmt.Errorf("speech: ledger: offered told: %w", err)
+	}
+	return nil
+}
+
+// heardOf returns, per fact URI of patient, the version he heard for certain.
+func (l *ledger) heardOf(ctx context.Context, patient string) (map[string]int, error) {
+	rows, err := l.db.QueryContext(ctx, l.q("SELECT uri, version FROM speech_heard WHERE patient = ?"), patient)
+	if err != nil {
+		return nil, fmt.Errorf("speech: ledger: heard: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var uri string
+		var v int
+		if err := rows.Scan(&uri, &v); err != nil {
+			return nil, fmt.Errorf("speech: ledger: heard: %w", err)
+		}
+		out[uri] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("speech: ledger: heard: %w", err)
+	}
+	return out, nil
 }
 
 // MarkHeard records that a response carrying the announcement of uri at
@@ -424,31 +493,34 @@ func (l *ledger) advancePending(ctx context.Context, tx *sql.Tx, patient, uri st
 }
 
 // MarkTold records that version of uri was spoken as a plain fact — an
-// answer, not an announcement. It never settles a pending retraction: he
-// heard the new words but not that they withdraw the ones he was told
-// before, so the retraction stays owed, and nothing moves (P-19, P-24).
-// Otherwise the heard version moves forward to version (never back), a
-// pending first hearing it covers is heard, and one that reaches further
-// now withdraws version; the delivery log records how.
+// answer, not an announcement — confirming its offer (Offered, Told). It
+// never settles a pending retraction: he heard the new words but not that
+// they withdraw the ones he was told before, so the retraction stays owed
+// and nothing moves (P-19, P-24) — unless what was told is no newer than
+// what that retraction withdraws (a turn told it before the revision was
+// read): then heard moves forward to it and its offer is confirmed, and
+// the retraction still withdraws it. Otherwise the heard version moves
+// forward to version (never back), a pending first hearing it covers is
+// heard, and one that reaches further now withdraws version; the delivery
+// log records how.
 func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
 	p, ok, err := l.pendingIn(ctx, l.db, patient, uri)
 	if err != nil {
 		return err
 	}
-	if ok && p.From > 0 {
+	if ok && p.From > 0 && version > p.From {
 		return nil // the retraction stays owed; the write below would re-check it anyway
 	}
-	if !ok {
-		if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
-			return nil // fast path: he heard this version or newer
-		}
+	if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
+		return nil // fast path: he heard this version or newer (its offer was never written)
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
 		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
 		if err != nil {
 			return err
 		}
-		if ok && p.From > 0 {
+		retraction := ok && p.From > 0
+		if retraction && version > p.From {
 			return nil
 		}
 		h, err := l.heardIn(ctx, tx, patient, uri)
@@ -464,8 +536,69 @@ func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int,
 		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
 			return err
 		}
+		if retraction {
+			return nil // it already withdraws version or what he may have heard after it
+		}
 		return l.advancePending(ctx, tx, patient, uri, version)
 	})
+}
+
+// marked is what one response marked of one fact (models.Marked).
+type marked struct {
+	URI                        string
+	HeardBefore, From, Version int
+}
+
+// NotPlayed re-opens, in one transaction, what responses Alexa reported
+// not played had marked (P-24): for each fact whose heard version is still
+// the one marked — a later confirmed delivery that moved it is never
+// undone, and a second call finds nothing to do — heard goes back to
+// HeardBefore, Version becomes offered (he may have heard it), and unless
+// an announcement is already pending for the fact (a later revision,
+// which now withdraws Version, said again) the announcement from From to
+// Version is owed again, said saying so. It reports how many facts it
+// re-opened.
+func (l *ledger) NotPlayed(ctx context.Context, patient string, ms []marked) (int, error) {
+	n := 0
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, m := range ms {
+			h, err := l.heardIn(ctx, tx, patient, m.URI)
+			if err != nil {
+				return err
+			}
+			if h != m.Version {
+				continue
+			}
+			if m.HeardBefore == 0 {
+				_, err = tx.ExecContext(ctx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
+			} else {
+				_, err = tx.ExecContext(ctx, l.q("UPDATE speech_heard SET version = ? WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+			}
+			if err != nil {
+				return fmt.Errorf("speech: ledger: not played: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
+				return fmt.Errorf("speech: ledger: not played: %w", err)
+			}
+			_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, m.URI, m.From, m.Version); err != nil {
+					return fmt.Errorf("speech: ledger: not played: %w", err)
+				}
+				if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, models.Hearing{}, models.DeliveryQueued); err != nil {
+					return err
+				}
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Drop marks the pending announcement id as dropped (its words did not

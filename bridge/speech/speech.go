@@ -219,6 +219,45 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 	return nil
 }
 
+// NotPlayed records that Alexa did not play responses that had marked ms
+// (a SessionEndedRequest with reason ERROR: INVALID_RESPONSE,
+// DEVICE_COMMUNICATION_ERROR, INTERNAL_SERVICE_ERROR, ENDPOINT_TIMEOUT):
+// in one transaction, each fact whose heard version is still the one
+// marked goes back to the version he heard before, the version marked is
+// offered, and the announcement is owed again — spoken next turn saying
+// so ("as I may not have told you properly", P-24). A later confirmed
+// delivery is never undone; calling it twice changes nothing more. A
+// malformed patient or entry (not an unversioned care:// fact of patient,
+// Version < 1, HeardBefore or From negative or not below Version) is
+// ErrInvalidArgument and nothing is changed.
+func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.Marked) error {
+	if !models.ValidID(patient) {
+		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
+	}
+	rows := make([]marked, 0, len(ms))
+	for _, m := range ms {
+		if err := checkFact(patient, m.URI, m.Version); err != nil {
+			return err
+		}
+		if m.HeardBefore < 0 || m.From < 0 || m.HeardBefore >= m.Version || m.From >= m.Version {
+			return fmt.Errorf("%w: %s: heard before v%d, from v%d, marked v%d", ErrInvalidArgument, m.URI, m.HeardBefore, m.From, m.Version)
+		}
+		rows = append(rows, marked{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From, Version: m.Version})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	n, err := p.ledger.NotPlayed(ctx, patient, rows)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		p.log.Warn("speech: Alexa did not play a response; what it marked is owed again", "patient", patient, "facts", n)
+	}
+	p.ledgerChanged(ctx)
+	return nil
+}
+
 // checkFact validates a fact version of patient named by the skill.
 func checkFact(patient string, uri models.URI, version int) error {
 	switch {

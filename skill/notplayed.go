@@ -1,0 +1,135 @@
+package skill
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/unsay/unsay/models"
+)
+
+// Alexa's error report (P-24): a SessionEndedRequest with reason ERROR
+// (error.type INVALID_RESPONSE, DEVICE_COMMUNICATION_ERROR,
+// INTERNAL_SERVICE_ERROR, ENDPOINT_TIMEOUT) says Alexa did not play the
+// last response of the session. Each response therefore carries, in its
+// session attributes, what it marked heard — which Alexa hands back with
+// the next request of the session, that report included — and the report
+// re-opens it through CareSource.NotPlayed.
+
+// ReasonError is the SessionEndedRequest reason of an error report.
+const ReasonError = "ERROR"
+
+// AttrMarked is the session attribute holding what a response marked
+// heard: a list of {"uri": unversioned care:// URI, "heard": the version
+// he heard before, "from": the version its retraction withdrew (a fact
+// told: heard), "version": the version it spoke or showed}, at most
+// MaxMarkedAttributes entries.
+const AttrMarked = "marked"
+
+// MaxMarkedAttributes bounds AttrMarked (one entry per fact a response
+// marks; the care card's rows count only when he had not heard them).
+const MaxMarkedAttributes = 100
+
+// markedAttr is one AttrMarked entry.
+type markedAttr struct {
+	URI     string `json:"uri"`
+	Heard   int    `json:"heard"`
+	From    int    `json:"from"`
+	Version int    `json:"version"`
+}
+
+// markedAttributes are the session attributes of a response whose marks
+// are marks: per fact, the announcement it speaks in full (from its
+// retraction's From) or the version it tells that he had not heard
+// (heardBefore below it); nil when it marks nothing of the kind. Silent
+// marks (unchanged words: nothing said) are left out.
+func markedAttributes(marks []mark, heardBefore, from map[models.URI]int) map[string]any {
+	var list []markedAttr
+	for _, d := range deliveredOf(marks) {
+		before := heardBefore[d.uri]
+		switch f, announced := from[d.uri]; {
+		case d.ann > 0 && announced && d.ann >= d.told && before < d.ann:
+			list = append(list, markedAttr{URI: d.uri.String(), Heard: before, From: f, Version: d.ann})
+		case d.told > d.ann && before < d.told:
+			list = append(list, markedAttr{URI: d.uri.String(), Heard: before, From: before, Version: d.told})
+		}
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	if len(list) > MaxMarkedAttributes {
+		list = list[:MaxMarkedAttributes]
+	}
+	return map[string]any{AttrMarked: list}
+}
+
+// notPlayed handles Alexa's error report for env's session: the patient's
+// marks kept in its session attributes are re-opened, under his turn lock.
+// Malformed entries (attributes are client-controlled in development mode)
+// are logged and ignored.
+func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
+	if env.Session == nil || env.Session.Attributes[AttrMarked] == nil {
+		return
+	}
+	patient, err := s.patientFor(ctx, env)
+	if err != nil || patient == "" {
+		s.log.Warn("alexa error report: no patient to re-open for", "session", env.SessionID(), "err", err)
+		return
+	}
+	ms, bad := parseMarked(env.Session.Attributes[AttrMarked], patient)
+	if bad > 0 {
+		s.log.Warn("alexa error report: malformed session attributes ignored", "session", env.SessionID(), "entries", bad)
+	}
+	if len(ms) == 0 {
+		return
+	}
+	release := s.lockPatient(patient)
+	defer release()
+	// Recorded whatever the request's context does once Alexa has its answer.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+	defer cancel()
+	if err := s.care.NotPlayed(lctx, patient, ms); err != nil {
+		s.log.Error("alexa error report: not re-opened", "patient", patient, "err", err)
+		return
+	}
+	s.log.Warn("alexa did not play a response; what it marked is owed again", "patient", patient, "facts", len(ms))
+}
+
+// parseMarked reads an AttrMarked value strictly: each entry an object of
+// exactly uri, heard, from and version, integers, the URI an unversioned
+// care:// fact of patient, version ≥ 1, heard and from in [0, version).
+// It returns the valid entries (at most MaxMarkedAttributes) and how many
+// were refused.
+func parseMarked(v any, patient string) ([]models.Marked, int) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, 1
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, 1
+	}
+	bad := 0
+	if len(list) > MaxMarkedAttributes {
+		bad += len(list) - MaxMarkedAttributes
+		list = list[:MaxMarkedAttributes]
+	}
+	var out []models.Marked
+	for _, e := range list {
+		var a markedAttr
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil {
+			bad++
+			continue
+		}
+		u, err := models.ParseURI(a.URI)
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient ||
+			a.Version < 1 || a.Heard < 0 || a.Heard >= a.Version || a.From < 0 || a.From >= a.Version {
+			bad++
+			continue
+		}
+		out = append(out, models.Marked{URI: u, HeardBefore: a.Heard, From: a.From, Version: a.Version})
+	}
+	return out, bad
+}

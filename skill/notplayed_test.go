@@ -1,0 +1,129 @@
+package skill
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/unsay/unsay/models"
+)
+
+// sessionEnded is a signed SessionEndedRequest of session with reason, an
+// error type when reason is ERROR, and attrs as the session's attributes.
+func sessionEnded(t *testing.T, session, reason string, attrs map[string]any) []byte {
+	t.Helper()
+	var env map[string]any
+	if err := json.Unmarshal(envelope(reqOpts{Type: TypeSessionEnded, Session: session}), &env); err != nil {
+		t.Fatal(err)
+	}
+	req := env["request"].(map[string]any)
+	req["reason"] = reason
+	if reason == ReasonError {
+		req["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "the device did not play it"}
+	}
+	env["session"].(map[string]any)["attributes"] = attrs
+	b, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// attributesOf is a response's session attributes as Alexa sends them
+// back (JSON round trip).
+func attributesOf(t *testing.T, out ResponseEnvelope) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(out.SessionAttributes)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// P-24: Alexa's error report re-opens what the session's last response
+// marked — kept in its session attributes — so the retraction is owed
+// again and said saying so. Twins: a session that ends for any other
+// reason re-opens nothing.
+func TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	for _, reason := range []string{ReasonError, "USER_INITIATED", "EXCEEDED_MAX_REPROMPTS"} {
+		t.Run(reason, func(t *testing.T) {
+			r := newRig(t, nil)
+			if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+				t.Fatal(err)
+			}
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current // confirmed current
+			out, _ := r.turn(reqOpts{Session: "sE"})
+			if !strings.HasPrefix(plain(out), "Stop — your walking instruction has changed.") {
+				t.Fatalf("launch: %q", plain(out))
+			}
+			attrs := attributesOf(t, out)
+			if code, b := r.post(sessionEnded(t, "sE", reason, attrs), testCertURL, ""); code != 200 {
+				t.Fatalf("session ended: %d %s", code, b)
+			}
+			calls := r.care.notPlayedCalls()
+			if reason != ReasonError {
+				if len(calls) != 0 {
+					t.Fatalf("%s re-opened %v", reason, calls)
+				}
+				return
+			}
+			want := []models.Marked{
+				{URI: wbURI, HeardBefore: 2, From: 2, Version: 3},                                                      // the retraction
+				{URI: models.NewURI(models.AudienceUser, "ray", "anticoagulant"), HeardBefore: 0, From: 0, Version: 1}, // the stale blood thinner, told
+			}
+			if len(calls) != 1 || !slices.Equal(calls[0], want) {
+				t.Fatalf("re-opened %v, want %v (attributes %v)", calls, want, attrs)
+			}
+			again, _ := r.turn(reqOpts{Session: "sF"})
+			if s := plain(again); !strings.HasPrefix(s, "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “"+wbV2Text+"”") {
+				t.Errorf("after the error report: %q", s)
+			}
+		})
+	}
+}
+
+// Session attributes are the client's in development mode: every entry is
+// checked, and a malformed one is ignored (logged); a valid one beside it
+// still counts.
+func TestNotPlayed_MalformedSessionAttributesAreIgnored(t *testing.T) {
+	valid := map[string]any{"uri": "care://ray/weight_bearing", "heard": 2, "from": 2, "version": 3}
+	for name, entry := range map[string]any{
+		"another patient":       map[string]any{"uri": "care://bob/weight_bearing", "heard": 0, "from": 0, "version": 1},
+		"assistant-only":        map[string]any{"uri": "care-internal://ray/risk", "heard": 0, "from": 0, "version": 1},
+		"versioned":             map[string]any{"uri": "care://ray/weight_bearing@3", "heard": 2, "from": 2, "version": 3},
+		"not a URI":             map[string]any{"uri": "walking", "heard": 0, "from": 0, "version": 1},
+		"version 0":             map[string]any{"uri": "care://ray/weight_bearing", "heard": 0, "from": 0, "version": 0},
+		"heard at the version":  map[string]any{"uri": "care://ray/weight_bearing", "heard": 3, "from": 2, "version": 3},
+		"from past the version": map[string]any{"uri": "care://ray/weight_bearing", "heard": 0, "from": 4, "version": 3},
+		"negative":              map[string]any{"uri": "care://ray/weight_bearing", "heard": -1, "from": 0, "version": 3},
+		"a fraction":            map[string]any{"uri": "care://ray/weight_bearing", "heard": 1.5, "from": 0, "version": 3},
+		"an unknown field":      map[string]any{"uri": "care://ray/weight_bearing", "heard": 2, "from": 2, "version": 3, "ok": true},
+		"a string":              "care://ray/weight_bearing",
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.post(sessionEnded(t, "sM", ReasonError, map[string]any{AttrMarked: []any{entry}}), testCertURL, "")
+			if calls := r.care.notPlayedCalls(); len(calls) != 0 {
+				t.Fatalf("re-opened %v", calls)
+			}
+			if !strings.Contains(r.logs.String(), "malformed session attributes ignored") {
+				t.Errorf("not logged: %s", r.logs.String())
+			}
+			// Twin: beside a valid entry, only the valid one counts.
+			r.post(sessionEnded(t, "sN", ReasonError, map[string]any{AttrMarked: []any{entry, valid}}), testCertURL, "")
+			if calls := r.care.notPlayedCalls(); len(calls) != 1 || len(calls[0]) != 1 || calls[0][0].Version != 3 {
+				t.Fatalf("re-opened %v, want the valid entry only", calls)
+			}
+		})
+	}
+	r := newRig(t, nil)
+	r.post(sessionEnded(t, "sO", ReasonError, map[string]any{AttrMarked: "all of them"}), testCertURL, "")
+	if calls := r.care.notPlayedCalls(); len(calls) != 0 {
+		t.Fatalf("re-opened %v", calls)
+	}
+}
