@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/unsay/unsay/skill/alexatest"
+)
+
+// The ids and certificate URL the peer's gen.js puts in its bodies.
+const (
+	peerCertURL = "https://s3.amazonaws.com/echo.api/echo-api-cert-12.pem"
+	peerSkillID = "amzn1.ask.skill.5f0c2a51-7c0e-4d2b-9a34-0b1e6d6a2f11"
+	peerUserID  = "amzn1.ask.account.AF3K7QZ2WZ5ZL3GZ6NHBQ4YVPO7U3X2L4Q2M6B5JTRLXQX7C3E5G2YH4V7KXQ6ZFQZL5XWJ2MCT3E6YH6ZQ7WQ5UJ3PFVGR2OL4Y3C2"
+	peerDevice  = "amzn1.ask.device.AGXW5KJ3ZZQ3Q6F6QWXL2N5K3UZD2KZ6V3XHP4L2B6U7QZ3KC5ZJ2GQ5XHT3YF7W6ZK2M4Q3N5B2L7D5ZKCQ2XH3B"
+)
+
+// certSet is the test PKI both servers trust and the signer of the bodies.
+type certSet struct {
+	skillID, url, root, chain string
+	sign                      func(body []byte) string
+}
+
+// alexaCerts uses the peer's test PKI (node gen.js certs) when Node is
+// there, so both servers verify the same chain; otherwise a throwaway one
+// from skill/alexatest (the product alone is measured then).
+func alexaCerts(ctx context.Context, o options, node bool) (certSet, error) {
+	if node {
+		dir := filepath.Join(o.peers, "alexa-node")
+		cmd := exec.CommandContext(ctx, "node", "gen.js", "certs")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return certSet{}, fmt.Errorf("node gen.js certs: %w\n%s", err, out)
+		}
+		certs := filepath.Join(dir, "certs")
+		b, err := os.ReadFile(filepath.Join(certs, "leaf.key"))
+		if err != nil {
+			return certSet{}, err
+		}
+		key, err := parseRSAKey(b)
+		if err != nil {
+			return certSet{}, fmt.Errorf("%s: %w", filepath.Join(certs, "leaf.key"), err)
+		}
+		return certSet{skillID: peerSkillID, url: peerCertURL, root: filepath.Join(certs, "root.pem"),
+			chain: filepath.Join(certs, "chain.pem"), sign: func(body []byte) string {
+				h := sha256.Sum256(body)
+				sig, _ := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, h[:])
+				return base64.StdEncoding.EncodeToString(sig)
+			}}, nil
+	}
+	p, err := alexatest.NewPKI()
+	if err != nil {
+		return certSet{}, err
+	}
+	dir, err := os.MkdirTemp("", "unsay-bench-pki-")
+	if err != nil {
+		return certSet{}, err
+	}
+	root, chain, err := p.WriteFiles(dir)
+	if err != nil {
+		return certSet{}, err
+	}
+	return certSet{skillID: peerSkillID, url: alexatest.CertURL, root: root, chain: chain, sign: p.Sign}, nil
+}
+
+func parseRSAKey(b []byte) (*rsa.PrivateKey, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("no PEM block")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(blk.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, errors.New("not an RSA key")
+	}
+	return rk, nil
+}
+
+// launchBody is an Echo-like LaunchRequest of the peer's shape and size
+// (gen.js launchBody: 2,171 B, most of it the apiAccessToken; no APL).
+func launchBody(now time.Time) []byte {
+	rnd := func(n int) string {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	uuid := func() string {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+		return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	}
+	app := map[string]any{"applicationId": peerSkillID}
+	user := map[string]any{"userId": peerUserID}
+	type obj = map[string]any
+	b, _ := json.Marshal(obj{
+		"version": "1.0",
+		"session": obj{"new": true, "sessionId": "amzn1.echo-api.session." + uuid(), "application": app, "attributes": obj{}, "user": user},
+		"context": obj{"System": obj{"application": app, "user": user,
+			"device":         obj{"deviceId": peerDevice, "supportedInterfaces": obj{}},
+			"apiEndpoint":    "https://api.eu.amazonalexa.com",
+			"apiAccessToken": "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ." + rnd(560) + "." + rnd(256)}},
+		"request": obj{"type": "LaunchRequest", "requestId": "amzn1.echo-api.request." + uuid(), "locale": "en-GB",
+			"timestamp": now.UTC().Format("2006-01-02T15:04:05Z"), "shouldLinkResultBeReturned": false},
+	})
+	return b
+}
+
+type signed struct {
+	body []byte
+	hdr  http.Header
+}
+
+func signBodies(certs certSet, n int) []signed {
+	out := make([]signed, n)
+	for i := range out {
+		b := launchBody(time.Now())
+		h := http.Header{}
+		h.Set("Content-Type", "application/json; charset=utf-8")
+		h.Set("Signature-256", certs.sign(b))
+		h.Set("SignatureCertChainUrl", certs.url)
+		out[i] = signed{body: b, hdr: h}
+	}
+	return out
+}
+
+// startPeerAlexa runs the Node ASK SDK peer (server.js) on a free port.
+func startPeerAlexa(ctx context.Context, o options) (url string, pid int, stop func(), err error) {
+	cmd := exec.Command("node", "server.js", "0")
+	cmd.Dir = filepath.Join(o.peers, "alexa-node")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", 0, nil, err
+	}
+	stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
+	sc := bufio.NewScanner(out)
+	port := make(chan string, 1)
+	go func() {
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "LISTENING" {
+				port <- f[1]
+			}
+		}
+	}()
+	select {
+	case p := <-port:
+		return "http://127.0.0.1:" + p + "/alexa", cmd.Process.Pid, stop, nil
+	case <-time.After(20 * time.Second):
+	case <-ctx.Done():
+	}
+	stop()
+	return "", 0, nil, errors.New("node server.js did not print LISTENING within 20 s")
+}
+
+// alexaOpen sends verified LaunchRequests at a constant rate (vegeta) to
+// side, discards the warm-up, and records exact percentiles (the peers'
+// rule: sorted[min(n-1, floor(p·n))]) and the server's CPU per request.
+func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
+	var (
+		url  string
+		pid  int
+		stop func()
+		err  error
+	)
+	if side == "peer" {
+		url, pid, stop, err = startPeerAlexa(ctx, o)
+	} else {
+		s, st, e := startUnsay(ctx, o, certs)
+		if e == nil {
+			url, pid, stop = s.URL+"/alexa", s.PID(), st
+		}
+		err = e
+	}
+	if err != nil {
+		return err
+	}
+	defer stop()
+	total := int(math.Ceil(float64(o.rate) * (o.warmup + o.openD).Seconds()))
+	bodies := signBodies(certs, min(total, 2048))
+	if err := checkOne(url, bodies[0]); err != nil {
+		return err
+	}
+	var i atomic.Uint64
+	targeter := func(t *vegeta.Target) error {
+		b := bodies[int(i.Add(1))%len(bodies)]
+		t.Method, t.URL, t.Body, t.Header = http.MethodPost, url, b.body, b.hdr
+		return nil
+	}
+	atk := vegeta.NewAttacker(vegeta.KeepAlive(true), vegeta.Timeout(10*time.Second), vegeta.Workers(16), vegeta.Connections(64))
+	rate := vegeta.Rate{Freq: o.rate, Per: time.Second}
+	start := time.Now()
+	var lat []time.Duration
+	var ok, all int
+	var cpu0 float64
+	measuring := false
+	var mStart time.Time
+	for res := range atk.Attack(targeter, rate, o.warmup+o.openD, "alexa") {
+		if !measuring && time.Since(start) >= o.warmup {
+			measuring = true
+			cpu0, _ = cpuSeconds(pid)
+			mStart = time.Now()
+		}
+		if !measuring || res.Timestamp.Before(start.Add(o.warmup)) {
+			continue
+		}
+		all++
+		if res.Code == http.StatusOK {
+			ok++
+		}
+		lat = append(lat, res.Latency)
+	}
+	cpu1, _ := cpuSeconds(pid)
+	elapsed := time.Since(mStart).Seconds()
+	if all == 0 {
+		return errors.New("no requests measured")
+	}
+	slices.Sort(lat)
+	at := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(math.Floor(p*float64(len(lat)))))]) / 1e6
+	}
+	fig.OpenP50, fig.OpenP99, fig.OpenMax = at(.5), at(.99), float64(lat[len(lat)-1])/1e6
+	fig.OpenOK = float64(ok) / float64(all)
+	fig.OpenCPUPerReqMs = (cpu1 - cpu0) / float64(all) * 1000
+	fmt.Printf("    %s open loop %d req/s for %s: n=%d ok=%.4f p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores)\n",
+		side, o.rate, o.openD, all, fig.OpenOK, fig.OpenP50, fig.OpenP99, fig.OpenMax, fig.OpenCPUPerReqMs, (cpu1-cpu0)/elapsed)
+	if ok != all {
+		return fmt.Errorf("%d of %d requests not answered 200", all-ok, all)
+	}
+	return nil
+}
+
+// checkOne proves the target verifies: the good request is 200 and the
+// same body with one byte flipped is 400.
+func checkOne(url string, s signed) error {
+	post := func(body []byte) (int, error) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+		req.Header = s.hdr.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if c, err := post(s.body); err != nil || c != http.StatusOK {
+		return fmt.Errorf("a good signed LaunchRequest answered %d (%v)", c, err)
+	}
+	bad := slices.Clone(s.body)
+	i := strings.Index(string(bad), "LaunchRequest")
+	bad[i] ^= 0x20
+	if c, err := post(bad); err != nil || c != http.StatusBadRequest {
+		return fmt.Errorf("a tampered LaunchRequest answered %d (%v), want 400", c, err)
+	}
+	return nil
+}
+
+// waitReady polls the admin /readyz until it answers 200 (the speech
+// principal has its facts), up to 30 s.
+func waitReady(ctx context.Context, admin string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return errors.New("the server was not ready within 30 s")
+}
