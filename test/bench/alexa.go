@@ -257,7 +257,7 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	fmt.Printf("    %s open loop %d req/s for %s: n=%d ok=%.4f p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores)\n",
 		side, o.rate, o.openD, all, fig.OpenOK, fig.OpenP50, fig.OpenP99, fig.OpenMax, fig.OpenCPUPerReqMs, (cpu1-cpu0)/elapsed)
 	if ok != all {
-		return fmt.Errorf("%d of %d requests not answered 200", all-ok, all)
+		return fmt.Errorf("%d of %d requests not answered 200 in time", all-ok, all)
 	}
 	return nil
 }

@@ -87,6 +87,7 @@ type Figures struct {
 	FanP50, FanP99, FanMax           float64 // ms, all sessions hold the revision
 	IdleKiB                          float64
 	Load                             []string // load average before each run
+	Failed                           []string // runs that failed
 }
 
 // Report is what a run saves.
@@ -145,7 +146,13 @@ func run(ctx context.Context, o options) error {
 				fig.Load = append(fig.Load, loadavg())
 				fmt.Printf("-- round %d: %s %s (load %s)\n", r, name, side, loadavg())
 				if err := f(side, fig); err != nil {
-					return fmt.Errorf("round %d, %s, %s: %w", r, name, side, err)
+					if ctx.Err() != nil {
+						return err
+					}
+					// A failed run is reported and the run goes on: its figures
+					// stay unmeasured ("–") rather than hiding the others.
+					fmt.Printf("    FAILED: round %d, %s, %s: %v\n", r, name, side, err)
+					fig.Failed = append(fig.Failed, name)
 				}
 			}
 			return nil
@@ -294,12 +301,12 @@ func mcpLive(ctx context.Context, o options, side string, fig *Figures) error {
 		env = append(env, "TARGET_URL="+s.URL, "WRITE_SECRET="+harness.WriteSecret, "MCP_TOKEN="+tok, "LABEL=go-unsay")
 	}
 	m, err := runScript(ctx, dir, env, "run.sh", "--n", fmt.Sprint(o.n))
-	if err != nil {
+	if m == nil {
 		return err
 	}
 	fig.HoldP50, fig.HoldP99 = num(m, "p50_ms"), num(m, "p99_ms")
 	fig.AckP50, fig.AckP99 = num(m, "ack_p50_ms"), num(m, "ack_p99_ms")
-	return nil
+	return err
 }
 
 func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
@@ -314,14 +321,14 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 		env = append(env, "TARGET_URL="+s.URL+"/alexa", "LABEL=go-unsay", fmt.Sprintf("SERVER_PID=%d", s.PID()))
 	}
 	m, err := runScript(ctx, dir, env, "run.sh")
-	if err != nil {
+	if m == nil {
 		return err
 	}
 	fig.RPS, fig.WrkP50, fig.WrkP99 = num(m, "rps"), num(m, "p50_ms"), num(m, "p99_ms")
 	if c := num(m, "server_cores"); c > 0 && fig.RPS > 0 {
 		fig.CPUPerReqMs = c / fig.RPS * 1000
 	}
-	return nil
+	return err
 }
 
 func have(name string) bool { _, err := exec.LookPath(name); return err == nil }
