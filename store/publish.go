@@ -122,8 +122,9 @@ func (s *Store) factLock(patient, domain string) *sync.Mutex {
 // publishOnce is one attempt of Publish. Unless underLock, it plans (reads
 // the current version, compares, seals) before taking the write lock and
 // returns errHeadMoved if the fact moved meanwhile; underLock plans inside
-// the write transaction. Past beginWrite it runs on a context ctx's end
-// does not cancel (see Publish).
+// the write transaction. The write commits in a batch with the Publishes
+// that reach the write lock with it (group.go), on a context ctx's end
+// does not cancel once its batch began (see Publish).
 func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool) (PublishResult, error) {
 	var (
 		pl  plan
@@ -134,73 +135,7 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 			return PublishResult{}, err
 		}
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return PublishResult{}, err
-	}
-	defer tx.Rollback()
-	ctx = context.WithoutCancel(ctx) // the lock is held: commit whatever the caller does
-	now := s.clock().UTC().Truncate(time.Millisecond)
-
-	if in.IdempotencyKey != "" {
-		res, ok, err := s.replayed(ctx, tx, in.IdempotencyKey, now)
-		if err != nil {
-			return PublishResult{}, err
-		}
-		if ok {
-			return res, nil
-		}
-	}
-	if underLock {
-		if pl, err = s.planVersion(ctx, tx, in, true); err != nil {
-			return PublishResult{}, err
-		}
-	} else if err := s.checkHead(ctx, tx, in, pl); err != nil {
-		return PublishResult{}, err
-	}
-	if pl.unchanged {
-		if in.IdempotencyKey != "" {
-			if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, pl.head.seq); err != nil {
-				return PublishResult{}, err
-			}
-			if err := s.commit(tx); err != nil {
-				return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
-			}
-		}
-		return PublishResult{Version: pl.head.v, Unchanged: true, Seq: pl.head.seq}, nil
-	}
-	v, seq, err := s.insertVersion(ctx, tx, in, now, pl)
-	if err != nil {
-		return PublishResult{}, err
-	}
-	if in.IdempotencyKey != "" {
-		if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, seq); err != nil {
-			return PublishResult{}, err
-		}
-	}
-	audited := false
-	if in.Audit != nil {
-		e := *in.Audit
-		e.URI, e.Outcome, e.Reason = v.URI().String(), OutcomeAccepted, ReasonOK
-		if e, err = sanitizeAudit(e); err != nil {
-			return PublishResult{}, err
-		}
-		if err := s.appendAudit(ctx, tx, e); err != nil {
-			return PublishResult{}, err
-		}
-		audited = true
-	}
-	if err := s.d.notify(ctx, tx); err != nil {
-		return PublishResult{}, fmt.Errorf("store: publish: notify: %w", err)
-	}
-	if err := s.commit(tx); err != nil {
-		return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
-	}
-	s.wakeWatchers()
-	return PublishResult{Version: v, Created: v.N == 1, Seq: seq, Audited: audited}, nil
+	return s.publishGrouped(&publishJob{ctx: ctx, in: in, pl: pl, underLock: underLock})
 }
 
 // beginWrite begins a write transaction holding the store-wide write lock.
@@ -334,6 +269,17 @@ func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 // bytes, chained to pl's head, written at writtenAt, inside tx (which holds
 // the write lock and in which pl's head is current).
 func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan) (models.Version, int64, error) {
+	var seq int64
+	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
+		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+	}
+	v, err := s.insertVersionAt(ctx, tx, in, writtenAt, pl, seq)
+	return v, seq, err
+}
+
+// insertVersionAt is insertVersion with the version's sequence number seq
+// (MAX(seq)+1 under the write lock, allocated by the caller).
+func (s *Store) insertVersionAt(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan, seq int64) (models.Version, error) {
 	latest, prevHash := 0, ""
 	if pl.found {
 		latest, prevHash = pl.head.v.N, pl.head.v.Hash
@@ -354,16 +300,12 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
 	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
 	stored, sealed := pl.stored, pl.sealed
-	var seq int64
-	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
-	}
 	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
 		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
 		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey); err != nil {
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+		return models.Version{}, fmt.Errorf("store: publish: %w", err)
 	}
 	var err error
 	if latest == 0 {
@@ -374,18 +316,14 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 			v.N, v.Patient, v.Domain)
 	}
 	if err != nil {
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+		return models.Version{}, fmt.Errorf("store: publish: %w", err)
 	}
-	return v, seq, nil
+	return v, nil
 }
 
-// replayed returns the first result for key if it was used within the
-// replay window, pruning expired keys.
-func (s *Store) replayed(ctx context.Context, tx *sql.Tx, key string, now time.Time) (PublishResult, bool, error) {
-	cutoff := now.Add(-replayWindow).UnixMilli()
-	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
-		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
-	}
+// replayedKey returns the first result for key if it was used within the
+// replay window (the batch prunes expired keys first).
+func (s *Store) replayedKey(ctx context.Context, tx *sql.Tx, key string) (PublishResult, bool, error) {
 	var seq int64
 	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ?`), key).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -56,7 +56,7 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	if up == nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, ErrNotConnected)
 	}
-	facts, err := p.confirm(ctx, up, patient, synced, known, rows, heard)
+	facts, err := p.confirm(ctx, up, patient, synced, rows, heard)
 	if err != nil {
 		if asked.Err() == nil { // not the caller giving up
 			p.confirmFailed(up, err)
@@ -104,55 +104,48 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 }
 
 // confirm reads, concurrently, the current version of each of patient's
-// facts (listing them first when they are not yet known) and each version
-// he heard of a pending announcement that is not in memory. A fact the
-// server no longer serves to this principal is left out; any other failure
-// is returned.
-func (p *Principal) confirm(ctx context.Context, up upstream, patient string, synced bool, known []models.Version, rows []row, inMemory map[string]bool) ([]models.Version, error) {
+// facts (listing them first when they are not yet known; otherwise in a
+// round shared with the turns confirming at the same moment, see
+// confirmCurrent) and each version he heard of a pending announcement that
+// is not in memory. A fact the server no longer serves to this principal is
+// left out; any other failure is returned.
+func (p *Principal) confirm(ctx context.Context, up upstream, patient string, synced bool, rows []row, inMemory map[string]bool) ([]models.Version, error) {
 	if !synced {
 		return p.listFacts(ctx, up, patient, p.cfg.ConfirmTimeout)
 	}
-	var targets []models.URI
-	for _, v := range known {
-		targets = append(targets, v.FactURI())
-	}
+	var heard []models.URI
 	for _, r := range rows {
 		if r.From == 0 {
 			continue
 		}
 		if u, err := models.ParseURI(r.URI); err == nil && !inMemory[u.WithVersion(r.From).String()] {
-			targets = append(targets, u.WithVersion(r.From))
+			heard = append(heard, u.WithVersion(r.From))
 		}
 	}
-	type result struct {
-		v   models.Version
-		err error
-	}
-	results := make([]result, len(targets))
+	errs := make([]error, len(heard))
 	var wg sync.WaitGroup
-	for i, u := range targets {
+	for i, u := range heard {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := p.readAt(ctx, up, u, u.Version == 0)
-			results[i] = result{v, err}
+			_, err := p.readAt(ctx, up, u, false)
+			if isGone(err) {
+				p.log.Warn("speech: fact not confirmed; not spoken", "uri", u.String(), "err", err)
+				err = nil
+			}
+			errs[i] = err
 		}()
 	}
+	facts, err := p.confirmCurrent(ctx, patient)
 	wg.Wait()
-	var facts []models.Version
-	for i, r := range results {
-		switch {
-		case r.err == nil:
-			if targets[i].Version == 0 {
-				facts = append(facts, r.v)
-			}
-		case isGone(r.err):
-			p.log.Warn("speech: fact not confirmed; not spoken", "uri", targets[i].String(), "err", r.err)
-		default:
-			return nil, r.err
+	if err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
 	}
-	sortByURI(facts)
 	return facts, nil
 }
 

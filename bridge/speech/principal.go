@@ -52,12 +52,13 @@ var (
 type Principal struct {
 	cfg    Config
 	log    *slog.Logger
-	ledger *ledger
+	ledger *ledgerView // the durable heard ledger behind an in-memory view (ledgerview.go)
 	http   bearer
 	token  atomic.Pointer[string]
 
 	running atomic.Bool
 	era     atomic.Int32      // the era the server spoke at the last dial (dialConfig.era)
+	rounds  confirmRounds     // Turn's shared rounds of reads (confirmflight.go)
 	calls   chan func(*state) // to Run's loop
 	parked  chan *state       // holds the state while no Run is active
 }
@@ -78,7 +79,7 @@ func New(cfg Config) (*Principal, error) {
 	p := &Principal{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "speech"),
-		ledger: l,
+		ledger: newLedgerView(l, cfg.Dialect),
 		calls:  make(chan func(*state)),
 		parked: make(chan *state, 1),
 	}

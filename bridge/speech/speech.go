@@ -183,6 +183,9 @@ func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.UR
 	if _, err := models.ParseURI(uri.String()); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
+	if p.ledger.heardAtLeast(patient, uri.String(), version) {
+		return nil // durable already, and the state forgot older versions then
+	}
 	if err := p.ledger.MarkHeard(ctx, patient, uri.String(), version); err != nil {
 		return err
 	}
