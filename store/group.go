@@ -5,8 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // Group commit: Publishes that reach the write lock while another batch
@@ -115,21 +119,21 @@ func (s *Store) commitBatch(batch []*publishJob) {
 	}
 }
 
-// batchState is what a batch's writes share inside their transaction: the
-// next version sequence number and the audit chain's head, read once and
-// moved on in memory as each write is inserted.
-type batchState struct {
-	nextSeq    int64 // 0: not read yet
-	auditCount int64
-	auditLast  string
-	auditRead  bool
-	audited    bool // the audit head must be signed before commit
-	inserted   bool // a version was inserted: notify and wake watchers
-	pruned     bool // expired idempotency keys were deleted
-}
-
-// commitTogether runs jobs in one write transaction and commits it. A
-// job's own refusal (errHeadMoved, ErrAudienceChange, a sealer outage
+// commitTogether runs jobs in one write transaction and commits it, in
+// three steps whose statement count does not grow with the batch (on
+// Postgres each statement is a round trip made under the write lock):
+//
+//  1. read, for all jobs at once, the idempotency keys they carry and the
+//     heads of their facts;
+//  2. decide each job in arrival order exactly as a lone Publish would
+//     (replay, head moved, audience change, unchanged, else the next
+//     version: its number, chain link, hash, signed head and audit row,
+//     chained in memory);
+//  3. write every new version, fact head, key and audit row with one
+//     multi-row statement per table, sign the audit head once, notify,
+//     commit.
+//
+// A job's own refusal (errHeadMoved, ErrAudienceChange, a sealer outage
 // while planning under the lock) is its err and the others go on; any
 // other error aborts the transaction, returned with nothing written and
 // no job's res set.
@@ -140,25 +144,140 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 		return err
 	}
 	defer tx.Rollback()
-	var bs batchState
-	type outcome struct {
-		res PublishResult
-		err error
-	}
-	outs := make([]outcome, len(jobs))
-	for i, j := range jobs {
-		res, jerr, fatal := s.publishInBatch(context.WithoutCancel(j.ctx), tx, j, &bs)
-		if fatal != nil {
-			return fatal
+	now := s.clock().UTC().Truncate(time.Millisecond)
+
+	// 1. Reads.
+	var keys []string
+	var facts [][2]string
+	for _, j := range jobs {
+		if j.in.IdempotencyKey != "" {
+			keys = append(keys, j.in.IdempotencyKey)
 		}
-		outs[i] = outcome{res, jerr}
+		if !j.underLock {
+			facts = append(facts, [2]string{j.in.Patient, j.in.Domain})
+		}
 	}
-	if bs.audited {
-		if err := s.signAuditHead(ctx, tx, bs.auditCount, bs.auditLast); err != nil {
+	seen := map[string]int64{} // idempotency key → seq of its first result
+	if len(keys) > 0 {
+		cutoff := now.Add(-replayWindow).UnixMilli()
+		if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
+			return fmt.Errorf("store: publish: %w", err)
+		}
+		if seen, err = s.keysSeen(ctx, tx, keys); err != nil {
 			return err
 		}
 	}
-	if bs.inserted {
+	heads, err := s.headsOf(ctx, tx, facts)
+	if err != nil {
+		return err
+	}
+
+	// 2. Decisions.
+	var (
+		w       batchWrites
+		nextSeq int64
+		audit   auditTail // read with nextSeq
+		outs    = make([]PublishResult, len(jobs))
+		errs    = make([]error, len(jobs))
+		inBatch = map[string]PublishResult{} // key → result of an earlier job of this batch
+	)
+	for i, j := range jobs {
+		in, pl := j.in, j.pl
+		if k := in.IdempotencyKey; k != "" {
+			if r, ok := inBatch[k]; ok {
+				r.Replayed, r.Audited = true, false
+				outs[i] = r
+				continue
+			}
+			if seq, ok := seen[k]; ok {
+				r, err := s.replayedSeq(ctx, tx, seq)
+				if err != nil {
+					return err
+				}
+				outs[i] = r
+				continue
+			}
+		}
+		if j.underLock {
+			if pl, err = s.planVersion(ctx, tx, in, true); err != nil {
+				if isJobRefusal(err) {
+					errs[i] = err
+					continue
+				}
+				return err
+			}
+		} else if err := checkPlannedHead(in, pl, heads); err != nil {
+			errs[i] = err
+			continue
+		}
+		var entry *AuditEntry
+		if in.Audit != nil { // validated before anything of this job is kept
+			e := *in.Audit
+			e.URI, e.Outcome, e.Reason = "", OutcomeAccepted, ReasonOK
+			e, err := sanitizeAudit(e)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			entry = &e
+		}
+		if pl.unchanged {
+			if in.IdempotencyKey != "" {
+				w.keys = append(w.keys, keyRow{in.IdempotencyKey, now.UnixMilli(), pl.head.seq})
+			}
+			outs[i] = PublishResult{Version: pl.head.v, Unchanged: true, Seq: pl.head.seq}
+			if in.IdempotencyKey != "" {
+				inBatch[in.IdempotencyKey] = outs[i]
+			}
+			continue
+		}
+		if nextSeq == 0 { // with the audit head: one round trip
+			if err := s.queryRowPrepared(ctx, tx, `SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM versions),
+				(SELECT count FROM audit_head WHERE id = 1), (SELECT last_mac FROM audit_head WHERE id = 1)`).
+				Scan(&nextSeq, &audit.count, &audit.last); err != nil {
+				return fmt.Errorf("store: publish: %w", err)
+			}
+		}
+		seq := nextSeq
+		nextSeq++
+		v := s.nextVersion(in, now, pl)
+		w.versions = append(w.versions, versionRow{seq: seq, v: v, stored: pl.stored, sealed: pl.sealed}) // signed below
+		if v.N == 1 {
+			w.newFacts = append(w.newFacts, v)
+		} else {
+			w.moved = append(w.moved, v)
+		}
+		heads[[2]string{v.Patient, v.Domain}] = headRow{audience: v.Audience, latest: v.N, hash: v.Hash}
+		if in.IdempotencyKey != "" {
+			w.keys = append(w.keys, keyRow{in.IdempotencyKey, now.UnixMilli(), seq})
+		}
+		audited := false
+		if entry != nil {
+			e := *entry
+			e.URI = v.URI().String()
+			e.Seq, e.At = audit.count+1, s.clock().UTC().Truncate(time.Millisecond)
+			e.MAC = s.auditMAC(e, audit.last)
+			audit.count, audit.last = e.Seq, e.MAC
+			w.audits = append(w.audits, e)
+			audited = true
+		}
+		outs[i] = PublishResult{Version: v, Created: v.N == 1, Seq: seq, Audited: audited}
+		if in.IdempotencyKey != "" {
+			inBatch[in.IdempotencyKey] = outs[i]
+		}
+	}
+
+	// 3. Writes: each new head signed (P-26), on every core at once.
+	s.signHeads(w.versions)
+	if err := s.writeBatch(ctx, tx, w); err != nil {
+		return err
+	}
+	if len(w.audits) > 0 {
+		if err := s.signAuditHead(ctx, tx, audit.count, audit.last); err != nil {
+			return err
+		}
+	}
+	if len(w.versions) > 0 {
 		if err := s.d.notify(ctx, tx); err != nil {
 			return fmt.Errorf("store: publish: notify: %w", err)
 		}
@@ -166,95 +285,13 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 	if err := s.commit(tx); err != nil {
 		return fmt.Errorf("store: publish: commit: %w", err)
 	}
-	if bs.inserted {
+	if len(w.versions) > 0 {
 		s.wakeWatchers()
 	}
 	for i, j := range jobs {
-		j.res, j.err = outs[i].res, outs[i].err
+		j.res, j.err = outs[i], errs[i]
 	}
 	return nil
-}
-
-// publishInBatch is one job of a batch, inside tx: as publishOnce was
-// alone. jerr is the job's own refusal (nothing of it written); fatal
-// aborts the batch.
-func (s *Store) publishInBatch(ctx context.Context, tx *sql.Tx, j *publishJob, bs *batchState) (res PublishResult, jerr, fatal error) {
-	in, pl := j.in, j.pl
-	now := s.clock().UTC().Truncate(time.Millisecond)
-	if in.IdempotencyKey != "" {
-		if !bs.pruned {
-			cutoff := now.Add(-replayWindow).UnixMilli()
-			if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
-				return res, nil, fmt.Errorf("store: publish: %w", err)
-			}
-			bs.pruned = true
-		}
-		r, ok, err := s.replayedKey(ctx, tx, in.IdempotencyKey)
-		if err != nil {
-			return res, nil, err
-		}
-		if ok {
-			return r, nil, nil
-		}
-	}
-	if j.underLock {
-		var err error
-		if pl, err = s.planVersion(ctx, tx, in, true); err != nil {
-			if isJobRefusal(err) {
-				return res, err, nil
-			}
-			return res, nil, err
-		}
-	} else if err := s.checkHead(ctx, tx, in, pl); err != nil {
-		if isJobRefusal(err) {
-			return res, err, nil
-		}
-		return res, nil, err
-	}
-	if pl.unchanged {
-		if in.IdempotencyKey != "" {
-			if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, pl.head.seq); err != nil {
-				return res, nil, err
-			}
-		}
-		return PublishResult{Version: pl.head.v, Unchanged: true, Seq: pl.head.seq}, nil, nil
-	}
-	var entry *AuditEntry
-	if in.Audit != nil { // validated before anything of this job is written
-		e := *in.Audit
-		e.URI, e.Outcome, e.Reason = "", OutcomeAccepted, ReasonOK
-		e, err := sanitizeAudit(e)
-		if err != nil {
-			return res, err, nil
-		}
-		entry = &e
-	}
-	if bs.nextSeq == 0 {
-		if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&bs.nextSeq); err != nil {
-			return res, nil, fmt.Errorf("store: publish: %w", err)
-		}
-	}
-	seq := bs.nextSeq
-	v, err := s.insertVersionAt(ctx, tx, in, now, pl, seq)
-	if err != nil {
-		return res, nil, err
-	}
-	bs.nextSeq++
-	bs.inserted = true
-	if in.IdempotencyKey != "" {
-		if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, seq); err != nil {
-			return res, nil, err
-		}
-	}
-	audited := false
-	if entry != nil {
-		entry.URI = v.URI().String()
-		if err := s.appendAcceptedAudit(ctx, tx, *entry, bs); err != nil {
-			return res, nil, err
-		}
-		audited = true
-	}
-	return PublishResult{Version: v, Created: v.N == 1, Seq: seq, Audited: audited}, nil, nil
 }
 
 // isJobRefusal reports whether err refuses one write without saying
@@ -263,24 +300,329 @@ func isJobRefusal(err error) bool {
 	return errors.Is(err, errHeadMoved) || errors.Is(err, ErrAudienceChange) || errors.Is(err, ErrSealerUnavailable)
 }
 
-// appendAcceptedAudit appends e, an accepted write's row (never collapsed
-// into another), chained to the batch's audit head; the head is signed
-// once, before the batch commits.
-func (s *Store) appendAcceptedAudit(ctx context.Context, tx *sql.Tx, e AuditEntry, bs *batchState) error {
-	if !bs.auditRead {
-		if err := s.queryRowPrepared(ctx, tx, `SELECT count, last_mac FROM audit_head WHERE id = 1`).Scan(&bs.auditCount, &bs.auditLast); err != nil {
-			return fmt.Errorf("store: audit: head: %w", err)
+// headRow is a fact's head as the batch reads it: its audience, latest
+// version and that version's hash.
+type headRow struct {
+	audience models.Audience
+	latest   int
+	hash     string
+}
+
+// checkPlannedHead confirms that in's fact still has the head pl was
+// planned against, in heads read for the batch (and
+// moved on by its earlier jobs).
+func checkPlannedHead(in PublishInput, pl plan, heads map[[2]string]headRow) error {
+	h, ok := heads[[2]string{in.Patient, in.Domain}]
+	switch {
+	case !ok:
+		if pl.found {
+			return errHeadMoved
 		}
-		bs.auditRead = true
+		return nil
+	case h.audience != in.Audience:
+		return ErrAudienceChange
+	case !pl.found || h.latest != pl.head.v.N || h.hash != pl.head.v.Hash:
+		return errHeadMoved
 	}
-	e.Seq = bs.auditCount + 1
-	e.At = s.clock().UTC().Truncate(time.Millisecond)
-	e.MAC = s.auditMAC(e, bs.auditLast)
-	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, count, last_at, mac)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		e.Seq, e.At.UnixMilli(), e.Actor, e.URI, e.Outcome, string(e.Reason), e.Via, e.Author, e.Count, msOrZero(e.LastAt), e.MAC); err != nil {
-		return fmt.Errorf("store: audit: %w", err)
-	}
-	bs.auditCount, bs.auditLast, bs.audited = e.Seq, e.MAC, true
 	return nil
+}
+
+// batchChunk bounds the rows of one multi-row statement.
+const batchChunk = 32
+
+// headsOf reads the head (audience, latest, its hash) of each fact.
+func (s *Store) headsOf(ctx context.Context, tx *sql.Tx, facts [][2]string) (map[[2]string]headRow, error) {
+	heads := map[[2]string]headRow{}
+	err := s.chunked(len(facts), func(lo, hi int) error {
+		var (
+			query string
+			args  []any
+		)
+		if s.arrays() {
+			ps, ds := make([]string, hi-lo), make([]string, hi-lo)
+			for i, f := range facts[lo:hi] {
+				ps[i], ds[i] = f[0], f[1]
+			}
+			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f JOIN versions v
+			ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+			JOIN unnest($1::text[], $2::text[]) AS q(patient, domain) ON f.patient = q.patient AND f.domain = q.domain`
+			args = []any{ps, ds}
+		} else {
+			var cond strings.Builder
+			for i, f := range facts[lo:hi] {
+				if i > 0 {
+					cond.WriteString(" OR ")
+				}
+				cond.WriteString("(f.patient = ? AND f.domain = ?)")
+				args = append(args, f[0], f[1])
+			}
+			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f JOIN versions v
+			ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest WHERE ` + cond.String()
+		}
+		rows, err := s.queryTxPrepared(ctx, tx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				k   [2]string
+				aud string
+				h   headRow
+			)
+			if err := rows.Scan(&k[0], &k[1], &aud, &h.latest, &h.hash); err != nil {
+				return err
+			}
+			h.audience = models.Audience(aud)
+			heads[k] = h
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: publish: %w", err)
+	}
+	return heads, nil
+}
+
+// keysSeen returns which of keys were used within the replay window (the
+// expired ones are pruned already), with the seq of their first result.
+func (s *Store) keysSeen(ctx context.Context, tx *sql.Tx, keys []string) (map[string]int64, error) {
+	seen := map[string]int64{}
+	err := s.chunked(len(keys), func(lo, hi int) error {
+		query, args := `SELECT key, seq FROM idempotency WHERE key = ANY($1::text[])`, []any{keys[lo:hi]}
+		if !s.arrays() {
+			query, args = `SELECT key, seq FROM idempotency WHERE key IN (`+placeholders(hi-lo)+`)`, nil
+			for _, k := range keys[lo:hi] {
+				args = append(args, k)
+			}
+		}
+		rows, err := s.queryTxPrepared(ctx, tx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				k   string
+				seq int64
+			)
+			if err := rows.Scan(&k, &seq); err != nil {
+				return err
+			}
+			seen[k] = seq
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: publish: %w", err)
+	}
+	return seen, nil
+}
+
+// replayedSeq is the first result of a replayed idempotency key: the
+// version with seq.
+func (s *Store) replayedSeq(ctx context.Context, tx *sql.Tx, seq int64) (PublishResult, error) {
+	row := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
+		ON f.patient = v.patient AND f.domain = v.domain WHERE v.seq = ?`), seq)
+	r, err := s.scanVersion(ctx, row)
+	if err != nil {
+		return PublishResult{}, fmt.Errorf("store: publish: replay: %w", err)
+	}
+	return PublishResult{Version: r.v, Created: r.v.N == 1, Replayed: true, Seq: seq}, nil
+}
+
+// signHeads signs the chain head of each new version (P-26), spreading
+// the signatures of a large batch over the cores: they are most of the
+// CPU a batch spends holding the write lock.
+func (s *Store) signHeads(rows []versionRow) {
+	sign := func(r *versionRow) { r.headSig, r.headKey = s.sign(chainHeadPreimage(r.v.URI(), r.v.Hash)) }
+	workers := min(runtime.GOMAXPROCS(0), len(rows)/4)
+	if workers < 2 {
+		for i := range rows {
+			sign(&rows[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(rows); i += workers {
+				sign(&rows[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+type versionRow struct {
+	seq              int64
+	v                models.Version
+	stored           []byte
+	sealed           bool
+	headSig, headKey string
+}
+
+type keyRow struct {
+	key string
+	at  int64
+	seq int64
+}
+
+type auditTail struct {
+	count int64
+	last  string
+}
+
+// batchWrites is everything a batch writes, table by table.
+type batchWrites struct {
+	versions []versionRow
+	newFacts []models.Version // version 1: a new facts row
+	moved    []models.Version // facts whose latest moves to v.N
+	keys     []keyRow
+	audits   []AuditEntry
+}
+
+// writeBatch writes w: on Postgres one statement per table, the rows
+// passed as arrays (unnest); on SQLite multi-row VALUES statements.
+func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, w batchWrites) error {
+	exec := func(what, arrays, values string, n, cols int, row func(i int) []any) error {
+		err := s.chunked(n, func(lo, hi int) error {
+			if s.arrays() {
+				cs := make([][]any, cols)
+				for i := lo; i < hi; i++ {
+					for c, v := range row(i) {
+						cs[c] = append(cs[c], v)
+					}
+				}
+				args := make([]any, cols)
+				for c := range cs {
+					args[c] = typedArray(cs[c])
+				}
+				_, err := s.execPrepared(ctx, tx, arrays, args...)
+				return err
+			}
+			args := make([]any, 0, cols*(hi-lo))
+			for i := lo; i < hi; i++ {
+				args = append(args, row(i)...)
+			}
+			_, err := s.execPrepared(ctx, tx, strings.Replace(values, "VALUES", "VALUES "+rowsOf(hi-lo, cols), 1), args...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store: publish: %s: %w", what, err)
+		}
+		return nil
+	}
+	if err := exec("versions", `INSERT INTO versions
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::bytea[], $7::integer[], $8::text[], $9::text[],
+		$10::bigint[], $11::bigint[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::text[])`,
+		`INSERT INTO versions
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
+		VALUES`, len(w.versions), 16, func(i int) []any {
+			r := w.versions[i]
+			v := r.v
+			return []any{r.seq, v.Patient, v.Domain, v.N, string(v.Audience), r.stored, sqlBool(r.sealed), v.AuthorID, v.AuthorLabel,
+				v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, r.headSig, r.headKey}
+		}); err != nil {
+		return err
+	}
+	if err := exec("facts", `INSERT INTO facts (patient, domain, audience, latest)
+		SELECT p, d, a, 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS t(p, d, a)`,
+		`INSERT INTO facts (patient, domain, audience, latest) SELECT column1, column2, column3, 1 FROM (VALUES)`,
+		len(w.newFacts), 3, func(i int) []any {
+			v := w.newFacts[i]
+			return []any{v.Patient, v.Domain, string(v.Audience)}
+		}); err != nil {
+		return err
+	}
+	if err := exec("facts", `UPDATE facts SET latest = m.n FROM unnest($1::text[], $2::text[], $3::integer[]) AS m(patient, domain, n)
+		WHERE facts.patient = m.patient AND facts.domain = m.domain`,
+		`UPDATE facts SET latest = m.column3 FROM (VALUES) AS m WHERE facts.patient = m.column1 AND facts.domain = m.column2`,
+		len(w.moved), 3, func(i int) []any {
+			v := w.moved[i]
+			return []any{v.Patient, v.Domain, v.N}
+		}); err != nil {
+		return err
+	}
+	if err := exec("idempotency key", `INSERT INTO idempotency (key, at_ms, seq) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`,
+		`INSERT INTO idempotency (key, at_ms, seq) VALUES`, len(w.keys), 3, func(i int) []any {
+			k := w.keys[i]
+			return []any{k.key, k.at, k.seq}
+		}); err != nil {
+		return err
+	}
+	return exec("audit", `INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, count, last_at, mac)
+		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::bigint[], $10::bigint[], $11::text[])`,
+		`INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, count, last_at, mac) VALUES`,
+		len(w.audits), 11, func(i int) []any {
+			e := w.audits[i]
+			return []any{e.Seq, e.At.UnixMilli(), e.Actor, e.URI, e.Outcome, string(e.Reason), e.Via, e.Author, e.Count, msOrZero(e.LastAt), e.MAC}
+		})
+}
+
+// arrays reports whether the backend takes a batch's rows as arrays
+// (Postgres: unnest) rather than as multi-row VALUES (SQLite).
+func (s *Store) arrays() bool { return s.d.name() == "postgres" }
+
+// typedArray turns one column of values into a slice of their type, which
+// the Postgres driver sends as an array.
+func typedArray(col []any) any {
+	if len(col) == 0 {
+		return []string{}
+	}
+	switch col[0].(type) {
+	case int64:
+		return collect[int64](col)
+	case int:
+		return collect[int](col)
+	case float64:
+		return collect[float64](col)
+	case []byte:
+		return collect[[]byte](col)
+	default:
+		return collect[string](col)
+	}
+}
+
+func collect[T any](col []any) []T {
+	out := make([]T, len(col))
+	for i, v := range col {
+		out[i] = v.(T)
+	}
+	return out
+}
+
+// chunked calls f on consecutive ranges covering [0, n): on Postgres one
+// range (arrays carry any number of rows); on SQLite ranges of 32, 16, 8,
+// 4, 2 or 1 rows, largest first, so a statement comes in six shapes only
+// and the prepared-statement cache stays small.
+func (s *Store) chunked(n int, f func(lo, hi int) error) error {
+	if n == 0 {
+		return nil
+	}
+	if s.arrays() {
+		return f(0, n)
+	}
+	for lo := 0; lo < n; {
+		size := batchChunk
+		for size > n-lo {
+			size /= 2
+		}
+		if err := f(lo, lo+size); err != nil {
+			return err
+		}
+		lo += size
+	}
+	return nil
+}
+
+// rowsOf is n rows of cols placeholders: "(?, ?), (?, ?)".
+func rowsOf(n, cols int) string { return rowsOfWith(n, "("+placeholders(cols)+")") }
+
+func rowsOfWith(n int, row string) string {
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }

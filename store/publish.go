@@ -225,33 +225,6 @@ func sameFields(v models.Version, in PublishInput) bool {
 		v.StaleAfter.Equal(in.StaleAfter) && v.Priority == in.Priority
 }
 
-// checkHead confirms, inside tx (holding the write lock), that in's fact
-// still has the head pl was planned against; errHeadMoved if not. An
-// audience change committed meanwhile is ErrAudienceChange (P-3).
-func (s *Store) checkHead(ctx context.Context, tx *sql.Tx, in PublishInput, pl plan) error {
-	var (
-		audience, hash string
-		latest         int
-	)
-	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT f.audience, f.latest, v.hash FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
-		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain).Scan(&audience, &latest, &hash)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if pl.found {
-			return errHeadMoved
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("store: publish: %w", err)
-	case models.Audience(audience) != in.Audience:
-		return ErrAudienceChange
-	case !pl.found || latest != pl.head.v.N || hash != pl.head.v.Hash:
-		return errHeadMoved
-	}
-	return nil
-}
-
 // appendVersion chains and inserts version n+1 of in's fact, written at
 // writtenAt, inside tx (which holds the write lock), sealing under the
 // lock. The audience check comes first, before any statement that changes
@@ -280,24 +253,8 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 // insertVersionAt is insertVersion with the version's sequence number seq
 // (MAX(seq)+1 under the write lock, allocated by the caller).
 func (s *Store) insertVersionAt(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan, seq int64) (models.Version, error) {
-	latest, prevHash := 0, ""
-	if pl.found {
-		latest, prevHash = pl.head.v.N, pl.head.v.Hash
-	}
-	v := models.Version{
-		Patient:     in.Patient,
-		Domain:      in.Domain,
-		N:           latest + 1,
-		Audience:    in.Audience,
-		Value:       in.Value,
-		AuthorID:    in.AuthorID,
-		AuthorLabel: in.AuthorLabel,
-		WrittenAt:   writtenAt.UTC().Truncate(time.Millisecond),
-		StaleAfter:  in.StaleAfter,
-		Priority:    in.Priority,
-		PrevHash:    prevHash,
-	}
-	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
+	v := s.nextVersion(in, writtenAt, pl)
+	latest := v.N - 1
 	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
 	stored, sealed := pl.stored, pl.sealed
 	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
@@ -321,32 +278,28 @@ func (s *Store) insertVersionAt(ctx context.Context, tx *sql.Tx, in PublishInput
 	return v, nil
 }
 
-// replayedKey returns the first result for key if it was used within the
-// replay window (the batch prunes expired keys first).
-func (s *Store) replayedKey(ctx context.Context, tx *sql.Tx, key string) (PublishResult, bool, error) {
-	var seq int64
-	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ?`), key).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return PublishResult{}, false, nil
+// nextVersion is version head+1 of in's fact as pl planned it, written at
+// writtenAt, chained to pl's head and hashed (P-5).
+func (s *Store) nextVersion(in PublishInput, writtenAt time.Time, pl plan) models.Version {
+	latest, prevHash := 0, ""
+	if pl.found {
+		latest, prevHash = pl.head.v.N, pl.head.v.Hash
 	}
-	if err != nil {
-		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
+	v := models.Version{
+		Patient:     in.Patient,
+		Domain:      in.Domain,
+		N:           latest + 1,
+		Audience:    in.Audience,
+		Value:       in.Value,
+		AuthorID:    in.AuthorID,
+		AuthorLabel: in.AuthorLabel,
+		WrittenAt:   writtenAt.UTC().Truncate(time.Millisecond),
+		StaleAfter:  in.StaleAfter,
+		Priority:    in.Priority,
+		PrevHash:    prevHash,
 	}
-	row := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
-		ON f.patient = v.patient AND f.domain = v.domain WHERE v.seq = ?`), seq)
-	r, err := s.scanVersion(ctx, row)
-	if err != nil {
-		return PublishResult{}, false, fmt.Errorf("store: publish: replay: %w", err)
-	}
-	return PublishResult{Version: r.v, Created: r.v.N == 1, Replayed: true, Seq: seq}, true, nil
-}
-
-func (s *Store) rememberKey(ctx context.Context, tx *sql.Tx, key string, now time.Time, seq int64) error {
-	_, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO idempotency (key, at_ms, seq) VALUES (?, ?, ?)`), key, now.UnixMilli(), seq)
-	if err != nil {
-		return fmt.Errorf("store: publish: idempotency key: %w", err)
-	}
-	return nil
+	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
+	return v
 }
 
 func msOrZero(t time.Time) int64 {

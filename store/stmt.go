@@ -50,6 +50,15 @@ func (s *Store) queryPrepared(ctx context.Context, query string, args ...any) (*
 	return st.QueryContext(ctx, args...)
 }
 
+// queryTxPrepared runs query in tx through its cached prepared statement.
+func (s *Store) queryTxPrepared(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+}
+
 // execPrepared runs query in tx through its cached prepared statement.
 func (s *Store) execPrepared(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
 	st, err := s.prepared(ctx, query)

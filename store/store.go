@@ -70,7 +70,7 @@ type Store struct {
 	// factMu stripes serialize this process's Publishes per fact (see
 	// Publish), taken before writeMu and never while holding it.
 	factMu [factLocks]sync.Mutex
-	links linkCache // LinkedPatient's answers on SQLite (linkcache.go)
+	links  linkCache // LinkedPatient's answers on SQLite (linkcache.go)
 
 	// group queues Publishes for the write lock: those that reach it
 	// together commit together (group.go), taken before writeMu.
