@@ -148,6 +148,12 @@ type fakeCare struct {
 	offered  map[int64]bool // Offered ids
 	discard  bool           // MarkHeard records nothing (benchmarks)
 	delay    time.Duration  // MarkHeard waits this long first (widens races)
+
+	// together, when > 0, holds each Turn until that many are in flight at
+	// once (or 5 s pass): whether concurrent turns of one patient overlap.
+	together int
+	inFlight atomic.Int64
+	overlap  atomic.Int64 // the most Turns in flight at once
 }
 
 type heardCall struct {
@@ -161,6 +167,16 @@ type heardCall struct {
 // failFact fails the whole turn, naming the pending retractions).
 func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, error) {
 	f.calls.Add(1)
+	if f.together > 0 {
+		n := f.inFlight.Add(1)
+		for m := f.overlap.Load(); n > m && !f.overlap.CompareAndSwap(m, n); m = f.overlap.Load() {
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for f.overlap.Load() < int64(f.together) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		defer f.inFlight.Add(-1)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failFact != nil {
