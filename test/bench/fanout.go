@@ -13,6 +13,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -123,10 +125,16 @@ func (c *mcpClient) open(ctx context.Context) (*session, error) {
 // memory reads the server's heap and stack in use after a GC
 // (/debug/pprof/heap?gc=1&debug=1 on the admin listener, --admin-pprof).
 func memory(ctx context.Context, admin string) (uint64, error) {
+	heap, stack, err := memoryParts(ctx, admin)
+	return heap + stack, err
+}
+
+// memoryParts is memory split into heap in use and stacks in use.
+func memoryParts(ctx context.Context, admin string) (heap, stack uint64, err error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/pprof/heap?gc=1&debug=1", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -138,12 +146,11 @@ func memory(ctx context.Context, admin string) (uint64, error) {
 		n, _ := strconv.ParseUint(string(m[1]), 10, 64)
 		return n
 	}
-	heap := get(`# HeapInuse = (\d+)`)
-	stack := get(`# Stack = (\d+) /`)
+	heap, stack = get(`# HeapInuse = (\d+)`), get(`# Stack = (\d+) /`)
 	if heap == 0 {
-		return 0, errors.New("no HeapInuse in the heap profile (is --admin-pprof on?)")
+		return 0, 0, errors.New("no HeapInuse in the heap profile (is --admin-pprof on?)")
 	}
-	return heap + stack, nil
+	return heap, stack, nil
 }
 
 func signedWrite(ctx context.Context, base, value string) error {
@@ -192,7 +199,7 @@ func fanOut(ctx context.Context, o options, fig *Figures) error {
 		}
 		clients = append(clients, &mcpClient{base: s.URL, tok: tok, post: post, get: get})
 	}
-	before, err := memory(ctx, s.AdminURL)
+	heap0, stack0, err := memoryParts(ctx, s.AdminURL)
 	if err != nil {
 		return err
 	}
@@ -220,13 +227,39 @@ func fanOut(ctx context.Context, o options, fig *Figures) error {
 		return fmt.Errorf("opening sessions: %w", err)
 	}
 	time.Sleep(500 * time.Millisecond) // the GET streams are registered
-	after, err := memory(ctx, s.AdminURL)
+	heap1, stack1, err := memoryParts(ctx, s.AdminURL)
 	if err != nil {
 		return err
 	}
-	fig.IdleKiB = float64(int64(after)-int64(before)) / float64(o.fanout) / 1024
+	perKiB := func(a, b uint64) float64 { return float64(int64(b)-int64(a)) / float64(o.fanout) / 1024 }
+	fig.IdleKiB = perKiB(heap0+stack0, heap1+stack1)
+	fmt.Printf("    per idle session: heap %.1f KiB + goroutine stacks %.1f KiB\n", perKiB(heap0, heap1), perKiB(stack0, stack1))
+	if dir := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); dir != "" { // heap and goroutines of the idle sessions
+		for _, p := range []string{"heap", "goroutine"} {
+			if resp, err := http.Get(s.AdminURL + "/debug/pprof/" + p); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				_ = os.WriteFile(filepath.Join(dir, "fanout-"+p+".prof"), b, 0o644)
+			}
+		}
+	}
 	// Prime: one revision every session must see (the streams are open).
 	var lat []time.Duration
+	var cpu []byte
+	profDone := make(chan struct{})
+	if dir := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); dir != "" { // CPU of the fan-out
+		go func() {
+			defer close(profDone)
+			if resp, err := http.Get(s.AdminURL + "/debug/pprof/profile?seconds=5"); err == nil {
+				cpu, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				_ = os.WriteFile(filepath.Join(dir, "fanout-cpu.prof"), cpu, 0o644)
+			}
+		}()
+	} else {
+		close(profDone)
+	}
+	defer func() { <-profDone }()
 	for r := -1; r < o.fanRevs; r++ {
 		t0 := time.Now()
 		if err := signedWrite(ctx, s.URL, fmt.Sprintf("Fan-out revision %d at %s: walk as tolerated.", r, t0.Format(time.RFC3339Nano))); err != nil {
