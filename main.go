@@ -27,6 +27,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -104,7 +105,7 @@ func commands() []command {
 		{cli.Command{Name: "token", Synopsis: "unsay token --patient P --scope S [--scope S…] [--sub NAME] [flags]",
 			Summary: "Mint a development bearer token (HS256) for a server and print it.",
 			Secrets: []cli.Secret{secretToken}}, cmdToken},
-		{cli.Command{Name: "write", Synopsis: `unsay write --patient P --domain D --value "TEXT" --author ID --author-label "NAME, ROLE" [flags]`,
+		{cli.Command{Name: "write", Synopsis: `unsay write --patient P --domain D --value "TEXT" --author ID --author-label "NAME, ROLE" [--audio clip.mp3] [flags]`,
 			Summary: "Sign a clinician's revision and POST it to a server's /write; print what was saved and what Ray will hear.",
 			Secrets: []cli.Secret{secretWrite}}, cmdWrite},
 		{cli.Command{Name: "link", Synopsis: "unsay link --patient P [flags]",
@@ -803,8 +804,17 @@ func cmdWrite(ctx context.Context, args []string) error {
 	staleAfter := fs.String("stale-after", "", "RFC 3339 time, or a duration from now (72h), after which the fact is stale")
 	priority := fs.String("priority", "", "0…1, a hint for hosts")
 	asJSON := fs.Bool("json", false, "print the server's JSON answer instead of a sentence")
+	audioFile := fs.String("audio", "", "a clip the fact carries (.mp3 or .wav, at most 1 MiB; a speakable one must be an MP3 Alexa plays); --value describes it")
+	audioType := fs.String("audio-type", "", "the clip's MIME type (audio/mpeg or audio/wav); default from the file's extension")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
+	}
+	if *audioFile != "" {
+		clip, typ, err := readClip(*audioFile, *audioType)
+		if err != nil {
+			return usageErr("write", "--audio %s: %v", *audioFile, err)
+		}
+		req.Audio, req.AudioType = base64.StdEncoding.EncodeToString(clip), typ
 	}
 	for _, f := range []struct{ name, v, example string }{
 		{"patient", req.Patient, "--patient ray"}, {"domain", req.Domain, "--domain weight_bearing"},
@@ -868,6 +878,35 @@ func cmdWrite(ctx context.Context, args []string) error {
 	}
 }
 
+// readClip reads the --audio file, at most models.MaxAudioBytes, and its
+// MIME type: typ if given, else from the extension (.mp3, .wav). The
+// server checks the container (store.Validate).
+func readClip(path, typ string) ([]byte, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, models.MaxAudioBytes+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(b) > models.MaxAudioBytes {
+		return nil, "", fmt.Errorf("a clip may be at most %d bytes (1 MiB)", models.MaxAudioBytes)
+	}
+	if typ == "" {
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".mp3":
+			typ = models.AudioMPEG
+		case ".wav", ".wave":
+			typ = models.AudioWAV
+		default:
+			return nil, "", errors.New("cannot tell its type from the name: add --audio-type audio/mpeg or audio/wav")
+		}
+	}
+	return b, typ, nil
+}
+
 // writeSentence says what an accepted write did, for a person.
 func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 	var r httpapi.WriteResponse
@@ -879,6 +918,9 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 		fact = fact[:i]
 	}
 	who := capitalize(req.Patient)
+	if a := r.Audio; a != nil && !r.Unchanged && !r.Replayed {
+		fact += fmt.Sprintf(" (a %.1f s %s clip)", float64(a.DurationMs)/1000, a.MIMEType)
+	}
 	switch {
 	case r.Unchanged:
 		return fmt.Sprintf("unchanged: %s is already version %d with these words; nothing was saved\n", fact, r.Version)

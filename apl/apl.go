@@ -61,6 +61,8 @@ const (
 const (
 	ArgTick         = "tick"
 	ArgWhatsChanged = "whats_changed"
+	// ArgPlayClip: the care card's play button (CareCard.ClipButton).
+	ArgPlayClip = "play_clip"
 	// TickMillis is the care and retraction cards' tick period in milliseconds.
 	TickMillis = 5000
 )

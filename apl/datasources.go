@@ -24,6 +24,10 @@ type CareRow struct {
 type CareCard struct {
 	Title string // "Your care notes"
 	Rows  []CareRow
+	// ClipButton labels the card's play button ("Play the exercise count");
+	// "" draws none. Set only when the skill can play a clip now (an
+	// https URL Alexa fetches); pressing it sends SendEvent [ArgPlayClip].
+	ClipButton string
 }
 
 // StaleNote is the marker a stale row carries on the care card; it says what
@@ -69,15 +73,17 @@ type careData struct {
 	Title      string        `json:"title"`
 	Rows       []careRowData `json:"rows"`
 	ButtonText string        `json:"buttonText"`
+	ClipButton string        `json:"clipButton"`
 }
 
 // CareDatasource returns the datasources object for Care(): {"care": {title,
-// rows[{topic, text, byline, stale, staleNote}], buttonText}}, every string
+// rows[{topic, text, byline, stale, staleNote}], buttonText, clipButton}}, every string
 // markup-escaped and each text clipped to MaxCardTextRunes. Rows are in the
 // order the skill speaks them (SpeakingOrder), so the walking instruction is
 // never below the fold.
 func CareDatasource(c CareCard) map[string]any {
-	d := careData{Title: EscapeText(c.Title), ButtonText: EscapeText(WhatsChangedLabel), Rows: make([]careRowData, 0, len(c.Rows))}
+	d := careData{Title: EscapeText(c.Title), ButtonText: EscapeText(WhatsChangedLabel), ClipButton: EscapeText(c.ClipButton),
+		Rows: make([]careRowData, 0, len(c.Rows))}
 	for _, r := range SpeakingOrder(c.Rows) {
 		row := careRowData{
 			Topic:  EscapeText(r.Topic),

@@ -101,7 +101,9 @@ type Config struct {
 	KeepAlive time.Duration
 	// MaxSessionsPerPrincipal caps the open MCP sessions of one principal
 	// (subject, patients and scopes); 0 means DefaultMaxSessionsPerPrincipal
-	// (32), negative means no cap.
+	// (32), negative means no cap. At the cap an initialize ends the
+	// principal's least-recently-used idle session; it is refused 429 only
+	// when none is idle.
 	MaxSessionsPerPrincipal int
 	// StreamQueueBytes bounds what each response stream has queued and not
 	// yet written (P-25); 0 means DefaultStreamQueueBytes (64 KiB).
@@ -130,6 +132,13 @@ type Config struct {
 	WhatsChangedLimit int
 	// Version is the implementation version reported in initialize; "" means "dev".
 	Version string
+	// AudioURLKey keys the signed clip URLs (GET /audio/{token}, audio.go);
+	// every instance behind one public URL needs the same key. Empty: a
+	// random key per process (URLs then work on the instance that minted them).
+	AudioURLKey []byte
+	// AudioURLTTL is how long a minted clip URL is served; 0 means
+	// DefaultAudioURLTTL (5 minutes).
+	AudioURLTTL time.Duration
 }
 
 // Extra carries the optional pieces the lead wires in from other packages.
@@ -154,6 +163,9 @@ type Extra struct {
 	// Routes mounts more routes behind the Host and Origin checks (the
 	// embedded authorization server, bridge/oauth). Nil mounts none.
 	Routes func(r chi.Router)
+	// Delivery is the heard ledger behind the care-delivery:// resources
+	// (delivery.go; the speech principal). Nil: every such URI is not found.
+	Delivery DeliverySource
 }
 
 // ErrConfig wraps every configuration error New returns.

@@ -10,11 +10,13 @@
 // to one *mcp.Server (github.com/modelcontextprotocol/go-sdk v1.8.0) over
 // stateful Streamable HTTP, protocol 2025-11-25. Both expose every care
 // fact the caller's principal may read as a resource, plus the device card
-// ui://unsay/echo (P-16); the tool whats_changed; the prompt brief_carer
-// (P-10); resources/updated and resources/list_changed driven by the
-// store's change feed (P-8, P-9). The stateful path adds
-// notifications/message and a resumable event store that re-authorizes
-// every replayed frame (P-2, P-9).
+// ui://unsay/echo (P-16), the MCP Apps view of both tools; the tools
+// whats_changed and care_instruction (tools_alexaplus.go: shaped for
+// Alexa+, withdrawal first, the whole answer in the text block for a
+// 2025-03-26 host); the prompt brief_carer (P-10); resources/updated and
+// resources/list_changed driven by the store's change feed (P-8, P-9). The
+// stateful path adds notifications/message and a resumable event store
+// that re-authorizes every replayed frame (P-2, P-9).
 //
 // On the stateful path the SDK's defaults are wrong for Unsay in several
 // places, so this package replaces them in receiving and sending
@@ -34,7 +36,8 @@
 //     patients and scopes (principalKey): any other token is refused 403 on
 //     POST, GET and DELETE before the SDK runs, whose own subject-and-
 //     patients check (TokenInfo.UserID = auth.SessionUserID) stays behind
-//     it (P-21); one principal holds at most MaxSessionsPerPrincipal;
+//     it (P-21); one principal holds at most MaxSessionsPerPrincipal, a
+//     newer initialize ending its least-recently-used idle session;
 //   - every response is written through a StreamWriter (stream.go): a
 //     bounded queue drained by its own goroutine, each write under a
 //     deadline, so no client delays another; a standalone stream that

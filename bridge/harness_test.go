@@ -52,6 +52,12 @@ type harnessOpt func(*Config)
 
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
+	return newHarnessExtra(t, Extra{}, opts...)
+}
+
+// newHarnessExtra is newHarness with the optional pieces in extra.
+func newHarnessExtra(t testing.TB, extra Extra, opts ...harnessOpt) *harness {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "unsay.db"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -82,7 +88,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv, err = New(ctx, cfg, st, v, api, Extra{})
+	srv, err = New(ctx, cfg, st, v, api, extra)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -26,6 +26,8 @@ func (s *Server) routes() chi.Router {
 		http.HandlerFunc(s.routeMCP))
 	r.Handle("/mcp", mcpChain)
 
+	r.Get(audioPath+"{token}", s.serveAudio) // signed clip URLs (audio.go)
+	r.Head(audioPath+"{token}", s.serveAudio)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyzPublic)
 

@@ -305,33 +305,113 @@ func TestWhatsChanged_ALargeWindowIsBounded(t *testing.T) {
 	}
 }
 
-// TestSessions_CappedPerPrincipal: one principal may hold
-// MaxSessionsPerPrincipal sessions; the next initialize is 429 with
-// Retry-After. Twin: another principal is not affected, and once one
-// session is ended (DELETE) the first may open another.
-func TestSessions_CappedPerPrincipal(t *testing.T) {
+// TestSessions_CappedPerPrincipalOnlyWhenEverySessionIsLive: one principal
+// may hold MaxSessionsPerPrincipal sessions; when each of them has a
+// request or stream open, the next initialize is 429 with Retry-After.
+// Twins: another principal is not affected; once one session is ended
+// (DELETE) the first may open another; and once one stream closes, an
+// initialize is served by ending that idle session instead.
+func TestSessions_CappedPerPrincipalOnlyWhenEverySessionIsLive(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxSessionsPerPrincipal = 3 })
 	tok := h.token("host", userScopes)
 	var sids []string
+	var cancels []func()
 	for range 3 {
-		sids = append(sids, h.rawInit(tok))
+		sid := h.rawInit(tok)
+		_, status, cancel := h.openStream(tok, sid, "")
+		if status != http.StatusOK {
+			t.Fatalf("GET stream: %d", status)
+		}
+		sids, cancels = append(sids, sid), append(cancels, cancel)
+	}
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	for _, sid := range sids {
+		waitUntil(t, func() bool { st := h.srv.sessions.get(sid); return st != nil && st.attached() })
 	}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	r := h.do("POST", "/mcp", tok, nil, init)
 	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "3 open MCP sessions") {
-		t.Errorf("a fourth session: %d %q %s, want 429 naming the limit with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
+		t.Errorf("a fourth session with three live ones: %d %q %s, want 429 naming the limit with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
 	}
 	// The same subject with other scopes is another principal.
 	if sid := h.rawInit(h.token("host", dualScopes)); sid == "" {
 		t.Error("another principal was refused")
 	}
 	hdr := map[string]string{"Mcp-Session-Id": sids[0], "MCP-Protocol-Version": ProtocolVersion}
+	cancels[0]()
 	if r := h.do("DELETE", "/mcp", tok, hdr, ""); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", r.status)
 	}
 	waitUntil(t, func() bool { return h.srv.sessions.get(sids[0]) == nil })
-	if sid := h.rawInit(tok); sid == "" {
-		t.Error("no session after one was ended")
+	fourth := h.rawInit(tok)
+	// Now the three are sids[1], sids[2] (live) and fourth (idle). Closing
+	// sids[1]'s stream leaves two idle: the least recently used goes.
+	cancels[1]()
+	waitUntil(t, func() bool { st := h.srv.sessions.get(sids[1]); return st != nil && !st.attached() && st.idle() })
+	h.rawCall(tok, sids[1], 2, "ping", "{}") // sids[1] is now used after fourth
+	h.rawInit(tok)
+	if r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": fourth, "MCP-Protocol-Version": ProtocolVersion},
+		`{"jsonrpc":"2.0","id":3,"method":"ping","params":{}}`); r.status != http.StatusNotFound {
+		t.Errorf("the least recently used idle session after an initialize at the cap: %d %s, want 404", r.status, r.body)
+	}
+	if m := h.rawCall(tok, sids[1], 4, "ping", "{}"); m["error"] != nil {
+		t.Errorf("the more recently used session was ended too: %v", m)
+	}
+}
+
+// TestSessions_AtTheCapTheLeastRecentlyUsedIdleSessionMakesRoom: Alexa+
+// may open a 2025-11-25 session per conversation and never send DELETE;
+// at the cap the principal was refused 429 for up to 30 minutes. Now an
+// initialize at the cap ends the principal's least-recently-used session
+// that has no request or stream open: that session answers 404 (its
+// client initializes again, and can), the others keep working, a session
+// with a live stream is never the one ended, and the ending is counted
+// (unsay_mcp_sessions_closed_total{reason="evicted"}).
+func TestSessions_AtTheCapTheLeastRecentlyUsedIdleSessionMakesRoom(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxSessionsPerPrincipal = 3 })
+	tok := h.token("alexa-plus", userScopes)
+	ping := func(sid string, id int) int {
+		return h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion},
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping","params":{}}`, id)).status
+	}
+	a, b, c := h.rawInit(tok), h.rawInit(tok), h.rawInit(tok)
+	_, status, cancel := h.openStream(tok, a, "") // a, the oldest, is live
+	if status != http.StatusOK {
+		t.Fatalf("GET stream: %d", status)
+	}
+	defer cancel()
+	waitUntil(t, func() bool { return h.srv.sessions.get(a).attached() })
+	if st := ping(b, 1); st != http.StatusOK { // b used after c: c is the least recently used idle one
+		t.Fatalf("ping b: %d", st)
+	}
+	before := counterValue(h.srv.metrics.sessionsClosed.WithLabelValues(closedEvicted))
+	d := h.rawInit(tok)
+	if st := ping(c, 2); st != http.StatusNotFound {
+		t.Errorf("c, least recently used and idle: %d after an initialize at the cap, want 404", st)
+	}
+	for _, tc := range []struct{ name, sid string }{{"a (live stream)", a}, {"b (used later)", b}, {"d (new)", d}} {
+		if st := ping(tc.sid, 3); st != http.StatusOK { // in this order: b is now used before d
+			t.Errorf("%s: %d, want 200", tc.name, st)
+		}
+	}
+	if got := counterValue(h.srv.metrics.sessionsClosed.WithLabelValues(closedEvicted)); got != before+1 {
+		t.Errorf("evicted counter %v → %v, want one more", before, got)
+	}
+	waitUntil(t, func() bool { return h.srv.sessions.get(c) == nil }) // the SDK closed it too
+	// The ended session's client initializes again, and that ends the next
+	// least recently used idle one (b), never a, whose stream is open.
+	e := h.rawInit(tok)
+	if st := ping(b, 4); st != http.StatusNotFound {
+		t.Errorf("b after another initialize at the cap: %d, want 404", st)
+	}
+	for _, tc := range []struct{ name, sid string }{{"a (live stream)", a}, {"d", d}, {"e", e}} {
+		if st := ping(tc.sid, 5); st != http.StatusOK {
+			t.Errorf("%s: %d, want 200", tc.name, st)
+		}
 	}
 }
 

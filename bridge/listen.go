@@ -210,6 +210,15 @@ func (s *Server) listenable(ctx context.Context, p models.Principal, uris []stri
 			out = append(out, u)
 			continue
 		}
+		if d, ok := parseDeliveryURI(u); ok { // delivery.go: its fact must exist
+			if canSeeDelivery(p, d) {
+				reader := models.Principal{Subject: p.Subject, Scopes: []models.Scope{models.ScopeReadUser}, Patients: []string{d.Patient}}
+				if _, err := s.st.Read(ctx, reader, d.String()); err == nil {
+					out = append(out, u)
+				}
+			}
+			continue
+		}
 		parsed, err := models.ParseURI(u)
 		if err != nil || parsed.Version != 0 || parsed.String() != u || !p.CanReadURI(parsed) {
 			continue

@@ -28,6 +28,7 @@ const (
 	closedOverflow     = "overflow"      // its stream's queue filled up
 	closedWriteTimeout = "write_timeout" // a write to its stream passed its deadline
 	closedKeepAlive    = "keepalive"     // it left keep-alive pings unanswered
+	closedEvicted      = "evicted"       // its principal, at the cap, opened a newer one while it was idle
 )
 
 // serveMCP serves /mcp (2025-11-25, stateful) after the bearer middleware,
@@ -40,10 +41,15 @@ const (
 //     or it is refused 403 before the SDK runs (the SDK's own subject and
 //     patients check, TokenInfo.UserID, stays behind it); such a token's
 //     expiry becomes the session's (a refreshed token extends it);
+//   - a request on a session that was evicted (below) is answered 404, as
+//     the SDK answers for any session it no longer knows: the client
+//     initializes again;
 //   - a request opening a session (a POST without Mcp-Session-Id: an
 //     initialize, on this path; 2026-07-28's stateless requests must be
-//     routed before it) is refused 429 when its principal already holds
-//     maxSessions sessions;
+//     routed before it) when its principal already holds maxSessions
+//     sessions ends the least-recently-used of them that is idle — no
+//     request being served on it, no stream open — and is served; it is
+//     refused 429 only when every one of them is busy;
 //   - every response is written through a StreamWriter (P-25): its own
 //     bounded queue and per-write deadline. A standalone GET stream that
 //     cannot keep up closes its session (serveStandalone); a POST's
@@ -75,23 +81,31 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "Forbidden: this session belongs to another principal", http.StatusForbidden)
 				return
 			}
+			if !s.sessions.begin(st) {
+				http.Error(w, "Not Found: this session was ended to make room for a newer one of the same principal; initialize again", http.StatusNotFound)
+				return
+			}
+			defer s.sessions.end(st)
 			s.sessions.record(sid, p, exp)
 		}
 	case r.Method == http.MethodPost:
-		release, ok := s.sessions.reserve(principalKey(p), s.maxSessions)
+		release, victimID, victim, ok := s.sessions.reserve(principalKey(p), s.maxSessions)
 		if !ok {
 			w.Header().Set("Retry-After", "60")
-			http.Error(w, fmt.Sprintf("Too Many Requests: this principal already has %d open MCP sessions (the limit); end one with DELETE /mcp or let it time out", s.maxSessions),
+			http.Error(w, fmt.Sprintf("Too Many Requests: this principal already has %d open MCP sessions (the limit), each with a request or stream open; end one with DELETE /mcp", s.maxSessions),
 				http.StatusTooManyRequests)
 			return
 		}
 		defer release()
+		if victim != nil {
+			s.evictSession(victimID, victim)
+		}
 	}
 	if r.Method == http.MethodGet && st != nil {
 		s.serveStandalone(w, r, sid, st, p, cancel)
 		return
 	}
-	sw := NewStreamWriter(w, r, s.streamOpts)
+	sw := NewStreamWriter(w, r, s.responseStreamOptions()) // room for one read of the largest clip (audio.go)
 	s.trackStream(sw, true)
 	defer s.trackStream(sw, false)
 	s.mcpHTTP.ServeHTTP(sw, r)
@@ -123,6 +137,9 @@ func (s *Server) serveStandalone(w http.ResponseWriter, r *http.Request, sid str
 	}
 	opts := s.streamOpts
 	var sw *StreamWriter
+	if !standalone {
+		opts = s.responseStreamOptions() // a replayed POST stream may hold a clip's read (audio.go)
+	}
 	if standalone {
 		opts.SendBuffer = s.sendBuffer
 		opts.OnEvent = st.noteDelivered
@@ -171,6 +188,25 @@ func (s *Server) dropSession(sid string, st *sessionState, reason string) {
 	s.metrics.sessionsClosed.WithLabelValues(reason).Inc()
 	s.logger.Warn("MCP session closed: its client is not keeping up; it re-reads on reconnect",
 		"reason", reason, "session", sessionRef(sid))
+	if ss != nil {
+		go func() { _ = ss.Close() }()
+	}
+}
+
+// evictSession ends a session reserve evicted to make room for a newer one
+// of its principal: its pending server-to-client requests are cancelled
+// and the SDK session is closed in the background (the registry forgets it
+// when the SDK reports it closed). Until then serveMCP answers its requests
+// 404, and after that the SDK does: its client initializes again and
+// re-reads what it follows, as after any lost session.
+func (s *Server) evictSession(sid string, st *sessionState) {
+	st.cancel()
+	st.mu.Lock()
+	ss := st.ss
+	st.mu.Unlock()
+	s.metrics.sessionsClosed.WithLabelValues(closedEvicted).Inc()
+	s.logger.Info("MCP session ended: its principal opened a newer one at the cap while it was idle",
+		"session", sessionRef(sid), "limit", s.maxSessions)
 	if ss != nil {
 		go func() { _ = ss.Close() }()
 	}

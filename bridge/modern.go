@@ -179,6 +179,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, listen bool
 			cancel()
 		}
 	} else {
+		opts = s.responseStreamOptions() // room for one read of the largest clip (audio.go)
 		opts.OnFail = func(error) { cancel() }
 	}
 	sw := NewStreamWriter(w, r, opts)
@@ -216,6 +217,7 @@ func (s *Server) newModernServer() *mcp.Server {
 	})
 	srv.AddResource(echoResource(), s.echoHandler)
 	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
+	s.addAlexaPlusTools(srv)
 	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
 	srv.AddReceivingMiddleware(s.receiveModern)
 	srv.AddSendingMiddleware(s.sendModern)

@@ -318,7 +318,12 @@ func TestModern_EveryProbeGetsAModernAnswer(t *testing.T) {
 func TestModern_StatelessRequestsDoNotCountAgainstTheSessionCap(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxSessionsPerPrincipal = 1 })
 	tok := h.token("host", userScopes)
-	h.rawInit(tok)
+	sid := h.rawInit(tok)
+	_, status, cancel := h.openStream(tok, sid, "") // live: never ended to make room
+	if status != http.StatusOK {
+		t.Fatalf("GET stream: %d", status)
+	}
+	defer cancel()
 	for i := range 5 {
 		if st, f := h.modernCall(tok, 10+i, "resources/list", "", "{}"); st != http.StatusOK || f["result"] == nil {
 			t.Fatalf("stateless request %d with the cap reached: HTTP %d %v", i, st, f)
@@ -328,7 +333,7 @@ func TestModern_StatelessRequestsDoNotCountAgainstTheSessionCap(t *testing.T) {
 	if f, _ := ls.next(t); f["method"] != methodAcknowledged {
 		t.Fatalf("listen with the cap reached: %v", f)
 	}
-	// Twin: a second session is still refused.
+	// Twin: a second session is still refused while the first is live.
 	r := h.do("POST", "/mcp", tok, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if r.status != http.StatusTooManyRequests {
 		t.Errorf("second initialize: HTTP %d, want 429", r.status)

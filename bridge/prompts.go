@@ -14,6 +14,17 @@ import (
 // PromptBriefCarer is the name of the carer-handover prompt.
 const PromptBriefCarer = "brief_carer"
 
+// unreadablePatient is brief_carer's answer for a patient the caller may
+// not read speakable facts of — another patient's (P-21), one that does
+// not exist, or any patient for a caller without care.read.user: -32602
+// (MCP prompts/get: invalid arguments) on both eras, with the same message
+// for every cause, naming only the id asked for, so the answer does not
+// tell a caller which patients exist (P-2). Never "there are no
+// instructions", which would be untrue of a patient who has them.
+func unreadablePatient(patient string) error {
+	return invalidParams(fmt.Sprintf("patient %q: no care notes this token may read", patient))
+}
+
 // StalePromptSuffix ends a stale line of brief_carer (P-7).
 const StalePromptSuffix = " — PAST ITS REVIEW DATE, say its age aloud"
 
@@ -32,7 +43,10 @@ func briefCarerPrompt() *mcp.Prompt {
 // care.read.user, even for a caller holding both read scopes, so no code
 // path here can read an assistant-only fact (P-10). Lines carry author and
 // spoken age, latest revision first; a stale line ends with
-// StalePromptSuffix. An invalid patient id is -32602.
+// StalePromptSuffix. An invalid patient id is -32602; so is a patient the
+// narrowed principal may not read (unreadablePatient), whether or not the
+// patient exists. A readable patient with no speakable fact gets a
+// handover that says so.
 func (s *Server) briefCarer(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	patient := ""
 	if req.Params != nil {
@@ -42,6 +56,9 @@ func (s *Server) briefCarer(ctx context.Context, req *mcp.GetPromptRequest) (*mc
 		return nil, invalidParams("patient must be a patient id like ray")
 	}
 	speakable := s.readPrincipal(req).Narrow(models.ScopeReadUser)
+	if !speakable.CanRead(patient, models.AudienceUser) {
+		return nil, unreadablePatient(patient)
+	}
 	facts, err := s.st.List(ctx, speakable)
 	if err != nil {
 		s.logger.ErrorContext(ctx, "brief_carer: store list failed", "err", err)

@@ -166,12 +166,18 @@ func factResource(f models.Fact) *mcp.Resource {
 		roles = []mcp.Role{"assistant"}
 		desc = fmt.Sprintf("Assistant-only context about %s (%s), version %d. Never speak it.", v.Patient, v.Domain, v.N)
 	}
+	mimeType, size := "text/plain", int64(0)
+	if a := v.Audio; a != nil { // an audio fact: its clip's type and size in bytes (the text is its description)
+		mimeType, size = a.MIMEType, int64(a.Size)
+		desc += fmt.Sprintf(" A recording of %.1f s (%s, %d bytes) with its description.", a.Duration.Seconds(), a.MIMEType, a.Size)
+	}
 	return &mcp.Resource{
 		URI:         v.FactURI().String(),
 		Name:        v.Patient + "/" + v.Domain,
 		Title:       v.Patient + " — " + models.Topic(v.Domain),
 		Description: desc,
-		MIMEType:    "text/plain",
+		MIMEType:    mimeType,
+		Size:        size,
 		// Hints only (P-4): no decision ever reads them.
 		Annotations: &mcp.Annotations{
 			Audience:     roles,
@@ -188,6 +194,7 @@ func echoResource() *mcp.Resource {
 		Title:       "Unsay device card",
 		Description: "The Echo Show card: the current instruction, or the retraction to speak first (MCP Apps).",
 		MIMEType:    EchoMIMEType,
+		Meta:        echoUIMeta(),
 	}
 }
 
@@ -293,13 +300,16 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		res := newReadResult(req)
 		res.Contents = []*mcp.ResourceContents{{
 			URI: EchoURI, MIMEType: EchoMIMEType, Text: string(s.echo),
-			Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": false}},
+			Meta: echoUIMeta(),
 		}}
 		res.CacheScope = "private"
 		return res, nil
 	}
+	if isDeliveryURI(uri) {
+		return s.readDelivery(ctx, req, uri) // delivery.go
+	}
 	p := s.readPrincipal(req)
-	rr, err := s.st.Read(ctx, p, uri)
+	rr, err := s.st.ReadAudio(ctx, p, uri) // Read, with an audio fact's clip (audio.go)
 	if err != nil {
 		return nil, notFoundFor(req, uri)
 	}
@@ -322,13 +332,16 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 			m.Retraction = s.retractionSince(ctx, p, v, lastRead, now)
 		}
 		if st, _ := s.sessionOf(req); st != nil {
-			if sr := s.noteRead(st, v, now); lastRead == 0 {
+			if sr := s.noteRead(st, v.WithoutAudioData(), now); lastRead == 0 {
 				m.Retraction = sr
 			}
 		}
 	}
 	res := newReadResult(req)
 	res.Contents = []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text, Meta: mcp.Meta(m.Map())}}
+	if v.Audio != nil {
+		res.Contents = append(res.Contents, s.clipContents(uri, v, m, now)) // audio.go
+	}
 	res.CacheScope = "private"
 	return res, nil
 }
@@ -436,6 +449,9 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	if req.Params != nil {
 		uri = req.Params.URI
 	}
+	if isDeliveryURI(uri) {
+		return s.subscribeDelivery(ctx, req, uri) // delivery.go
+	}
 	if isCareScheme(uri) {
 		u, err := models.ParseURI(uri)
 		if err != nil || u.Version != 0 {
@@ -483,11 +499,15 @@ func isCareScheme(uri string) bool {
 }
 
 // canSeeURI reports whether p may see the unversioned or versioned care
-// URI uri by scheme scope and patient binding; ui://unsay/echo is visible to
-// every principal. A URI that does not parse is not visible (fail closed).
+// URI uri by scheme scope and patient binding, or the delivery-state URI uri
+// (canSeeDelivery); ui://unsay/echo is visible to every principal. A URI
+// that does not parse is not visible (fail closed).
 func canSeeURI(p models.Principal, uri string) bool {
 	if uri == EchoURI {
 		return true
+	}
+	if d, ok := parseDeliveryURI(uri); ok {
+		return canSeeDelivery(p, d) // delivery.go
 	}
 	u, err := models.ParseURI(uri)
 	if err != nil {

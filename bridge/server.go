@@ -31,7 +31,7 @@ import (
 // cannot read (fail closed), never withholds an initialize result.
 const Instructions = `Unsay serves a patient's live care plan, written by his clinicians.
 
-Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong.
+Before you answer any question about his care, call the whats_changed tool (since: the time you last checked, RFC 3339) or re-read the fact's resource. Instructions change, and what you said earlier may now be wrong. To answer about one topic (walking, blood thinner, exercises, who to call), the care_instruction tool gives its current instruction with any withdrawal first.
 
 If a revision or a resource read carries a retraction (the "retraction" field, or _meta "unsay/retraction"), speak that retraction FIRST, word for word, before anything else. It withdraws what was said before.
 
@@ -57,6 +57,7 @@ type Server struct {
 	echo        []byte
 	cursorKey   []byte
 	principalOf func(*sdkauth.TokenInfo) (models.Principal, bool)
+	audio       *audioURLs // signed clip URLs (audio.go)
 
 	mcp     *mcp.Server
 	mcpHTTP *mcp.StreamableHTTPHandler
@@ -173,6 +174,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 	} else if _, err := rand.Read(s.cursorKey); err != nil {
 		return nil, fmt.Errorf("bridge: cursor key: %w", err)
 	}
+	if s.audio, err = newAudioURLs(cfg.AudioURLKey, cfg.AudioURLTTL); err != nil {
+		return nil, err
+	}
 	maxBytes := cfg.EventStoreMaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultEventStoreMaxBytes
@@ -220,6 +224,9 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, api
 		}
 	}()
 	go s.watch(wctx, after)
+	if s.extra.Delivery != nil {
+		go s.watchDelivery(wctx, s.extra.Delivery, after)
+	}
 	if s.keepAlive > 0 {
 		go s.runKeepAlive(wctx, s.keepAlive)
 	}
@@ -243,6 +250,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	// reads of it are answered by readResource like every other URI.
 	srv.AddResource(echoResource(), s.echoHandler)
 	mcp.AddTool(srv, whatsChangedTool(), s.whatsChanged)
+	s.addAlexaPlusTools(srv)
 	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
 	srv.AddReceivingMiddleware(s.receiveMiddleware)
 	srv.AddSendingMiddleware(s.sendFilter)

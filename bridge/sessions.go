@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,8 +18,14 @@ import (
 )
 
 // DefaultMaxSessionsPerPrincipal caps the open MCP sessions of one
-// principal (subject, patients and scopes): 32. An initialize beyond it is
-// answered 429 until one of them is closed (DELETE) or times out.
+// principal (subject, patients and scopes): 32. An initialize beyond it
+// ends the principal's least-recently-used session that is idle — no
+// request being served on it and no standalone stream open — which answers
+// 404 to its next request, so its client initializes again, as MCP asks of
+// every client (2025-11-25, Session Management). A client that opens a
+// session per conversation and never sends DELETE (Alexa+) is thus never
+// refused. Only when every session of the principal has a live request or
+// stream is the initialize answered 429.
 const DefaultMaxSessionsPerPrincipal = 32
 
 // principalKey is the identity a session is bound to: the principal's
@@ -63,6 +70,17 @@ type sessionState struct {
 	mu sync.Mutex
 	// ss is the SDK session (nil until initialize completed).
 	ss *mcp.ServerSession
+	// busy counts the requests on this session being served now (a POST
+	// and its response stream, a GET stream, a DELETE); used is the
+	// registry's tick at the start of the latest one (or at open): the
+	// order in which sessions were last used.
+	busy int
+	used uint64
+	// evicted is set when the session was ended to make room for a newer
+	// one of its principal (sessionRegistry.reserve): it no longer counts
+	// against the cap, and every request on it is answered 404 until the
+	// SDK has closed it.
+	evicted bool
 	// expires is the expiry ("exp") of the latest token of the session's
 	// principal seen on any request: a refreshed token extends it. Once it
 	// has passed the session receives no care notification (see
@@ -174,12 +192,14 @@ func parseEventID(id string) (stream string, idx int, ok bool) {
 }
 
 // sessionRegistry maps MCP session ids to their state, and counts sessions
-// per principal key for the cap. Safe for concurrent use.
+// per principal key for the cap. Safe for concurrent use. Lock order:
+// mu, then a session's mu.
 type sessionRegistry struct {
 	mu       sync.RWMutex
 	m        map[string]*sessionState
-	perKey   map[string]int // open sessions per principal key
+	perKey   map[string]int // open sessions per principal key (evicted ones not counted)
 	reserved map[string]int // initializes in flight per principal key
+	tick     atomic.Uint64  // orders sessions by last use
 }
 
 func newSessionRegistry() *sessionRegistry {
@@ -193,15 +213,25 @@ func (r *sessionRegistry) get(id string) *sessionState {
 	return r.m[id]
 }
 
-// reserve makes room for one more session of the principal key: it fails
-// when the key's open sessions and in-flight reservations already reach
-// limit (limit ≤ 0: no cap). The caller releases the reservation once the
-// initialize request is over (its session, if any, then counts itself).
-func (r *sessionRegistry) reserve(key string, limit int) (release func(), ok bool) {
+// reserve makes room for one more session of the principal key (limit ≤
+// 0: no cap). When the key's open sessions and in-flight reservations
+// already reach limit, it evicts the key's least-recently-used idle
+// session (busy 0, initialized) — marked evicted, no longer counted — and
+// returns it with its id for the caller to close (evictSession); it fails
+// only when none of them is idle. The caller releases the reservation once
+// the initialize request is over (its session, if any, then counts
+// itself).
+func (r *sessionRegistry) reserve(key string, limit int) (release func(), victimID string, victim *sessionState, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if limit > 0 && r.perKey[key]+r.reserved[key] >= limit {
-		return nil, false
+		victimID, victim = r.evictLeastRecentlyUsedIdle(key)
+		if victim == nil {
+			return nil, "", nil, false
+		}
+		if r.perKey[key]--; r.perKey[key] <= 0 {
+			delete(r.perKey, key)
+		}
 	}
 	r.reserved[key]++
 	var once sync.Once
@@ -213,7 +243,67 @@ func (r *sessionRegistry) reserve(key string, limit int) (release func(), ok boo
 				delete(r.reserved, key)
 			}
 		})
-	}, true
+	}, victimID, victim, true
+}
+
+// evictLeastRecentlyUsedIdle marks evicted the session of key that was
+// used longest ago among those initialized, not evicted and with no
+// request being served or stream open, and returns it; nil when there is
+// none. A candidate that a request began on meanwhile is passed over for
+// the next. Requires r.mu.
+func (r *sessionRegistry) evictLeastRecentlyUsedIdle(key string) (string, *sessionState) {
+	idle := func(st *sessionState) bool { return st.ss != nil && !st.evicted && st.busy == 0 && st.stream == nil }
+	skip := map[*sessionState]bool{}
+	for {
+		var id string
+		var best *sessionState
+		var bestUsed uint64
+		for sid, st := range r.m {
+			if st.key != key || skip[st] {
+				continue
+			}
+			st.mu.Lock()
+			ok, used := idle(st), st.used
+			st.mu.Unlock()
+			if ok && (best == nil || used < bestUsed) {
+				id, best, bestUsed = sid, st, used
+			}
+		}
+		if best == nil {
+			return "", nil
+		}
+		best.mu.Lock()
+		ok := idle(best)
+		if ok {
+			best.evicted = true
+		}
+		best.mu.Unlock()
+		if ok {
+			return id, best
+		}
+		skip[best] = true
+	}
+}
+
+// begin records the start of a request on s and reports whether s is
+// still open (false: it was evicted; the request is answered 404). Every
+// begin that returns true is paired with an end.
+func (r *sessionRegistry) begin(s *sessionState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.evicted {
+		return false
+	}
+	s.busy++
+	s.used = r.tick.Add(1)
+	return true
+}
+
+// end records the end of a request begun with begin.
+func (r *sessionRegistry) end(s *sessionState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy--
 }
 
 // open registers a session initialized by p, whose token expires at exp. A
@@ -231,6 +321,7 @@ func (r *sessionRegistry) open(id string, p models.Principal, exp time.Time) *se
 		ctx:       ctx,
 		cancel:    cancel,
 		expires:   exp,
+		used:      r.tick.Add(1),
 		delivered: -1,
 		subs:      make(map[string]struct{}),
 		lastRead:  make(map[string]models.Version),
@@ -250,6 +341,12 @@ func (r *sessionRegistry) close(id string) {
 	}
 	s.cancel()
 	delete(r.m, id)
+	s.mu.Lock()
+	evicted := s.evicted
+	s.mu.Unlock()
+	if evicted {
+		return // no longer counted since it was evicted
+	}
 	if r.perKey[s.key]--; r.perKey[s.key] <= 0 {
 		delete(r.perKey, s.key)
 	}
@@ -295,4 +392,11 @@ func (r *sessionRegistry) len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.m)
+}
+
+// idle reports whether no request is being served on the session.
+func (s *sessionState) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy == 0
 }

@@ -73,11 +73,13 @@ func whatsChangedTool() *mcp.Tool {
 		OutputSchema: whatsChangedOutputSchema(),
 		Name:         ToolWhatsChanged,
 		Title:        "What changed in the care plan",
-		Description: "Call this before answering any care question. Returns every revision written after 'since' that you may read, " +
-			"oldest first, with the previous words and a ready-made retraction. If an entry has a retraction, speak it first, word for word.",
+		Description: "Call this before answering any care question, and when the patient or a carer asks what changed. Returns every revision written after 'since' that you may read, " +
+			"oldest first, with the previous words and a ready-made retraction. Withdraw before you answer: if an entry has a retraction, speak it first, word for word. " +
+			"If an entry is past its review date, say its age aloud.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: boolPtr(false)},
-		// MCP Apps: the UI resource a host may render with this tool's result.
-		Meta: mcp.Meta{"ui": map[string]any{"resourceUri": EchoURI}, "ui/resourceUri": EchoURI},
+		// MCP Apps: the UI resource a host may render with this tool's
+		// result (_meta.ui; the flat "ui/resourceUri" key is deprecated).
+		Meta: mcp.Meta{"ui": map[string]any{"resourceUri": EchoURI}},
 	}
 }
 
@@ -97,18 +99,6 @@ func (s *Server) whatsChangedLimit() int {
 	return DefaultWhatsChangedLimit
 }
 
-// latestPerFact keeps, of versions (oldest first), only each fact's latest
-// one (last: fact → latest version), in the same order.
-func latestPerFact(versions []models.Version, last map[models.URI]int) []models.Version {
-	out := make([]models.Version, 0, len(last))
-	for _, v := range versions {
-		if v.N == last[v.FactURI()] {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // whatsChanged implements the tool: every revision since in.Since readable
 // by the request's principal, oldest first. A malformed or future 'since'
 // is a tool error (isError: true).
@@ -122,31 +112,27 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		return nil, WhatsChangedOutput{}, fmt.Errorf("%w: %s is later than the server clock %s", errSince, since.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	p := s.readPrincipal(req)
-	versions, err := s.st.Since(ctx, p, since)
+	// The store reads at most limit+1 revisions: a longer window comes back
+	// as each fact's latest revision (with its first in the window) and a
+	// count of those left out, so memory is bounded by the answer.
+	limit := s.whatsChangedLimit()
+	win, err := s.st.SinceAtMost(ctx, p, since, limit)
 	if err != nil {
 		s.logger.ErrorContext(ctx, "whats_changed: store since failed", "err", err)
 		return nil, WhatsChangedOutput{}, errors.New("the care store could not be read; try again")
 	}
+	if win.Facts > limit {
+		return nil, WhatsChangedOutput{}, fmt.Errorf("%w: %d facts you may read changed since %s, more than the %d one answer carries; ask again with a later since, or read each fact you need (resources/read carries its retraction)",
+			errWindow, win.Facts, since.UTC().Format(time.RFC3339), limit)
+	}
+	versions, first, omitted := win.Versions, win.First, win.Omitted
 	st, _ := s.sessionOf(req)
 	// One retraction per fact, on its latest revision: it withdraws what the
 	// host last spoke and names the newest words, never a superseded one.
-	first, last := map[models.URI]int{}, map[models.URI]int{}
+	last := map[models.URI]int{}
 	for _, v := range versions {
 		u := v.FactURI()
-		if f, ok := first[u]; !ok || v.N < f {
-			first[u] = v.N
-		}
 		last[u] = max(last[u], v.N)
-	}
-	omitted := 0
-	if limit := s.whatsChangedLimit(); len(versions) > limit {
-		if len(last) > limit {
-			return nil, WhatsChangedOutput{}, fmt.Errorf("%w: %d facts you may read changed since %s, more than the %d one answer carries; ask again with a later since, or read each fact you need (resources/read carries its retraction)",
-				errWindow, len(last), since.UTC().Format(time.RFC3339), limit)
-		}
-		latest := latestPerFact(versions, last)
-		omitted = len(versions) - len(latest)
-		versions = latest
 	}
 	// versionAt returns version n of fact u: from the window itself, or read
 	// once through the partition and remembered (each is needed both as one
@@ -219,7 +205,7 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 		}
 		out.Changes = append(out.Changes, r)
 	}
-	return nil, out, nil
+	return whatsChangedResult(out, since), out, nil
 }
 
 func truncate(s string, n int) string {

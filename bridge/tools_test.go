@@ -3,10 +3,12 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
@@ -144,11 +146,77 @@ func TestBriefCarer_HasNoInternalTextEvenForADualScopeCaller(t *testing.T) {
 	if !strings.HasSuffix(staleLine, StalePromptSuffix) || !strings.Contains(staleLine, "nine days ago") {
 		t.Errorf("stale line %q", staleLine)
 	}
-	if i, j := strings.Index(text, "Audio clip"), strings.Index(text, "Rivaroxaban"); i < 0 || j < 0 || i > j {
+	if i, j := strings.Index(text, "A slow count from one to ten"), strings.Index(text, "Rivaroxaban"); i < 0 || j < 0 || i > j {
 		t.Errorf("lines are not newest first:\n%s", text)
 	}
 	if _, err := dual.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: PromptBriefCarer, Arguments: map[string]string{"patient": "../etc"}}); err == nil {
 		t.Error("an invalid patient id was accepted")
+	}
+}
+
+// TestBriefCarer_APatientTheTokenMayNotReadIsOneInvalidParamsOnBothEras:
+// Ray's token asking for bob's handover was told "There are no speakable
+// instructions on record for this patient" although bob has one — nothing
+// leaked, but a carer was told something untrue. A patient the caller may
+// not read — another patient's (bob, who has a speakable fact), one that
+// does not exist (nobody), or any patient for a token without
+// care.read.user — is one -32602 error on 2025-11-25 and on 2026-07-28,
+// the same message but for the id asked, so absent and forbidden are
+// indistinguishable. The twins: ray's handover for ray's token, and bob's
+// for a token bound to bob, on both eras.
+func TestBriefCarer_APatientTheTokenMayNotReadIsOneInvalidParamsOnBothEras(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	bobFact := storeInput("weight_bearing", models.AudienceUser, "Bob may walk with two sticks.")
+	bobFact.Patient = "bob"
+	if _, err := h.st.Publish(ctx, models.System("test", models.ScopeWrite), bobFact); err != nil {
+		t.Fatal(err)
+	}
+	want := func(patient string) string {
+		return fmt.Sprintf("Invalid params: patient %q: no care notes this token may read", patient)
+	}
+	brief := func(patient string) string {
+		return fmt.Sprintf(`{"name":%q,"arguments":{"patient":%q}}`, PromptBriefCarer, patient)
+	}
+	legacyText := func(tok, patient string) (string, *jsonrpc.Error) {
+		res, err := h.connect(tok).cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: PromptBriefCarer, Arguments: map[string]string{"patient": patient}})
+		if err != nil {
+			return "", wireError(t, err)
+		}
+		return res.Messages[0].Content.(*mcp.TextContent).Text, nil
+	}
+	ray := h.token("carer", userScopes)
+	noSpeakable := h.token("reasoner", []models.Scope{models.ScopeReadAssistant})
+	for _, tc := range []struct {
+		name, tok, patient string
+	}{
+		{"another patient's", ray, "bob"},
+		{"a patient nobody has", ray, "nobody"},
+		{"a token without care.read.user", noSpeakable, "ray"},
+	} {
+		_, we := legacyText(tc.tok, tc.patient)
+		if we == nil || we.Code != jsonrpc.CodeInvalidParams || we.Message != want(tc.patient) {
+			t.Errorf("2025-11-25, %s: %v; want -32602 %q", tc.name, we, want(tc.patient))
+		}
+		st, f := h.modernCall(tc.tok, 1, "prompts/get", PromptBriefCarer, brief(tc.patient))
+		code, msg, _ := errorOf(f)
+		if code != jsonrpc.CodeInvalidParams || msg != want(tc.patient) {
+			t.Errorf("2026-07-28, %s: HTTP %d, %d %q; want -32602 %q", tc.name, st, code, msg, want(tc.patient))
+		}
+	}
+	// The twins: each token's own patient.
+	bob := h.tokenFor("carer", userScopes, time.Hour, "bob")
+	for _, tc := range []struct{ tok, patient, says string }{
+		{ray, "ray", "Partial weight-bearing"},
+		{bob, "bob", "Bob may walk with two sticks."},
+	} {
+		if text, we := legacyText(tc.tok, tc.patient); we != nil || !strings.Contains(text, tc.says) {
+			t.Errorf("2025-11-25 handover for %s: %v\n%s", tc.patient, we, text)
+		}
+		_, f := h.modernCall(tc.tok, 2, "prompts/get", PromptBriefCarer, brief(tc.patient))
+		if b, _ := json.Marshal(f["result"]); f["error"] != nil || !strings.Contains(string(b), tc.says) {
+			t.Errorf("2026-07-28 handover for %s: %v", tc.patient, f)
+		}
 	}
 }
 

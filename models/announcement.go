@@ -17,6 +17,16 @@ type Announcement struct {
 	Again bool
 }
 
+// Offer is an announcement put in a response about to be written to Alexa
+// (P-24): its queue id, its fact (an unversioned care:// URI) and the
+// version of the fact the response speaks. Until the delivery is confirmed
+// Ray may have heard that version, and a later revision withdraws it.
+type Offer struct {
+	ID      int64
+	URI     URI
+	Version int
+}
+
 // URI is the unversioned URI of the announced fact.
 func (a Announcement) URI() URI { return a.Current.FactURI() }
 

@@ -5,8 +5,12 @@ import (
 	"time"
 )
 
-// MaxValueBytes caps a fact's value: 16 KiB of UTF-8.
-const MaxValueBytes = 16 << 10
+// MaxValueBytes caps a fact's value, for every audience: 24 KiB (24,576
+// bytes) of UTF-8. It is large enough that a speakable value of
+// MaxSpeakableValueRunes characters fits in any script (6,000 × 4 bytes,
+// utf8.UTFMax, = 24,000), so the character limit is the one a speakable
+// value meets first; an assistant-only value has only this limit.
+const MaxValueBytes = 24 << 10
 
 // TimeLayout formats every timestamp that enters a hash: UTC, milliseconds (P-5).
 const TimeLayout = "2006-01-02T15:04:05.000Z"
@@ -23,9 +27,17 @@ type Version struct {
 	AuthorLabel string    // "Sarah Okafor, physio"
 	WrittenAt   time.Time // server clock, UTC, truncated to milliseconds
 	StaleAfter  time.Time // zero: never stale
-	Priority    float64   // 0…1, a hint for hosts (P-4: never a control)
-	PrevHash    string    // lowercase hex; "" for N == 1
-	Hash        string    // lowercase hex SHA-256
+	// ServedStale: the server judged this version past its review date
+	// when it served it (unsay/stale, P-7), whatever StaleAfter says — a
+	// reader that got no review date, only the judgement. Staleness never
+	// ends, so IsStale holds at every time after (P-24).
+	ServedStale bool
+	Priority    float64 // 0…1, a hint for hosts (P-4: never a control)
+	PrevHash    string  // lowercase hex; "" for N == 1
+	Hash        string  // lowercase hex SHA-256
+	// Audio is the clip the version carries besides its description
+	// (Value); nil for a text-only version (audio.go).
+	Audio *Audio
 }
 
 // URI returns the versioned URI care://patient/domain/v{N}.
@@ -34,9 +46,10 @@ func (v Version) URI() URI { return NewURI(v.Audience, v.Patient, v.Domain).With
 // FactURI returns the unversioned URI of the fact this version belongs to.
 func (v Version) FactURI() URI { return NewURI(v.Audience, v.Patient, v.Domain) }
 
-// IsStale reports whether the version is past its StaleAfter at now (P-7).
+// IsStale reports whether the version is past its review date at now
+// (P-7): served stale (ServedStale), or now is at or after StaleAfter.
 func (v Version) IsStale(now time.Time) bool {
-	return !v.StaleAfter.IsZero() && !now.Before(v.StaleAfter)
+	return v.ServedStale || (!v.StaleAfter.IsZero() && !now.Before(v.StaleAfter))
 }
 
 // Fact is the current state of one (patient, domain): its latest version and
@@ -56,6 +69,8 @@ func Topic(domain string) string {
 		return "blood thinner"
 	case "exercise":
 		return "exercise"
+	case "exercise_clip":
+		return "exercise count"
 	case "contact":
 		return "contact"
 	}

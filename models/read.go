@@ -1,6 +1,8 @@
 package models
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -232,7 +234,9 @@ func StripStaleHeader(text string) (string, bool) {
 
 // DecodeRead turns the contents of a resources/read of the care URI u
 // (versioned or not) into the Version it serves: record fields from meta,
-// the value without its header, patient and domain from u. It refuses,
+// the value without its header, patient and domain from u, and the
+// server's judgement of its review date (unsay/stale) as ServedStale, so
+// it is stale at every time after the read (P-7, P-24). It refuses,
 // wrapping ErrReadFormat, what ParseReadMeta refuses, a version other than
 // the one u names, and a record whose audience is not u's scheme's (P-1).
 func DecodeRead(u URI, text string, meta map[string]any) (Version, ReadMeta, error) {
@@ -257,6 +261,87 @@ func DecodeRead(u URI, text string, meta map[string]any) (Version, ReadMeta, err
 		WrittenAt:   m.LastModified,
 		PrevHash:    m.PrevHash,
 		Hash:        m.VersionHash,
+		ServedStale: m.Stale,
 	}
 	return v, m, nil
+}
+
+// The _meta keys an audio fact's BlobResourceContents carries besides every
+// key of ReadMeta.Map (the same record, the same values): resources/read of
+// an audio fact answers its text contents (the description, with the
+// STALE or SUPERSEDED header) first, then its blob contents, same URI.
+const (
+	MetaAudioSHA256     = "unsay/audioSha256"     // lowercase hex SHA-256 of the blob's bytes (the chain hash covers it, P-5)
+	MetaAudioDuration   = "unsay/audioDurationMs" // integer ≥ 0: the clip's length in milliseconds
+	MetaAudioAlexa      = "unsay/audioAlexa"      // bool: an MP3 Alexa's SSML <audio> plays
+	MetaAudioURL        = "unsay/audioUrl"        // optional: a signed, short-lived URL serving the bytes (speakable clips only)
+	MetaAudioURLExpires = "unsay/audioUrlExpires" // with unsay/audioUrl: TimeLayout, when the URL stops being served
+)
+
+// AudioMeta returns the _meta of an audio fact's blob contents: m.Map()
+// and the audio keys of a (unsay/audioUrl and its expiry only when a.URL
+// is set).
+func AudioMeta(m ReadMeta, a Audio) map[string]any {
+	out := m.Map()
+	out[MetaAudioSHA256] = a.SHA256
+	out[MetaAudioDuration] = int(a.Duration / time.Millisecond)
+	out[MetaAudioAlexa] = a.AlexaPlayable
+	if a.URL != "" {
+		out[MetaAudioURL] = a.URL
+		out[MetaAudioURLExpires] = a.URLExpires.UTC().Format(TimeLayout)
+	}
+	return out
+}
+
+// DecodeReadAudio decodes the blob contents (mimeType, the decoded bytes,
+// _meta) of the care URI u that accompany the text contents v was decoded
+// from (DecodeRead). It refuses, wrapping ErrReadFormat: a _meta that
+// ParseReadMeta refuses or that names another version or hash than v's, a
+// MIME type other than AudioMPEG and AudioWAV, no bytes or more than
+// MaxAudioBytes, bytes whose SHA-256 is not unsay/audioSha256, a duration
+// that is not a whole number ≥ 0, and a URL that is not absolute http(s)
+// or lacks its expiry. The result holds the bytes in Data.
+func DecodeReadAudio(u URI, v Version, mimeType string, blob []byte, meta map[string]any) (Audio, error) {
+	m, err := ParseReadMeta(meta)
+	if err != nil {
+		return Audio{}, fmt.Errorf("%s audio: %w", u, err)
+	}
+	if m.Version != v.N || m.VersionHash != v.Hash || m.Audience != v.Audience {
+		return Audio{}, fmt.Errorf("%w: %s audio belongs to another version", ErrReadFormat, u)
+	}
+	if mimeType != AudioMPEG && mimeType != AudioWAV {
+		return Audio{}, fmt.Errorf("%w: %s audio type %q", ErrReadFormat, u, mimeType)
+	}
+	if len(blob) == 0 || len(blob) > MaxAudioBytes {
+		return Audio{}, fmt.Errorf("%w: %s audio of %d bytes", ErrReadFormat, u, len(blob))
+	}
+	sum, _ := meta[MetaAudioSHA256].(string)
+	if got := sha256Hex(blob); sum != got {
+		return Audio{}, fmt.Errorf("%w: %s audio bytes do not match %s", ErrReadFormat, u, MetaAudioSHA256)
+	}
+	ms, ok := metaInt(meta[MetaAudioDuration])
+	if !ok || ms < 0 {
+		return Audio{}, fmt.Errorf("%w: %s missing or not a duration", ErrReadFormat, MetaAudioDuration)
+	}
+	alexa, _ := meta[MetaAudioAlexa].(bool)
+	a := Audio{MIMEType: mimeType, Size: len(blob), Duration: time.Duration(ms) * time.Millisecond, SHA256: sum,
+		AlexaPlayable: alexa, Data: blob}
+	if raw, present := meta[MetaAudioURL]; present {
+		s, _ := raw.(string)
+		if !strings.HasPrefix(s, "https://") && !strings.HasPrefix(s, "http://") {
+			return Audio{}, fmt.Errorf("%w: %s is not an http(s) URL", ErrReadFormat, MetaAudioURL)
+		}
+		exp, _ := meta[MetaAudioURLExpires].(string)
+		t, err := time.Parse(time.RFC3339Nano, exp)
+		if err != nil {
+			return Audio{}, fmt.Errorf("%w: %s %q", ErrReadFormat, MetaAudioURLExpires, exp)
+		}
+		a.URL, a.URLExpires = s, t.UTC()
+	}
+	return a, nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -80,6 +80,7 @@ func TestReadContract_RoundTripsThroughJSON(t *testing.T) {
 			}
 			want := tt.v
 			want.StaleAfter, want.Priority = time.Time{}, 0 // not on the wire: staleness travels as unsay/stale
+			want.ServedStale = tt.wantStale
 			if !reflect.DeepEqual(v, want) {
 				t.Fatalf("DecodeRead =\n%+v\nwant\n%+v", v, want)
 			}

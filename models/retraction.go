@@ -43,7 +43,10 @@ const (
 // heard is the version the patient actually heard (P-19), not necessarily
 // current.N-1. It returns ErrAssistantAudience if either version is
 // assistant-only, ErrDifferentFact if they name different facts, and
-// ErrUnchanged when the words are the same (after trimming space).
+// ErrUnchanged when the words are the same (after trimming space). When
+// current carries a clip, the sentence is the clip's (renderClipRetraction:
+// "Stop — your exercise count has changed. …"), and ErrUnchanged needs the
+// same sound as well as the same words.
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
 	return renderRetraction(heard, current, now, false)
 }
@@ -54,6 +57,9 @@ func renderRetraction(heard, current Version, now time.Time, again bool) (string
 	}
 	if heard.Patient != current.Patient || heard.Domain != current.Domain {
 		return "", ErrDifferentFact
+	}
+	if current.Audio != nil {
+		return renderClipRetraction(heard, current, now, again) // audio.go
 	}
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) {
 		return "", ErrUnchanged
@@ -108,10 +114,15 @@ func speaker(label string) string {
 //	"{Age}, {author label} wrote your {topic} instruction: “{value}” It is
 //	now past its review date. {gloss} Please check it with your care team."
 //
-// It returns ErrAssistantAudience for an assistant-only version.
+// A version carrying a clip is spoken as a recording ("Your {topic}
+// recording from …"; renderClip). It returns ErrAssistantAudience for an
+// assistant-only version.
 func RenderFact(v Version, now time.Time) (string, error) {
 	if v.Audience != AudienceUser {
 		return "", ErrAssistantAudience
+	}
+	if v.Audio != nil {
+		return renderClip(v, now), nil // audio.go
 	}
 	age := SpokenAge(now.Sub(v.WrittenAt))
 	topic := Topic(v.Domain)

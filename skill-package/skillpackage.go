@@ -2,8 +2,9 @@
 // skill — skill.json, interactionModels/custom/{en-US,en-GB}.json,
 // response/display/{care,retraction,help}/document.json (the apl/ documents,
 // byte for byte), the ask-resources.json template and accountLinking.json
-// (the SMAPI account-linking request) — and writes the build copy that
-// `ask deploy` uploads, with the public endpoint filled in.
+// (the SMAPI account-linking request) — and the Alexa+ add-on manifest
+// (alexa-plus/addon.json, addon.go), and writes the build copies that `ask
+// deploy` and `alexa-ai deploy` upload, with the public endpoints filled in.
 //
 //	go run ./skill-package/gen -public-url https://care.example.org -alexa-link-client-id ID -out build/ask
 //	cd build/ask && ask deploy
@@ -31,7 +32,7 @@ import (
 	"github.com/unsay/unsay/apl"
 )
 
-//go:embed skill.json ask-resources.json accountLinking.json interactionModels response
+//go:embed skill.json ask-resources.json accountLinking.json interactionModels response alexa-plus/addon.json
 var files embed.FS
 
 // FS returns the committed skill package files (read-only).
@@ -56,6 +57,8 @@ type BuildOptions struct {
 	PrivacyURL, TermsURL string
 	// AccountLinking fills accountLinking.json.
 	AccountLinking AccountLinkingOptions
+	// AddOn shapes the Alexa+ add-on package (addon.go).
+	AddOn AddOnOptions
 }
 
 // AccountLinkingOptions are the account-linking values only the operator
@@ -185,10 +188,13 @@ func Manifest(opt BuildOptions) ([]byte, error) {
 //	dst/skill-package/skill.json                       (endpoint filled in)
 //	dst/skill-package/interactionModels/custom/*.json
 //	dst/skill-package/response/display/<doc>/document.json   (from apl/)
+//	dst/alexa-plus/addon-package/addon.json            (AddOn; for `alexa-ai deploy` in dst/alexa-plus)
 //
-// It replaces dst/skill-package wholesale and keeps dst/.ask (the ASK CLI's
-// record of the deployed skill id), so a rebuild redeploys the same skill.
-// Nothing is written when the options are invalid.
+// It replaces dst/skill-package and dst/alexa-plus/addon-package wholesale
+// and keeps dst/.ask (the ASK CLI's record of the deployed skill id) and
+// the rest of dst/alexa-plus (the Alexa AI CLI's), so a rebuild redeploys
+// the same skill and add-on. Nothing is written when the options are
+// invalid.
 func Build(dst string, opt BuildOptions) error {
 	manifest, err := Manifest(opt)
 	if err != nil {
@@ -196,6 +202,13 @@ func Build(dst string, opt BuildOptions) error {
 	}
 	linking, err := AccountLinking(opt)
 	if err != nil {
+		return err
+	}
+	addon, err := AddOn(opt)
+	if err != nil {
+		return err
+	}
+	if err := writeAddOn(dst, addon); err != nil {
 		return err
 	}
 	pkg := filepath.Join(dst, "skill-package")

@@ -31,6 +31,7 @@ const (
 	IntentFallback     = "AMAZON.FallbackIntent"
 	IntentNavigateHome = "AMAZON.NavigateHomeIntent"
 	IntentRepeat       = "AMAZON.RepeatIntent"
+	IntentPlayClip     = "PlayClipIntent" // "play my exercise count" (clip.go)
 )
 
 // Slot names of the custom intents.
@@ -41,7 +42,7 @@ const (
 
 // HandledIntents returns every intent name the router answers, custom and built-in.
 func HandledIntents() []string {
-	return []string{IntentCarePlan, IntentWhatsChanged, IntentMore, IntentLinkDevice,
+	return []string{IntentCarePlan, IntentWhatsChanged, IntentMore, IntentLinkDevice, IntentPlayClip,
 		IntentHelp, IntentStop, IntentCancel, IntentFallback, IntentNavigateHome, IntentRepeat}
 }
 

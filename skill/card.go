@@ -42,8 +42,12 @@ func (t *turn) card(kind cardKind, spoken []segment) *Directive {
 // retractionCard draws the last retraction spoken and counts the others.
 func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 	a := spoken[len(spoken)-1]
+	title := "Your " + models.Topic(a.Current.Domain) + " instruction has changed"
+	if a.Current.Audio != nil {
+		title = "Your " + models.Topic(a.Current.Domain) + " has changed" // a recording (clip.go)
+	}
 	c := apl.RetractionCard{
-		Title:     "Your " + models.Topic(a.Current.Domain) + " instruction has changed",
+		Title:     title,
 		Withdrawn: a.Heard.Value,
 		Current:   a.Current.Value,
 		Author:    a.Current.AuthorLabel,
@@ -70,6 +74,9 @@ func (t *turn) careCard() apl.CareCard {
 			Stale:  v.IsStale(t.now),
 			Lead:   v.Domain == domainWeightBearing, Priority: v.Priority, // the order launch speaks them
 		})
+		if v.Audio != nil && t.playable(v) && (c.ClipButton == "" || v.Domain == domainExerciseClip) {
+			c.ClipButton = "Play the " + models.Topic(v.Domain) // clip.go
+		}
 	}
 	return c
 }

@@ -20,20 +20,29 @@ type CareSource interface {
 	// nothing may be said as current; the snapshot may still name, in
 	// Withdrawn, facts whose version he heard is known to be superseded.
 	Turn(ctx context.Context, patient string) (models.Snapshot, error)
-	// Offered records, durably, that the announcements ids are in a
-	// response about to be written: until MarkHeard settles them they are
-	// owed, and spoken again saying so (models.Announcement.Again, P-24).
-	Offered(ctx context.Context, patient string, ids []int64) error
-	// MarkHeard records that the patient heard version of the fact uri
-	// (unversioned) — called only for what a response carried in full, and
-	// only after that response was written to Alexa's connection (P-24).
-	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
+	// Offered records, durably, that the announcements offers are in a
+	// response about to be written: until MarkHeard confirms the delivery
+	// Ray may have heard each offer's version — a later revision withdraws
+	// it — and they are spoken again saying so (models.Announcement.Again,
+	// P-24).
+	Offered(ctx context.Context, patient string, offers []models.Offer) error
+	// MarkHeard records that the patient heard the announcement (a
+	// retraction or a first hearing) of the fact uri (unversioned) at
+	// version — called only for what a response carried in full, and only
+	// after that response was written to Alexa's connection (P-24). how
+	// says when that was, on which kind of device, and whether he asked or
+	// the open card spoke unasked (the clinician's timeline).
+	MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
+	// MarkTold records that version of the fact uri was spoken as a plain
+	// fact (an answer, the launch), under the same conditions as MarkHeard.
+	// It never settles a pending retraction (P-19).
+	MarkTold(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
 }
 
 // Links maps Alexa users to patients (device linking with a six-digit code
 // that a carer created with POST /link).
 type Links interface {
-	// RedeemLinkCode links alexaUserID (and the request's apiEndpoint) to a patient; errors: ErrLinkCodeInvalid, ErrLinkBlocked (defined in skill).
+	// RedeemLinkCode links alexaUserID (and the request's apiEndpoint) to a patient; errors: ErrLinkCodeInvalid, ErrLinkBlocked, *LinkPausedError (defined in skill).
 	RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (patient string, err error)
 	LinkedPatient(ctx context.Context, alexaUserID string) (patient, apiEndpoint string, ok bool, err error)
 }
@@ -46,3 +55,11 @@ var (
 	// minutes; linking is blocked for this user for 15 minutes.
 	ErrLinkBlocked = errors.New("linking blocked after too many wrong codes")
 )
+
+// LinkPausedError: too many wrong codes from every device together;
+// linking is paused for everyone until Until (at most ten minutes).
+type LinkPausedError struct{ Until time.Time }
+
+func (e *LinkPausedError) Error() string {
+	return "linking paused after too many wrong codes from every device, until " + e.Until.UTC().Format(time.RFC3339)
+}

@@ -155,7 +155,7 @@ func TestCheckSSML_RefusesWhatIsNotWellFormedSSML(t *testing.T) {
 // said instead.
 func TestDelivery_AnIllFormedResponseIsReplacedAndMarksNothing(t *testing.T) {
 	r := newRig(t, nil)
-	h := handled{out: emptyResponse(), marks: []mark{{URI: models.NewURI(models.AudienceUser, "ray", "weight_bearing"), Version: 3}}, offered: []int64{7}, patient: "ray"}
+	h := handled{out: emptyResponse(), marks: []mark{{URI: models.NewURI(models.AudienceUser, "ray", "weight_bearing"), Version: 3}}, offered: []models.Offer{{ID: 7, URI: models.NewURI(models.AudienceUser, "ray", "weight_bearing"), Version: 3}}, patient: "ray"}
 	h.out.Response.OutputSpeech = ssmlSpeech("<speak>Stop \x01</speak>")
 	got := r.skill.deliverable(h)
 	if len(got.marks) != 0 || len(got.offered) != 0 || checkResponse(got.out) != nil || !strings.Contains(got.out.Response.OutputSpeech.SSML, "reach your care notes") {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -143,9 +144,11 @@ type fakeCare struct {
 	facts    map[string][]models.Version
 	pending  map[string][]models.Announcement
 	heard    []heardCall
-	calls    atomic.Int64 // Turn calls
+	hows     []models.Hearing // MarkHeard's how, one per heard call
+	calls    atomic.Int64     // Turn calls
 	failFact error
 	offered  map[int64]bool // Offered ids
+	offers   []models.Offer // every offer, in order
 	discard  bool           // MarkHeard records nothing (benchmarks)
 	delay    time.Duration  // MarkHeard waits this long first (widens races)
 
@@ -160,6 +163,7 @@ type heardCall struct {
 	Patient string
 	URI     string
 	Version int
+	Told    bool // MarkTold: spoken as a plain fact
 }
 
 // Turn answers the facts and pending announcements as set, the way the
@@ -198,29 +202,43 @@ func (f *fakeCare) Turn(_ context.Context, patient string) (models.Snapshot, err
 }
 
 // Offered records the announcements put in a response about to be written.
-func (f *fakeCare) Offered(_ context.Context, _ string, ids []int64) error {
+func (f *fakeCare) Offered(_ context.Context, _ string, offers []models.Offer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.offered == nil {
 		f.offered = map[int64]bool{}
 	}
-	for _, id := range ids {
-		f.offered[id] = true
+	for _, o := range offers {
+		f.offered[o.ID] = true
+		f.offers = append(f.offers, o)
 	}
 	return nil
 }
 
-func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int) error {
+// MarkHeard records a delivered announcement: pending announcements of
+// uri up to version are heard.
+func (f *fakeCare) MarkHeard(_ context.Context, patient string, uri models.URI, version int, how models.Hearing) error {
+	return f.mark(patient, uri, version, how, false)
+}
+
+// MarkTold records a fact told: it never clears a pending retraction,
+// only first hearings up to version (P-19).
+func (f *fakeCare) MarkTold(_ context.Context, patient string, uri models.URI, version int, how models.Hearing) error {
+	return f.mark(patient, uri, version, how, true)
+}
+
+func (f *fakeCare) mark(patient string, uri models.URI, version int, how models.Hearing, told bool) error {
 	if f.discard {
 		return nil
 	}
 	time.Sleep(f.delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.heard = append(f.heard, heardCall{patient, uri.String(), version})
+	f.heard = append(f.heard, heardCall{patient, uri.String(), version, told})
+	f.hows = append(f.hows, how)
 	var keep []models.Announcement
 	for _, a := range f.pending[patient] {
-		if a.URI() == uri && a.Current.N <= version {
+		if a.URI() == uri && a.Current.N <= version && !(told && a.IsRetraction()) {
 			continue
 		}
 		keep = append(keep, a)
@@ -279,13 +297,17 @@ type fakeLinks struct {
 	linked  map[string]string // alexa user → patient
 	codes   map[string]string // code → patient
 	blocked bool
-	redeems []string // "user|endpoint|code"
+	paused  time.Time // non-zero: every redemption is refused with a *LinkPausedError
+	redeems []string  // "user|endpoint|code"
 }
 
 func (l *fakeLinks) RedeemLinkCode(_ context.Context, user, endpoint, code string, _ time.Time) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.redeems = append(l.redeems, user+"|"+endpoint+"|"+code)
+	if !l.paused.IsZero() {
+		return "", &LinkPausedError{Until: l.paused}
+	}
 	if l.blocked {
 		return "", ErrLinkBlocked
 	}
@@ -321,7 +343,13 @@ type reqOpts struct {
 	Timestamp  time.Time
 	Arguments  []any
 	Extra      string // a free text put in requestId, to carry non-ASCII bytes
+	// RequestID is request.requestId; "" is a new one for every envelope
+	// (Alexa's ids are unique; the verifier refuses one it has seen).
+	RequestID string
 }
+
+// requestSeq numbers the envelopes' request ids.
+var requestSeq atomic.Int64
 
 func envelope(o reqOpts) []byte {
 	if o.Type == "" {
@@ -344,7 +372,10 @@ func envelope(o reqOpts) []byte {
 		}
 		ifaces[APLInterface] = map[string]any{"runtime": map[string]any{"maxVersion": v}}
 	}
-	req := map[string]any{"type": o.Type, "requestId": "amzn1.echo-api.request.1" + o.Extra, "locale": "en-GB",
+	if o.RequestID == "" {
+		o.RequestID = fmt.Sprintf("amzn1.echo-api.request.%d", requestSeq.Add(1))
+	}
+	req := map[string]any{"type": o.Type, "requestId": o.RequestID + o.Extra, "locale": "en-GB",
 		"timestamp": o.Timestamp.UTC().Format(time.RFC3339)}
 	if o.Type == TypeIntent {
 		req["intent"] = map[string]any{"name": o.Intent, "confirmationStatus": "NONE", "slots": o.Slots}

@@ -39,7 +39,10 @@ func (s *Skill) linkDevice(ctx context.Context, env *RequestEnvelope, now time.T
 		return s.build(t, reply{question: textCodeShape, reprompt: textLinkPrompt, card: cardLink})
 	}
 	patient, err := s.links.RedeemLinkCode(ctx, env.UserID(), env.Context.System.APIEndpoint, code, now)
+	var paused *LinkPausedError
 	switch {
+	case errors.As(err, &paused):
+		return s.build(t, reply{segs: say(codePaused(paused.Until.Sub(now))), end: endLeave})
 	case errors.Is(err, ErrLinkBlocked):
 		return s.build(t, reply{segs: say(textCodeBlocked), end: endLeave})
 	case errors.Is(err, ErrLinkCodeInvalid):

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/unsay/unsay/models"
 )
 
 // ending says how a response that asks nothing ends.
@@ -53,8 +55,9 @@ func hasText(segs []segment) bool {
 // in that order — every announcement that fits whole before one that must
 // be cut (ahead) — cut to MaxSSMLChars at a sentence or word boundary with
 // the rest kept for "more", the three-state shouldEndSession, the APL card
-// when the device has a screen, and the marks of everything it speaks in
-// full (a segment cut for "more" is marked only with its last part).
+// when the device has a screen, the marks of everything it speaks in full
+// (a segment cut for "more" is marked only with its last part), and the
+// offers of every announcement it speaks any part of.
 func (s *Skill) build(t *turn, r reply) handled {
 	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop}
 	if r.empty && len(t.anns) == 0 && len(t.prefix) == 0 {
@@ -64,7 +67,7 @@ func (s *Skill) build(t *turn, r reply) handled {
 	if len(r.rest) > 0 {
 		closing = MoreCue // more follows in any case
 	}
-	all := ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)
+	all := limitClips(ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)) // clip.go: Alexa's audio limits
 	spoken, rest := fitSpeech(all, closing, MaxSSMLChars)
 	rest = append(rest, r.rest...)
 	body := &h.out.Response
@@ -94,8 +97,11 @@ func (s *Skill) build(t *turn, r reply) handled {
 	}
 	for _, sg := range spoken {
 		h.marks = append(h.marks, sg.Marks...)
-		if sg.Ann != 0 && len(sg.Marks) > 0 {
-			h.offered = append(h.offered, sg.Ann)
+		// Any part of an announcement is an offer: once he has heard its
+		// first words he may have heard the new ones, and a later revision
+		// withdraws them (P-24). Only the whole, or its last part, is heard.
+		if sg.Ann != 0 && sg.Fact != (models.URI{}) {
+			h.offered = append(h.offered, models.Offer{ID: sg.Ann, URI: sg.Fact, Version: sg.Version})
 		}
 	}
 	if t.apl && r.end != endLeave {

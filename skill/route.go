@@ -41,7 +41,7 @@ type turn struct {
 type handled struct {
 	out     ResponseEnvelope
 	marks   []mark
-	offered []int64
+	offered []models.Offer
 	patient string
 	release func()
 }
@@ -177,6 +177,8 @@ func (t *turn) route() reply {
 			return reply{end: endScreen, card: cardCare}
 		case apl.ArgWhatsChanged:
 			return t.whatsChanged()
+		case apl.ArgPlayClip:
+			return t.playClip() // clip.go
 		default:
 			t.s.log.Info("alexa APL user event not handled", "argument", arg, "token", req.Token)
 			if !t.spokeAnything() {
@@ -190,18 +192,50 @@ func (t *turn) route() reply {
 		return t.carePlan()
 	case IntentWhatsChanged:
 		return t.whatsChanged()
+	case IntentPlayClip:
+		return t.playClip() // clip.go
 	case IntentMore:
 		return t.more()
 	case IntentRepeat:
 		return t.repeat()
 	case IntentStop, IntentCancel, IntentNavigateHome:
-		return reply{segs: say(textGoodbye), end: endLeave, forget: true}
+		return t.leave()
 	case IntentHelp, IntentFallback:
 		return helpReply()
 	default:
 		t.s.log.Info("alexa intent not handled; answering as fallback", "intent", req.Intent.Name)
 		return helpReply()
 	}
+}
+
+// LeavingSpeechChars bounds what Stop, Cancel and Navigate Home say
+// before "Goodbye." (800 characters of SSML, under a minute): the session
+// must end when he asks (Alexa certification), so no answer is cut for
+// "more" then.
+const LeavingSpeechChars = 800
+
+// leave ends the session when he asks to stop. Announcements that fit
+// whole within LeavingSpeechChars are still said first — stop first, a
+// short retraction is worth the seconds (P-19) — and marked heard; one
+// that does not fit is not started: it stays owed, whole, for his next
+// turn, and he is told which instruction changed (never its new words,
+// which are not said then). Nothing is cut for "more".
+func (t *turn) leave() reply {
+	var keep []segment
+	var owed []models.Announcement
+	used := 0
+	for _, a := range t.anns {
+		if c := cost(a); used+c <= LeavingSpeechChars {
+			keep = append(keep, a)
+			used += c
+			continue
+		}
+		if a.ann != nil {
+			owed = append(owed, *a.ann)
+		}
+	}
+	t.anns = keep
+	return reply{segs: say(owedOnLeaving(owed), textGoodbye), end: endLeave, forget: true}
 }
 
 func helpReply() reply {
@@ -221,7 +255,7 @@ func (t *turn) load() error {
 			t.s.log.Error("alexa fact skipped: not a speakable fact of this patient", "patient", t.patient, "uri", v.URI().String())
 			continue
 		}
-		v = staleAt(v, t.now)
+		v = staleAt(v)
 		t.facts = append(t.facts, v)
 		t.current[v.FactURI()] = v
 	}
@@ -230,13 +264,11 @@ func (t *turn) load() error {
 
 // staleAt returns v with its staleness as served: a STALE header a care
 // source left in its value (defence in depth: the speech principal strips
-// it by the read contract) is removed, and makes it stale at now.
-func staleAt(v models.Version, now time.Time) models.Version {
+// it by the read contract) is removed, and makes it stale (ServedStale).
+func staleAt(v models.Version) models.Version {
 	if value, hdr := models.StripStaleHeader(v.Value); hdr {
 		v.Value = value
-		if v.StaleAfter.IsZero() || v.StaleAfter.After(now) {
-			v.StaleAfter = now
-		}
+		v.ServedStale = true
 	}
 	return v
 }
@@ -252,9 +284,9 @@ func (t *turn) announce() {
 			t.s.log.Error("alexa announcement for another patient skipped", "patient", t.patient, "id", a.ID)
 			continue
 		}
-		a.Current = staleAt(a.Current, t.now)
+		a.Current = staleAt(a.Current)
 		if a.Heard != nil {
-			h := staleAt(*a.Heard, t.now)
+			h := staleAt(*a.Heard)
 			a.Heard = &h
 		}
 		text, err := a.Render(t.now)
@@ -271,6 +303,13 @@ func (t *turn) announce() {
 			continue
 		}
 		t.anns = append(t.anns, annSegment(a, text))
+		if a.Current.Audio != nil { // "… Here is the new one." (a first hearing: "Here it is.") and the clip (clip.go)
+			lead := textClipHere
+			if a.IsRetraction() {
+				lead = textClipNew
+			}
+			t.anns = append(t.anns, t.clipSegment(a.Current, lead))
+		}
 	}
 }
 
@@ -335,6 +374,9 @@ func (t *turn) carePlan() reply {
 		if _, done := t.announced[v.FactURI()]; done {
 			return reply{end: endAnswer, card: cardCare} // the announcement said it
 		}
+		if q := t.clipFollowUp(domain); q != "" { // clip.go: the exercises' recording
+			return reply{segs: []segment{factSegment(v, t.now)}, question: q, reprompt: q, card: cardCare}
+		}
 		return reply{segs: []segment{factSegment(v, t.now)}, end: endAnswer, card: cardCare}
 	}
 	return reply{segs: say(fmt.Sprintf("There is no %s instruction in your care notes.", models.Topic(domain))),
@@ -376,6 +418,8 @@ func (t *turn) stillCurrent(segs []segment) []segment {
 // the version confirmed current.
 func (t *turn) rerender(s segment, cur models.Version) segment {
 	switch {
+	case s.clip != nil:
+		return t.clipSegment(cur, s.clipLead)
 	case s.fact != nil:
 		return factSegment(cur, t.now)
 	case s.ann != nil:
@@ -415,5 +459,5 @@ func factSegment(v models.Version, now time.Time) segment {
 	if err != nil {
 		return segment{}
 	}
-	return segment{Text: text, Marks: []mark{{URI: v.FactURI(), Version: v.N}}, Fact: v.FactURI(), Version: v.N, fact: &v}
+	return segment{Text: text, Marks: []mark{{URI: v.FactURI(), Version: v.N, Told: true}}, Fact: v.FactURI(), Version: v.N, fact: &v}
 }

@@ -272,7 +272,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	if carries {
 		s.testPause(TestPauseBeforeHeard)
 	}
-	s.markHeard(lctx, h.patient, h.marks)
+	s.markHeard(lctx, h.patient, h.marks, hearingOf(env, s.now()))
 	if env.Request.Type != TypeSessionEnded {
 		end := h.out.Response.ShouldEndSession
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
@@ -326,20 +326,51 @@ func forRuntime(ds []Directive, maxVersion string) []Directive {
 	}
 	return out
 }
-func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark) {
-	latest := map[models.URI]int{}
+
+// hearingOf says how a response to env, written in full at at, reached
+// the patient: on a screen device (APL declared, an Echo Show) or voice
+// only; unasked when it answers the open card's tick, else asked.
+func hearingOf(env *RequestEnvelope, at time.Time) models.Hearing {
+	h := models.Hearing{At: at, Device: models.DeviceVoice, Via: models.ViaAsked}
+	if env.SupportsAPL() {
+		h.Device = models.DeviceScreen
+	}
+	if env.Request.Type == TypeAPLUserEvent && env.Request.FirstArgument() == apl.ArgTick {
+		h.Via = models.ViaCard
+	}
+	return h
+}
+
+// markHeard records what a delivered response carried, how: per fact, the
+// latest announcement version it spoke (MarkHeard) and the latest version
+// it told as a plain fact (MarkTold, only when newer than the announcement).
+func (s *Skill) markHeard(ctx context.Context, patient string, marks []mark, how models.Hearing) {
+	type heard struct{ ann, told int }
+	latest := map[models.URI]heard{}
 	var order []models.URI
 	for _, m := range marks {
-		if _, ok := latest[m.URI]; !ok {
+		h, ok := latest[m.URI]
+		if !ok {
 			order = append(order, m.URI)
 		}
-		if m.Version > latest[m.URI] {
-			latest[m.URI] = m.Version
+		if m.Told {
+			h.told = max(h.told, m.Version)
+		} else {
+			h.ann = max(h.ann, m.Version)
 		}
+		latest[m.URI] = h
 	}
 	for _, u := range order {
-		if err := s.care.MarkHeard(ctx, patient, u, latest[u]); err != nil {
-			s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", latest[u], "err", err)
+		h := latest[u]
+		if h.ann > 0 {
+			if err := s.care.MarkHeard(ctx, patient, u, h.ann, how); err != nil {
+				s.log.Error("mark heard", "patient", patient, "uri", u.String(), "version", h.ann, "err", err)
+			}
+		}
+		if h.told > h.ann {
+			if err := s.care.MarkTold(ctx, patient, u, h.told, how); err != nil {
+				s.log.Error("mark told", "patient", patient, "uri", u.String(), "version", h.told, "err", err)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -23,10 +24,13 @@ const (
 	pause = `<break time="500ms"/>`
 )
 
-// mark is one fact version that counts as heard once its segment is spoken.
+// mark is one fact version that counts as heard once its segment is spoken:
+// as an announcement, or — Told — as a plain fact, which never settles a
+// pending retraction (P-19).
 type mark struct {
 	URI     models.URI // unversioned
 	Version int
+	Told    bool
 }
 
 // segment is one unit of speech: plain text (escaped when rendered) and the
@@ -42,6 +46,11 @@ type segment struct {
 	// cut for "more"): Repeat renders it again at the time it is repeated.
 	fact *models.Version
 	ann  *models.Announcement
+	// Audio is the https:// URL of a clip played after Text (SSML <audio>,
+	// clip.go); clip is the version it plays and clipLead its lead-in.
+	Audio    string
+	clip     *models.Version
+	clipLead string
 }
 
 // EscapeSSML escapes a data string for SSML: & < > " ' become entities, and
@@ -85,12 +94,13 @@ func dropNonXML(s string) string {
 // errIllFormed: a response's SSML is not well-formed XML; it is never sent.
 var errIllFormed = errors.New("SSML is not well-formed")
 
-// checkSSML parses ssml with encoding/xml: one <speak> root holding text
-// and <break/> elements only. A response whose outputSpeech or reprompt
-// fails is never sent, and marks nothing (P-24).
+// checkSSML parses ssml with encoding/xml: one <speak> root holding text,
+// <break/> elements and empty <audio src="https://…"/> elements (at most
+// models.AlexaMaxAudioPerResponse) only. A response whose outputSpeech or
+// reprompt fails is never sent, and marks nothing (P-24).
 func checkSSML(ssml string) error {
 	dec := xml.NewDecoder(strings.NewReader(ssml))
-	depth, roots := 0, 0
+	depth, roots, audios, inAudio := 0, 0, 0, 0 // inAudio: the depth inside an <audio>, 0 outside
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -101,18 +111,35 @@ func checkSSML(ssml string) error {
 		}
 		switch el := tok.(type) {
 		case xml.StartElement:
+			if inAudio > 0 {
+				return fmt.Errorf("%w: <audio> must be empty", errIllFormed)
+			}
 			if depth == 0 {
 				roots++
 				if el.Name.Local != "speak" {
 					return fmt.Errorf("%w: root <%s>", errIllFormed, el.Name.Local)
 				}
+			} else if el.Name.Local == "audio" {
+				if err := checkAudioElement(el, depth); err != nil {
+					return err
+				}
+				if audios++; audios > models.AlexaMaxAudioPerResponse {
+					return fmt.Errorf("%w: more than %d <audio> elements", errIllFormed, models.AlexaMaxAudioPerResponse)
+				}
+				inAudio = depth + 1
 			} else if el.Name.Local != "break" {
 				return fmt.Errorf("%w: element <%s>", errIllFormed, el.Name.Local)
 			}
 			depth++
 		case xml.EndElement:
+			if depth == inAudio {
+				inAudio = 0
+			}
 			depth--
 		case xml.CharData:
+			if inAudio > 0 && strings.TrimSpace(string(el)) != "" {
+				return fmt.Errorf("%w: <audio> must be empty", errIllFormed)
+			}
 			if depth == 0 && strings.TrimSpace(string(el)) != "" {
 				return fmt.Errorf("%w: text outside <speak>", errIllFormed)
 			}
@@ -152,6 +179,9 @@ func renderSSML(segs []segment, closing string) string {
 				b.WriteString(pause)
 			}
 		}
+		if s.Audio != "" {
+			b.WriteString(audioTag(s.Audio))
+		}
 	}
 	if closing != "" {
 		add(EscapeSSML(closing))
@@ -165,11 +195,15 @@ func runes(s string) int { return utf8.RuneCountInString(s) }
 // cost is what a segment adds to the SSML: its escaped text, the joining
 // space and its pause.
 func cost(s segment) int {
+	c := 0
+	if s.Audio != "" {
+		c = runes(audioTag(s.Audio))
+	}
 	t := strings.TrimSpace(s.Text)
 	if t == "" {
-		return 0
+		return c
 	}
-	c := runes(EscapeSSML(t)) + 1
+	c += runes(EscapeSSML(t)) + 1
 	if s.Pause {
 		c += runes(pause)
 	}
@@ -221,24 +255,23 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 	used := 0
 	for i, s := range segs {
 		t := strings.TrimSpace(s.Text)
-		if t == "" {
+		if t == "" && s.Audio == "" {
 			spoken = append(spoken, s)
 			continue
 		}
-		cost := runes(EscapeSSML(t)) + 1
-		if s.Pause {
-			cost += runes(pause)
-		}
-		if used+cost <= budget {
+		c := cost(s)
+		if used+c <= budget {
 			spoken = append(spoken, s)
-			used += cost
+			used += c
 			continue
 		}
 		head, tail := cutText(t, budget-used-1)
 		if head != "" {
 			spoken = append(spoken, segment{Text: head, Fact: s.Fact, Version: s.Version, Ann: s.Ann})
 		}
-		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause})
+		// The clip, if any, follows the words it closes: it goes with the rest.
+		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause,
+			Audio: s.Audio, clip: s.clip, clipLead: s.clipLead})
 		rest = append(rest, segs[i+1:]...)
 		return spoken, rest
 	}
@@ -246,46 +279,63 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 }
 
 // cutText splits text so that the escaped head has at most max runes, at
-// the last sentence boundary that fits, else the last space, else a rune.
+// the last sentence boundary that fits, else the last space, else a rune —
+// and so that each side carries words of the value (P-24): when text
+// quotes a value (“…”), the head takes at least the opening quote and one
+// character of it, so the frame ("Your walking instruction from …, just
+// now:") is never said without its words; and the tail is never only
+// quotation marks and punctuation.
 func cutText(text string, max int) (head, tail string) {
 	if max <= 0 {
 		return "", text
 	}
-	bestSentence, bestSpace, n := -1, -1, 0
 	rs := []rune(text)
-	for i, r := range rs {
-		n += runes(EscapeSSML(string(r)))
-		if n > max {
+	fit, n := 0, 0 // fit: how many runes of text fit escaped in max
+	for fit < len(rs) {
+		c := runes(EscapeSSML(string(rs[fit])))
+		if n+c > max {
 			break
 		}
-		if unicode.IsSpace(r) {
-			bestSpace = i
-			if i > 0 && endsSentence(rs[:i]) {
-				bestSentence = i
-			}
-		}
-		if i == len(rs)-1 {
-			return text, ""
+		n += c
+		fit++
+	}
+	if fit == len(rs) {
+		return text, ""
+	}
+	lo, hi := 1, fit // the cut: head is rs[:cut]
+	if open := slices.Index(rs, '“'); open >= 0 && open+2 <= fit {
+		lo = open + 2
+	}
+	for last := len(rs) - 1; last >= 0; last-- {
+		if !wordless(rs[last]) {
+			hi = min(hi, last) // the tail keeps rs[last]
+			break
 		}
 	}
-	cut := bestSentence
+	if lo > hi { // a frame longer than a part (never within the write limits)
+		lo = 1
+	}
+	cut := -1
+	for i := hi; i >= lo && cut < 0; i-- { // the last sentence boundary
+		if unicode.IsSpace(rs[i]) && endsSentence(rs[:i]) {
+			cut = i
+		}
+	}
+	for i := hi; i >= lo && cut < 0; i-- { // else the last space
+		if unicode.IsSpace(rs[i]) {
+			cut = i
+		}
+	}
 	if cut < 0 {
-		cut = bestSpace
-	}
-	if cut <= 0 {
-		// One unbroken word longer than the budget: cut at a rune.
-		k, m := 0, 0
-		for k < len(rs) {
-			c := runes(EscapeSSML(string(rs[k])))
-			if m+c > max {
-				break
-			}
-			m += c
-			k++
-		}
-		return string(rs[:k]), strings.TrimSpace(string(rs[k:]))
+		cut = hi // one unbroken run: cut at a rune
 	}
 	return strings.TrimSpace(string(rs[:cut])), strings.TrimSpace(string(rs[cut:]))
+}
+
+// wordless reports whether r carries no word: a space, a quotation mark or
+// sentence punctuation.
+func wordless(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune(`“”‘’"'.,;:!?—–-()[]`, r)
 }
 
 // endsSentence reports whether rs ends a sentence: . ! or ? optionally

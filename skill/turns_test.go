@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,39 @@ func TestTick_EmptyWhenNothingNewElseSpeaksAndDraws(t *testing.T) {
 	}
 	if d := out.Response.Directives; len(d) != 1 || d[0].Token != apl.TokenRetraction {
 		t.Errorf("tick did not draw the retraction card: %+v", d)
+	}
+}
+
+// The clinician's timeline: every mark says when, on which kind of device,
+// and whether Ray asked or the open card spoke unasked.
+func TestMarkHeard_SaysHowTheResponseReachedRay(t *testing.T) {
+	tests := []struct {
+		name string
+		o    reqOpts
+		want models.Hearing
+	}{
+		{"a launch on an Echo Show", reqOpts{APL: true}, models.Hearing{Device: models.DeviceScreen, Via: models.ViaAsked}},
+		{"a launch on a voice-only Echo", reqOpts{}, models.Hearing{Device: models.DeviceVoice, Via: models.ViaAsked}},
+		{"the open card's tick", reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"tick"}, APL: true}, models.Hearing{Device: models.DeviceScreen, Via: models.ViaCard}},
+		{"a tap on the what-changed button", reqOpts{Type: TypeAPLUserEvent, Arguments: []any{"whats_changed"}, APL: true}, models.Hearing{Device: models.DeviceScreen, Via: models.ViaAsked}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", retractionWB())
+			r.turn(tt.o)
+			r.care.mu.Lock()
+			hows := slices.Clone(r.care.hows)
+			r.care.mu.Unlock()
+			if len(hows) == 0 {
+				t.Fatal("nothing marked heard")
+			}
+			for _, h := range hows {
+				if h.Device != tt.want.Device || h.Via != tt.want.Via || !h.At.Equal(r.clock()) {
+					t.Errorf("how = %+v, want %+v at %v", h, tt.want, r.clock())
+				}
+			}
+		})
 	}
 }
 
@@ -491,6 +525,31 @@ func TestLinkDevice_BlockedUserIsToldToWait(t *testing.T) {
 	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: map[string]Slot{SlotCode: {Name: SlotCode, Value: "482913"}}})
 	if !strings.Contains(ssml(out), "fifteen minutes") || endState(raw) != "true" {
 		t.Errorf("blocked: %s", raw)
+	}
+}
+
+func TestLinkDevice_GlobalPauseSaysHowLongItLasts(t *testing.T) {
+	for _, tt := range []struct {
+		wait time.Duration
+		want string
+	}{
+		{4*time.Minute - 10*time.Second, "again in four minutes"},
+		{30 * time.Second, "again in one minute."},
+		{10 * time.Minute, "again in ten minutes"},
+	} {
+		r := newRig(t, nil)
+		r.links.paused = t0.Add(tt.wait)
+		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: map[string]Slot{SlotCode: {Name: SlotCode, Value: "482913"}}})
+		if s := ssml(out); !strings.Contains(s, "paused for everyone") || !strings.Contains(s, tt.want) || strings.Contains(s, "fifteen") || endState(raw) != "true" {
+			t.Errorf("paused for %v: %s; want %q", tt.wait, raw, tt.want)
+		}
+	}
+	// Twin: one user's own block still says fifteen minutes, not a pause.
+	r := newRig(t, nil)
+	r.links.blocked = true
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentLinkDevice, Slots: map[string]Slot{SlotCode: {Name: SlotCode, Value: "482913"}}})
+	if s := ssml(out); strings.Contains(s, "paused") || !strings.Contains(s, "fifteen minutes") {
+		t.Errorf("a user's block: %q", s)
 	}
 }
 

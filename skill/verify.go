@@ -1,6 +1,7 @@
 package skill
 
 import (
+	"container/heap"
 	"context"
 	"crypto"
 	"crypto/rsa"
@@ -43,6 +44,11 @@ var (
 	ErrTimestamp = errors.New("request timestamp outside the allowed window")
 	// ErrSkillID: context.System.application.applicationId is not this skill's id.
 	ErrSkillID = errors.New("application id is not this skill")
+	// ErrReplay: a verified request whose request.requestId this Verifier
+	// already accepted within the timestamp window — a captured request
+	// sent again — or one with no requestId, or one that finds the replay
+	// memory full (it fails closed).
+	ErrReplay = errors.New("request id already seen: a replayed request")
 )
 
 // Verification constants.
@@ -93,6 +99,13 @@ const (
 	// a fetch.
 	CertFetchBurst = 10
 	CertFetchEvery = 6 * time.Second
+
+	// ReplayMemoryMax bounds the request ids remembered to refuse replays
+	// (65,536: over 400 requests a second for the 150 s window); each is
+	// kept until its timestamp leaves the window. When every one is still
+	// in its window a new request is refused (ErrReplay), never let
+	// through unchecked.
+	ReplayMemoryMax = 1 << 16
 )
 
 // NormalizeCertURL applies the SignatureCertChainUrl rules and returns the
@@ -230,14 +243,19 @@ type VerifierConfig struct {
 	Clock   func() time.Time // nil: time.Now
 }
 
-// Verifier checks that a request comes from Alexa, for this skill, now
-// (P-22, alexa.md §3). It is safe for concurrent use; verified chains are
+// Verifier checks that a request comes from Alexa, for this skill, now,
+// once (P-22, alexa.md §3). It is safe for concurrent use; verified chains are
 // cached per certificate URL until the earliest NotAfter of the chain or
 // CertCacheTTL, whichever is first. So that forged requests cannot make it
 // fetch on their behalf, a URL that failed is refused without a fetch for
 // a backoff (CertFailureBackoff), downloads under way are capped
 // (CertFetchesInFlight), and downloads start at a bounded rate
-// (CertFetchBurst, CertFetchEvery).
+// (CertFetchBurst, CertFetchEvery). The request ids it accepted are
+// remembered, in memory, until their timestamps leave the window, and a
+// request whose id it has seen is refused (ErrReplay): a captured request
+// replayed to this instance cannot use up a retraction. The memory is per
+// instance: several instances behind a load balancer each refuse a replay
+// they receive twice, not one first accepted by another.
 type Verifier struct {
 	skillID string
 	roots   *x509.CertPool
@@ -250,6 +268,8 @@ type Verifier struct {
 	mu       sync.Mutex
 	chains   map[string]*chainEntry
 	failures map[string]*failedURL
+
+	replays replayMemory
 }
 
 // failedURL remembers a URL whose chain could not be fetched or verified.
@@ -301,7 +321,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 // before the chain is fetched, so a request that breaks any of it causes no
 // download. It returns the parsed envelope, or an error wrapping one of
 // ErrMissingHeader, ErrCertURL, ErrSignature, ErrCertificate, ErrMalformed,
-// ErrTimestamp, ErrSkillID.
+// ErrTimestamp, ErrSkillID. Last — only for a request that passed all of
+// that, so a forged one is never remembered — its request.requestId must be
+// one not accepted before within the window (ErrReplay).
 func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*RequestEnvelope, error) {
 	now := v.now()
 	sig64, certURL := h.Get(HeaderSignature256), h.Get(HeaderCertChainURL)
@@ -334,7 +356,86 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
 		return nil, fmt.Errorf("%w: RSA-SHA256 over the raw body", ErrSignature)
 	}
+	if err := v.replays.accept(env.Request, now); err != nil {
+		return nil, err
+	}
 	return env, nil
+}
+
+// replayMemory remembers accepted request ids (as SHA-256 digests, so its
+// size does not depend on what a request carries) until their timestamps
+// leave the window, at most ReplayMemoryMax of them.
+type replayMemory struct {
+	mu      sync.Mutex
+	until   map[[sha256.Size]byte]time.Time
+	expires expiryHeap
+	max     int // 0: ReplayMemoryMax
+}
+
+// accept remembers r's requestId, or refuses it: seen within its window,
+// missing, or no room left.
+func (m *replayMemory) accept(r Request, now time.Time) error {
+	if r.RequestID == "" {
+		return fmt.Errorf("%w: no request.requestId", ErrReplay)
+	}
+	ts, err := time.Parse(time.RFC3339, r.Timestamp)
+	if err != nil { // checked before; defence in depth
+		return fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
+	}
+	tol := TimestampTolerance
+	if r.IsSkillEvent() {
+		tol = SkillEventTolerance
+	}
+	key := sha256.Sum256([]byte(r.RequestID))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.until == nil {
+		m.until = map[[sha256.Size]byte]time.Time{}
+	}
+	for len(m.expires) > 0 && !m.expires[0].at.After(now) { // out of the window: a replay is refused by its timestamp
+		e := heap.Pop(&m.expires).(expiry)
+		if u, ok := m.until[e.key]; ok && !u.After(now) {
+			delete(m.until, e.key)
+		}
+	}
+	if u, ok := m.until[key]; ok && u.After(now) {
+		return fmt.Errorf("%w: %s", ErrReplay, r.RequestID)
+	}
+	max := m.max
+	if max <= 0 {
+		max = ReplayMemoryMax
+	}
+	if len(m.until) >= max {
+		return fmt.Errorf("%w: replay memory full (%d request ids within the window)", ErrReplay, max)
+	}
+	at := ts.Add(tol)
+	if at.Before(now) {
+		at = now
+	}
+	at = at.Add(time.Second) // the window's edge, with a second to spare
+	m.until[key] = at
+	heap.Push(&m.expires, expiry{at: at, key: key})
+	return nil
+}
+
+// expiry is when a remembered request id may be forgotten.
+type expiry struct {
+	at  time.Time
+	key [sha256.Size]byte
+}
+
+// expiryHeap is a min-heap of expiries (container/heap).
+type expiryHeap []expiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }
 
 func checkTimestamp(r *Request, now time.Time) error {

@@ -41,7 +41,7 @@ func FuzzVerifyRequestBody(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	sentinels := []error{ErrMissingHeader, ErrCertURL, ErrCertificate, ErrSignature, ErrMalformed, ErrTimestamp, ErrSkillID}
+	sentinels := []error{ErrMissingHeader, ErrCertURL, ErrCertificate, ErrSignature, ErrMalformed, ErrTimestamp, ErrSkillID, ErrReplay}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		h := http.Header{}
 		h.Set(HeaderCertChainURL, testCertURL)

@@ -59,18 +59,17 @@ func (f *scriptedFetcher) fetches(u string) int {
 
 // limitsRig is a Verifier over the test PKI with a settable clock.
 type limitsRig struct {
-	v     *Verifier
-	f     *scriptedFetcher
-	mu    sync.Mutex
-	now   time.Time
-	pki   testPKI
-	valid []byte // a correctly signed envelope's body
+	v   *Verifier
+	f   *scriptedFetcher
+	mu  sync.Mutex
+	now time.Time
+	pki testPKI
 }
 
 func newLimitsRig(t *testing.T) *limitsRig {
 	t.Helper()
 	p := getPKI(t)
-	r := &limitsRig{f: &scriptedFetcher{pem: p.chainPEM}, now: t0, pki: p, valid: envelope(reqOpts{})}
+	r := &limitsRig{f: &scriptedFetcher{pem: p.chainPEM}, now: t0, pki: p}
 	roots := x509.NewCertPool()
 	roots.AddCert(p.root)
 	v, err := NewVerifier(VerifierConfig{SkillID: testSkillID, Roots: roots, Fetcher: r.f, Clock: r.clock})
@@ -155,7 +154,7 @@ func TestVerifier_CertificateDownloadsInFlightAreCapped(t *testing.T) {
 	errs := make(chan error, CertFetchesInFlight+1)
 	for i := range urls {
 		urls[i] = fmt.Sprintf("https://s3.amazonaws.com/echo.api/cert-%d.pem", i)
-		go func() { errs <- r.verify(context.Background(), urls[i], r.valid) }()
+		go func() { errs <- r.verify(context.Background(), urls[i], envelope(reqOpts{})) }()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for r.f.inFlight.Load() != CertFetchesInFlight {
@@ -167,14 +166,14 @@ func TestVerifier_CertificateDownloadsInFlightAreCapped(t *testing.T) {
 	extra := "https://s3.amazonaws.com/echo.api/one-too-many.pem"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // were it fetched, it would wait on the gate
 	defer cancel()
-	if err := r.verify(ctx, extra, r.valid); !errors.Is(err, ErrCertificate) {
+	if err := r.verify(ctx, extra, envelope(reqOpts{})); !errors.Is(err, ErrCertificate) {
 		t.Fatalf("a download over the cap: %v, want ErrCertificate", err)
 	}
 	if n := r.f.fetches(extra); n != 0 {
 		t.Fatalf("the URL over the cap was fetched %d times, want 0", n)
 	}
 	// Twin: joining a download under way is not refused.
-	go func() { errs <- r.verify(context.Background(), urls[0], r.valid) }()
+	go func() { errs <- r.verify(context.Background(), urls[0], envelope(reqOpts{})) }()
 	close(gate)
 	for range CertFetchesInFlight + 1 {
 		if err := <-errs; err != nil {
@@ -184,7 +183,7 @@ func TestVerifier_CertificateDownloadsInFlightAreCapped(t *testing.T) {
 	if n := r.f.fetches(urls[0]); n != 1 {
 		t.Errorf("%s fetched %d times, want 1 (the second request joined the first)", urls[0], n)
 	}
-	if err := r.verify(context.Background(), extra, r.valid); err != nil {
+	if err := r.verify(context.Background(), extra, envelope(reqOpts{})); err != nil {
 		t.Errorf("after the downloads ended, a new URL: %v", err)
 	}
 }
@@ -196,7 +195,7 @@ func TestVerifier_DownloadsOfNewCertificateURLsAreRateLimited(t *testing.T) {
 	r := newLimitsRig(t)
 	r.f.set(nil, errors.New("GET: status 404")) // forged URLs do not exist
 	for i := range CertFetchBurst + 5 {
-		_ = r.verify(context.Background(), fmt.Sprintf("https://s3.amazonaws.com/echo.api/forged-%d.pem", i), r.valid)
+		_ = r.verify(context.Background(), fmt.Sprintf("https://s3.amazonaws.com/echo.api/forged-%d.pem", i), envelope(reqOpts{}))
 	}
 	if n := r.f.total.Load(); n != CertFetchBurst {
 		t.Fatalf("%d requests with new URLs made %d fetches, want %d (the burst)", CertFetchBurst+5, n, CertFetchBurst)
@@ -233,7 +232,7 @@ func TestVerifier_ARequestThatFailsWithoutACertificateCausesNoFetch(t *testing.T
 	if n := r.f.total.Load(); n != 0 {
 		t.Fatalf("requests that fail without a certificate made %d fetches, want 0", n)
 	}
-	if err := r.verify(context.Background(), testCertURL, r.valid); err != nil {
+	if err := r.verify(context.Background(), testCertURL, envelope(reqOpts{})); err != nil {
 		t.Fatalf("twin: %v", err)
 	}
 	if n := r.f.total.Load(); n != 1 {
@@ -244,7 +243,7 @@ func TestVerifier_ARequestThatFailsWithoutACertificateCausesNoFetch(t *testing.T
 // Remembered failures never push a verified chain out of the cache.
 func TestVerifier_FailuresNeverEvictAVerifiedChain(t *testing.T) {
 	r := newLimitsRig(t)
-	if err := r.verify(context.Background(), testCertURL, r.valid); err != nil {
+	if err := r.verify(context.Background(), testCertURL, envelope(reqOpts{})); err != nil {
 		t.Fatal(err)
 	}
 	r.f.set(nil, errors.New("GET: status 404"))

@@ -239,13 +239,12 @@ func TestVerifier_CachesChainPerURLUntilItExpires(t *testing.T) {
 
 func TestVerifier_ConcurrentColdRequestsFetchOnce(t *testing.T) {
 	r := newRig(t, nil)
-	body := envelope(reqOpts{})
-	sig := r.pki.sign(body)
-	h := http.Header{}
-	h.Set(HeaderSignature256, sig)
-	h.Set(HeaderCertChainURL, testCertURL)
 	errs := make(chan error, 16)
 	for i := 0; i < 16; i++ {
+		body := envelope(reqOpts{}) // each its own request id
+		h := http.Header{}
+		h.Set(HeaderSignature256, r.pki.sign(body))
+		h.Set(HeaderCertChainURL, testCertURL)
 		go func() {
 			_, err := r.skill.verifier.Verify(context.Background(), h, body)
 			errs <- err

@@ -2,6 +2,7 @@ package skill
 
 import (
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -20,6 +21,7 @@ const (
 	textNothingMore  = "There's nothing more to add."
 	textNoRepeat     = "I haven't told you anything yet."
 	textGoodbye      = "Goodbye."
+	textAskNextTime  = "Ask me what changed next time."
 	textSorry        = "Sorry, I can't reach your care notes right now. Please try again in a minute."
 	textEmptyNotes   = "There is nothing in your care notes yet."
 	textUnlinked     = "This device isn't linked to a care plan yet. Ask your carer for a six-digit code, then say: my code is, and the number."
@@ -36,6 +38,19 @@ const (
 	textUnreachable = "I can't reach your care notes right now, so I won't read you an instruction that may have changed."
 	textTryAgain    = "Please try again in a minute, or call your care team."
 )
+
+// codePaused says that linking is paused for every device after too many
+// wrong codes from all of them, and for how long: wait rounded up to whole
+// minutes, at least one ("Please try your code again in four minutes.").
+func codePaused(wait time.Duration) string {
+	n := max(1, int((wait+time.Minute-1)/time.Minute))
+	unit := " minutes"
+	if n == 1 {
+		unit = " minute"
+	}
+	return "Too many wrong codes were tried on this service just now, so linking is paused for everyone. Please try your code again in " +
+		models.SpellNumber(n) + unit + ". If it has run out by then, ask your carer for a new one."
+}
 
 // changedSince says which instructions he heard are withdrawn, when their
 // new words cannot be confirmed: "Your walking instruction has changed
@@ -57,6 +72,33 @@ func changedSince(withdrawn []models.URI) string {
 	}
 	list := strings.Join(topics[:len(topics)-1], ", ") + " and " + topics[len(topics)-1]
 	return "Your " + list + " instructions have changed since I last told you."
+}
+
+// owedOnLeaving says, as he leaves, what is still owed to him and was not
+// said: "Your walking instruction has changed since I last told you. There
+// is a new wound care instruction in your care notes. Ask me what changed
+// next time." — "" when nothing is owed.
+func owedOnLeaving(owed []models.Announcement) string {
+	var withdrawn []models.URI
+	var fresh []string
+	for _, a := range owed {
+		if a.IsRetraction() {
+			withdrawn = append(withdrawn, a.URI())
+		} else if t := models.Topic(a.Current.Domain); !containsString(fresh, t) {
+			fresh = append(fresh, t)
+		}
+	}
+	var parts []string
+	if s := changedSince(withdrawn); s != "" {
+		parts = append(parts, s)
+	}
+	for _, t := range fresh {
+		parts = append(parts, "There is a new "+t+" instruction in your care notes.")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(append(parts, textAskNextTime), " ")
 }
 
 func containsString(list []string, s string) bool {

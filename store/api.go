@@ -78,7 +78,7 @@ func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.E
 
 // ValidationError names the field that failed validation. errors.Is(err, ErrInvalid) is true.
 type ValidationError struct {
-	Field  string // "patient", "domain", "audience", "value", "authorId", "authorLabel", "priority", "staleAfter"
+	Field  string // "patient", "domain", "audience", "value", "authorId", "authorLabel", "priority", "staleAfter", "audio", "audioType"
 	Reason string // human-readable, safe to show to the caller (never echoes the value)
 }
 
@@ -91,11 +91,20 @@ type PublishInput struct {
 	Patient     string
 	Domain      string
 	Audience    models.Audience
-	Value       string // 1 byte … models.MaxValueBytes of UTF-8
+	Value       string // 1 byte … models.MaxValueBytes of UTF-8; speakable: ≤ models.MaxSpeakableValueRunes characters
 	AuthorID    string
 	AuthorLabel string
 	StaleAfter  time.Time // zero: never stale
 	Priority    float64   // 0…1
+	// Audio, when set, is a clip the version carries besides its
+	// description (Value), of type AudioType ("audio/mpeg" or "audio/wav";
+	// Validate normalizes aliases): at most models.MaxAudioBytes, its
+	// container checked, and for a speakable fact an MP3 Alexa plays
+	// (Validate, InspectAudio). It is hashed (AudioVersionHash, P-5) and
+	// sealed with the value's AAD (P-6).
+	Audio     []byte
+	AudioType string
+	audioInfo AudioInfo // set by Validate
 	// IdempotencyKey, when non-empty, makes the write apply at most once
 	// within the replay window (600 s): a second Publish with the same key
 	// returns the first result with Replayed = true and writes nothing (P-12).

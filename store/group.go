@@ -241,7 +241,7 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 		seq := nextSeq
 		nextSeq++
 		v := s.nextVersion(in, now, pl)
-		w.versions = append(w.versions, versionRow{seq: seq, v: v, stored: pl.stored, sealed: pl.sealed}) // signed below
+		w.versions = append(w.versions, versionRow{seq: seq, v: v, stored: pl.stored, sealed: pl.sealed, audio: audioColumnsOf(v, pl)}) // signed below
 		if v.N == 1 {
 			w.newFacts = append(w.newFacts, v)
 		} else {
@@ -461,6 +461,7 @@ type versionRow struct {
 	v                models.Version
 	stored           []byte
 	sealed           bool
+	audio            audioColumns
 	headSig, headKey string
 }
 
@@ -516,16 +517,20 @@ func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, w batchWrites) error
 		return nil
 	}
 	if err := exec("versions", `INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
+		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::bytea[], $7::integer[], $8::text[], $9::text[],
-		$10::bigint[], $11::bigint[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::text[])`,
+		$10::bigint[], $11::bigint[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::text[],
+		$17::text[], $18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::bytea[])`,
 		`INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
-		VALUES`, len(w.versions), 16, func(i int) []any {
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
+		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
+		VALUES`, len(w.versions), 22, func(i int) []any {
 			r := w.versions[i]
-			v := r.v
+			v, a := r.v, r.audio
 			return []any{r.seq, v.Patient, v.Domain, v.N, string(v.Audience), r.stored, sqlBool(r.sealed), v.AuthorID, v.AuthorLabel,
-				v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, r.headSig, r.headKey}
+				v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, r.headSig, r.headKey,
+				a.mimeType, a.size, a.ms, int64(sqlBool(a.alexa)), a.sha256, a.stored}
 		}); err != nil {
 		return err
 	}

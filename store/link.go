@@ -18,7 +18,28 @@ var (
 	ErrLinkCodeInvalid = errors.New("link code is invalid or expired")
 	// ErrLinkBlocked: too many wrong codes from this Alexa user; try later.
 	ErrLinkBlocked = errors.New("too many wrong link codes; linking is blocked for a while")
+	// ErrLinkPaused: too many wrong codes from every Alexa user together
+	// (LinkGlobalMaxFailures within LinkFailureWindow): every redemption is
+	// refused until the window slides. It comes as a *LinkPausedError, which
+	// says until when; errors.Is(err, ErrLinkBlocked) is true of it too.
+	ErrLinkPaused = errors.New("too many wrong link codes from every device together; linking is paused")
 )
+
+// LinkPausedError is the global wrong-code block: Until is when the oldest
+// failure that keeps the count at LinkGlobalMaxFailures leaves the window,
+// so a redemption at Until or later is tried again (at most
+// LinkFailureWindow after now). errors.Is matches ErrLinkPaused and
+// ErrLinkBlocked.
+type LinkPausedError struct{ Until time.Time }
+
+func (e *LinkPausedError) Error() string {
+	return ErrLinkPaused.Error() + " until " + e.Until.UTC().Format(time.RFC3339)
+}
+
+// Is reports whether target is ErrLinkPaused or ErrLinkBlocked.
+func (e *LinkPausedError) Is(target error) bool {
+	return target == ErrLinkPaused || target == ErrLinkBlocked
+}
 
 const (
 	// LinkCodeTTL is how long a link code is valid: 10 minutes.
@@ -102,8 +123,10 @@ func (s *Store) CreateLinkCode(ctx context.Context, patient string, now time.Tim
 // is ErrLinkCodeInvalid and counts as a failure; the LinkMaxFailures-th
 // failure within LinkFailureWindow blocks alexaUserID for
 // LinkBlockDuration, during which every attempt — even with a right code —
-// is ErrLinkBlocked (and does not extend the block). An empty alexaUserID
-// is a *ValidationError.
+// is ErrLinkBlocked (and does not extend the block). LinkGlobalMaxFailures
+// failures from every user together within LinkFailureWindow refuse every
+// attempt with a *LinkPausedError (ErrLinkPaused) saying until when. An
+// empty alexaUserID is a *ValidationError.
 func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (patient string, err error) {
 	defer func() { err = s.writeErr(err) }()
 	if alexaUserID == "" || len(alexaUserID) > 512 {
@@ -131,13 +154,8 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 		return "", fmt.Errorf("store: redeem link code: %w", err)
 	}
 
-	var recent int
-	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM link_attempts WHERE at_ms > ?`),
-		nowMS-LinkFailureWindow.Milliseconds()).Scan(&recent); err != nil {
-		return "", fmt.Errorf("store: redeem link code: %w", err)
-	}
-	if recent >= LinkGlobalMaxFailures {
-		return "", ErrLinkBlocked
+	if err := s.globalPause(ctx, tx, nowMS); err != nil {
+		return "", err
 	}
 
 	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT patient FROM link_codes WHERE code = ? AND expires_ms > ?`), code, nowMS).Scan(&patient)
@@ -172,6 +190,27 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 	}
 	return patient, nil
+}
+
+// globalPause returns a *LinkPausedError while LinkGlobalMaxFailures wrong
+// codes from every actor together are inside LinkFailureWindow, nil
+// otherwise. No failure is recorded while paused, so the pause ends when
+// the oldest failure that keeps the count at the limit leaves the window.
+func (s *Store) globalPause(ctx context.Context, tx *sql.Tx, nowMS int64) error {
+	windowStart := nowMS - LinkFailureWindow.Milliseconds()
+	var recent int
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM link_attempts WHERE at_ms > ?`), windowStart).Scan(&recent); err != nil {
+		return fmt.Errorf("store: redeem link code: %w", err)
+	}
+	if recent < LinkGlobalMaxFailures {
+		return nil
+	}
+	var at int64
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT at_ms FROM link_attempts WHERE at_ms > ? ORDER BY at_ms LIMIT 1 OFFSET ?`),
+		windowStart, recent-LinkGlobalMaxFailures).Scan(&at); err != nil {
+		return fmt.Errorf("store: redeem link code: %w", err)
+	}
+	return &LinkPausedError{Until: time.UnixMilli(at + LinkFailureWindow.Milliseconds()).UTC()}
 }
 
 // linkFailure records a wrong code and blocks the user at LinkMaxFailures.

@@ -132,8 +132,29 @@ func TestLinkCode_ManyUsersGuessingTogetherAreStoppedAtTheGlobalLimit(t *testing
 			t.Fatalf("guess %d: %v", i+1, err)
 		}
 	}
-	if _, err := s.RedeemLinkCode(ctx, "ray-echo", "", code, now.Add(2*time.Second)); !errors.Is(err, ErrLinkBlocked) {
-		t.Fatalf("redeem past the global limit: %v, want ErrLinkBlocked", err)
+	_, err = s.RedeemLinkCode(ctx, "ray-echo", "", code, now.Add(2*time.Second))
+	var paused *LinkPausedError
+	if !errors.As(err, &paused) || !errors.Is(err, ErrLinkPaused) || !errors.Is(err, ErrLinkBlocked) {
+		t.Fatalf("redeem past the global limit: %v, want a *LinkPausedError (ErrLinkPaused, ErrLinkBlocked)", err)
+	}
+	// It says how long it lasts: until the failures leave the window.
+	if want := now.Add(time.Second + LinkFailureWindow).UTC().Truncate(time.Millisecond); !paused.Until.Equal(want) {
+		t.Fatalf("paused until %v, want %v", paused.Until, want)
+	}
+	// Just before then, still paused; at Until, a right code links again.
+	if _, err := s.RedeemLinkCode(ctx, "ray-echo", "", code, paused.Until.Add(-time.Millisecond)); !errors.Is(err, ErrLinkPaused) {
+		t.Fatalf("a millisecond before the pause ends: %v, want ErrLinkPaused", err)
+	}
+	fresh, _, _ := s.CreateLinkCode(ctx, "ray", paused.Until) // the first one expired meanwhile
+	if p, err := s.RedeemLinkCode(ctx, "ray-echo", "", fresh, paused.Until); err != nil || p != "ray" {
+		t.Fatalf("at the end of the pause: %q, %v", p, err)
+	}
+	// A user's own block is not the global pause.
+	for range LinkMaxFailures {
+		s.RedeemLinkCode(ctx, "clumsy", "", "000000", paused.Until.Add(time.Second))
+	}
+	if _, err := s.RedeemLinkCode(ctx, "clumsy", "", "000000", paused.Until.Add(2*time.Second)); !errors.Is(err, ErrLinkBlocked) || errors.Is(err, ErrLinkPaused) {
+		t.Fatalf("one user's block: %v, want ErrLinkBlocked and not ErrLinkPaused", err)
 	}
 	// Twin: once the window slides, a right code links again.
 	later := now.Add(LinkFailureWindow + 3*time.Second)

@@ -174,8 +174,10 @@ func timeMS(t time.Time) int64 {
 // (a re-fetched metadata document, a re-registration by the operator).
 // Approval and creation time of an existing client are kept.
 func (s *Store) PutOAuthClient(ctx context.Context, c OAuthClient) error {
-	if c.ID == "" || len(c.ID) > 2048 || c.Name == "" || len(c.Name) > 200 {
-		return &ValidationError{Field: "client", Reason: "id of 1–2048 bytes and a name of 1–200 bytes are required"}
+	// 400 bytes: the 100 characters a client name may have (bridge/oauth)
+	// in any script, 4 bytes each at most.
+	if c.ID == "" || len(c.ID) > 2048 || c.Name == "" || len(c.Name) > 400 {
+		return &ValidationError{Field: "client", Reason: "id of 1–2048 bytes and a name of 1–400 bytes are required"}
 	}
 	meta := c.Metadata
 	if len(meta) == 0 {

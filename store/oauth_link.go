@@ -40,13 +40,8 @@ func (s *Store) RedeemLinkCodeForConsent(ctx context.Context, actor, code string
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return "", fmt.Errorf("store: redeem link code: %w", err)
 	}
-	var recent int
-	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM link_attempts WHERE at_ms > ?`),
-		nowMS-LinkFailureWindow.Milliseconds()).Scan(&recent); err != nil {
-		return "", fmt.Errorf("store: redeem link code: %w", err)
-	}
-	if recent >= LinkGlobalMaxFailures {
-		return "", ErrLinkBlocked
+	if err := s.globalPause(ctx, tx, nowMS); err != nil {
+		return "", err // a *LinkPausedError: errors.Is(err, ErrLinkBlocked) too
 	}
 	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT patient FROM link_codes WHERE code = ? AND expires_ms > ?`), code, nowMS).Scan(&patient)
 	if errors.Is(err, sql.ErrNoRows) {

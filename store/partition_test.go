@@ -105,12 +105,12 @@ func TestList_P1_FiltersByScopeBeforeAnythingElse(t *testing.T) {
 			t.Fatalf("Since for a user principal returned %s", v.URI())
 		}
 	}
-	if len(since) != 6 { // five user facts, weight_bearing twice
-		t.Fatalf("Since(zero) for user = %d versions, want 6", len(since))
+	if len(since) != 7 { // five user facts, weight_bearing and exercise_clip twice
+		t.Fatalf("Since(zero) for user = %d versions, want 7", len(since))
 	}
 	sinceDual, _ := s.Since(ctx, dualRay, time.Time{})
-	if len(sinceDual) != 9 {
-		t.Fatalf("Since(zero) for dual = %d versions, want 9", len(sinceDual))
+	if len(sinceDual) != 11 {
+		t.Fatalf("Since(zero) for dual = %d versions, want 11", len(sinceDual))
 	}
 }
 

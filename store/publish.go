@@ -170,6 +170,7 @@ type plan struct {
 	unchanged bool
 	stored    []byte
 	sealed    bool
+	audio     []byte // the clip's stored bytes (sealed with the value's AAD), nil for text only
 }
 
 // queryRower is *sql.DB or *sql.Tx.
@@ -199,14 +200,17 @@ func (s *Store) planVersion(ctx context.Context, q queryRower, in PublishInput, 
 	}
 	if pl.found && detectUnchanged && sameFields(r.v, in) {
 		value, err := s.open(ctx, r)
+		if err == nil && value == in.Value {
+			err = s.loadAudio(ctx, q, &r, false) // audio_read.go; a no-op for text
+		}
 		switch {
 		case errors.Is(err, ErrSealerUnavailable):
 			return plan{}, fmt.Errorf("store: publish: %w", err)
 		case err != nil:
 			s.log.WarnContext(ctx, "store: publish: the current version cannot be opened to compare; writing a new version",
 				"uri", r.v.URI().String(), "err", err)
-		case value == in.Value:
-			pl.head.v.Value, pl.unchanged = value, true
+		case value == in.Value && (r.v.Audio == nil || sameAudio(in, r.v.Audio.MIMEType, r.v.Audio.Data)):
+			pl.head.v.Value, pl.head.v.Audio, pl.unchanged = value, r.v.Audio, true
 			return pl, nil
 		}
 	}
@@ -214,15 +218,23 @@ func (s *Store) planVersion(ctx context.Context, q queryRower, in PublishInput, 
 	if pl.stored, pl.sealed, err = s.seal(ctx, next); err != nil {
 		return plan{}, err
 	}
+	if len(in.Audio) > 0 {
+		if pl.audio, err = s.sealAudio(ctx, next, in.Audio); err != nil {
+			return plan{}, err
+		}
+	}
 	return pl, nil
 }
 
 // sameFields reports whether a write of in would repeat v in every field
-// but the value (compared after opening it): audience, author id and label,
-// stale-after and priority. in is normalized by validate.
+// but the value and the clip's bytes (compared after opening them):
+// audience, author id and label, stale-after, priority, and the clip's
+// presence, type and size. in is normalized by validate.
 func sameFields(v models.Version, in PublishInput) bool {
+	sameClip := v.Audio == nil && len(in.Audio) == 0 ||
+		v.Audio != nil && v.Audio.MIMEType == in.AudioType && v.Audio.Size == len(in.Audio)
 	return v.Audience == in.Audience && v.AuthorID == in.AuthorID && v.AuthorLabel == in.AuthorLabel &&
-		v.StaleAfter.Equal(in.StaleAfter) && v.Priority == in.Priority
+		v.StaleAfter.Equal(in.StaleAfter) && v.Priority == in.Priority && sameClip
 }
 
 // appendVersion chains and inserts version n+1 of in's fact, written at
@@ -257,11 +269,14 @@ func (s *Store) insertVersionAt(ctx context.Context, tx *sql.Tx, in PublishInput
 	latest := v.N - 1
 	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
 	stored, sealed := pl.stored, pl.sealed
+	a := audioColumnsOf(v, pl)
 	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
+		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
-		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey); err != nil {
+		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey,
+		a.mimeType, a.size, a.ms, sqlBool(a.alexa), a.sha256, a.stored); err != nil {
 		return models.Version{}, fmt.Errorf("store: publish: %w", err)
 	}
 	var err error
@@ -297,9 +312,28 @@ func (s *Store) nextVersion(in PublishInput, writtenAt time.Time, pl plan) model
 		StaleAfter:  in.StaleAfter,
 		Priority:    in.Priority,
 		PrevHash:    prevHash,
+		Audio:       audioOf(in),
 	}
-	v.Hash = VersionHash(v.PrevHash, v.Value, v.WrittenAt, v.AuthorID)
+	v.Hash = hashOf(v) // AudioVersionHash over the clip's bytes when it has one (P-5)
 	return v
+}
+
+// audioColumns are the versions table's audio columns for one version:
+// zero values and a NULL clip for a text-only version.
+type audioColumns struct {
+	mimeType, sha256 string
+	size, ms         int64
+	alexa            bool
+	stored           []byte // the clip sealed with the value's AAD; nil (NULL) for text only
+}
+
+func audioColumnsOf(v models.Version, pl plan) audioColumns {
+	a := v.Audio
+	if a == nil {
+		return audioColumns{}
+	}
+	return audioColumns{mimeType: a.MIMEType, sha256: a.SHA256, size: int64(a.Size), ms: a.Duration.Milliseconds(),
+		alexa: a.AlexaPlayable, stored: pl.audio}
 }
 
 func msOrZero(t time.Time) int64 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +22,8 @@ func timeOrZero(ms int64) time.Time {
 
 // versionCols are the columns scanVersion reads, from versions v joined to facts f.
 const versionCols = `v.seq, v.patient, v.domain, v.n, v.audience, v.value, v.sealed, v.author_id, v.author_label,
-	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest, v.head_sig, v.head_key`
+	v.written_at, v.stale_after, v.priority, v.prev_hash, v.hash, f.latest, v.head_sig, v.head_key,
+	v.audio_type, v.audio_size, v.audio_ms, v.audio_alexa, v.audio_sha256`
 
 type row struct {
 	v       models.Version
@@ -42,10 +44,19 @@ func scanRaw(sc scanner) (row, error) {
 		aud               string
 		sealed            int
 		writtenAt, staleA int64
+		audioType         string
+		audioSize, ms     int64
+		alexa             int
+		audioSHA          string
 	)
 	if err := sc.Scan(&r.seq, &r.v.Patient, &r.v.Domain, &r.v.N, &aud, &r.stored, &sealed, &r.v.AuthorID, &r.v.AuthorLabel,
-		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest, &r.headSig, &r.headKey); err != nil {
+		&writtenAt, &staleA, &r.v.Priority, &r.v.PrevHash, &r.v.Hash, &r.latest, &r.headSig, &r.headKey,
+		&audioType, &audioSize, &ms, &alexa, &audioSHA); err != nil {
 		return row{}, err
+	}
+	if audioType != "" { // the bytes are read by loadAudio, which recomputes the digest (audio_read.go)
+		r.v.Audio = &models.Audio{MIMEType: audioType, Size: int(audioSize), Duration: time.Duration(ms) * time.Millisecond,
+			AlexaPlayable: alexa != 0, SHA256: audioSHA}
 	}
 	r.v.Audience = models.Audience(aud)
 	r.sealed = sealed != 0
@@ -277,41 +288,145 @@ func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) 
 	return out, nil
 }
 
+// Window is what SinceAtMost returns: the versions written after a time that a
+// principal may read, bounded for one answer.
+type Window struct {
+	// Versions, oldest first (by WrittenAt, then commit order): every
+	// version of the window when it holds at most the limit; otherwise
+	// only each changed fact's latest version in the window (Omitted > 0);
+	// nil when more than the limit of facts changed (Facts says how many).
+	Versions []models.Version
+	// First maps each fact of Versions (its unversioned URI) to its lowest
+	// version number in the window: the version before it is the one that
+	// was current at the window's start.
+	First map[models.URI]int
+	// Facts is the number of facts with a version in the window.
+	Facts int
+	// Omitted counts the window's versions left out of Versions (the
+	// earlier revisions of facts that changed more than once); 0 when
+	// Versions holds the whole window.
+	Omitted int
+}
+
 // Since returns every version written strictly after t that p may read,
-// oldest first (by WrittenAt, then commit order), for whats_changed. A
-// version stored as plaintext in a sealed store is left out (logged; see
-// Read). Errors as Read's.
+// oldest first (by WrittenAt, then commit order): SinceAtMost without a
+// bound, so its memory grows with the window. Serving code uses
+// SinceAtMost. Errors as Read's.
 func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time) ([]models.Version, error) {
+	w, err := s.SinceAtMost(ctx, p, t, 0)
+	return w.Versions, err
+}
+
+// SinceAtMost returns the versions written strictly after t that p may
+// read, for whats_changed, in memory bounded by limit (limit ≤ 0: no
+// bound): it reads at most limit+1 versions; a window with more is
+// answered from a count and each fact's latest version only (see Window),
+// and one in which more than limit facts changed with the count alone.
+// Every query sees the same versions: those committed when it began (seq
+// at most the highest then). A version stored as plaintext in a sealed store is left out
+// (logged; see Read). Errors as Read's.
+func (s *Store) SinceAtMost(ctx context.Context, p models.Principal, t time.Time, limit int) (Window, error) {
+	w := Window{First: map[models.URI]int{}}
 	cond, args, ok := readableFilter(p)
 	if !ok {
-		return nil, nil
+		return w, nil
 	}
-	args = append([]any{t.UnixMilli()}, args...)
+	var top int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM versions`).Scan(&top); err != nil {
+		return Window{}, fmt.Errorf("store: since: %w", err)
+	}
 	// WrittenAt has ms precision: "strictly after t" compares against t
 	// truncated to ms, so a version at t+0.5 ms's millisecond is not lost.
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
-		ON f.patient = v.patient AND f.domain = v.domain
-		WHERE v.written_at > ? AND `+cond+` ORDER BY v.written_at, v.seq`), args...)
+	from := `FROM versions v JOIN facts f ON f.patient = v.patient AND f.domain = v.domain
+		WHERE v.written_at > ? AND v.seq <= ? AND ` + cond
+	wargs := append([]any{t.UnixMilli(), top}, args...)
+	q := `SELECT ` + versionCols + ` ` + from + ` ORDER BY v.written_at, v.seq`
+	if limit > 0 {
+		q += ` LIMIT ` + strconv.Itoa(limit+1)
+	}
+	raws, err := s.sinceRows(ctx, p, t, s.d.rebind(q), wargs, nil)
+	if err != nil {
+		return Window{}, err
+	}
+	if limit <= 0 || len(raws) <= limit {
+		facts := map[models.URI]bool{}
+		for _, r := range raws {
+			u := r.v.FactURI()
+			facts[u] = true
+			if f, ok := w.First[u]; !ok || r.v.N < f {
+				w.First[u] = r.v.N
+			}
+		}
+		w.Facts = len(facts)
+		w.Versions, err = s.openSince(ctx, raws)
+		return w, err
+	}
+
+	// More than limit versions: count them and their facts, then read each
+	// fact's latest version with its first in the window.
+	var total int
+	if err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*), COUNT(DISTINCT v.patient || '|' || v.domain) `+from), wargs...).
+		Scan(&total, &w.Facts); err != nil {
+		return Window{}, fmt.Errorf("store: since: %w", err)
+	}
+	if w.Facts > limit {
+		return w, nil
+	}
+	q = `SELECT ` + versionCols + `, g.first_n FROM (SELECT v.patient, v.domain, MIN(v.n) AS first_n, MAX(v.n) AS last_n ` + from + `
+		GROUP BY v.patient, v.domain) g
+		JOIN versions v ON v.patient = g.patient AND v.domain = g.domain AND v.n = g.last_n
+		JOIN facts f ON f.patient = v.patient AND f.domain = v.domain
+		ORDER BY v.written_at, v.seq`
+	firsts := map[models.URI]int{}
+	raws, err = s.sinceRows(ctx, p, t, s.d.rebind(q), wargs, firsts)
+	if err != nil {
+		return Window{}, err
+	}
+	w.First = firsts
+	w.Versions, err = s.openSince(ctx, raws)
+	w.Omitted = total - len(w.Versions)
+	return w, err
+}
+
+// sinceRows runs one of SinceAtMost's queries and scans its rows (versionCols,
+// then first_n when firsts is non-nil, recorded per fact), keeping the rows
+// p may read written after t (P-1's second check).
+func (s *Store) sinceRows(ctx context.Context, p models.Principal, t time.Time, q string, args []any, firsts map[models.URI]int) ([]row, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: since: %w", err)
 	}
-	var raws []row
+	defer rows.Close()
+	var out []row
 	for rows.Next() {
-		r, err := scanRaw(rows)
+		var first int
+		sc := scanner(rows)
+		if firsts != nil {
+			sc = withExtra{rows, []any{&first}}
+		}
+		r, err := scanRaw(sc)
 		if err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("store: since: %w", err)
 		}
 		if p.CanRead(r.v.Patient, r.v.Audience) && r.v.WrittenAt.After(t) {
-			raws = append(raws, r)
+			out = append(out, r)
+			if firsts != nil {
+				firsts[r.v.FactURI()] = first
+			}
 		}
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: since: %w", err)
 	}
+	return out, nil
+}
+
+// openSince opens the values of SinceAtMost's rows; a plaintext row in a sealed
+// store is left out (failClosed answers ErrNotFound for it).
+func (s *Store) openSince(ctx context.Context, raws []row) ([]models.Version, error) {
 	out := make([]models.Version, 0, len(raws))
 	for _, r := range raws {
+		var err error
 		if r.v.Value, err = s.open(ctx, r); err != nil {
 			if err = s.failClosed(ctx, "since", r, err); errors.Is(err, ErrNotFound) {
 				continue
@@ -322,6 +437,14 @@ func (s *Store) Since(ctx context.Context, p models.Principal, t time.Time) ([]m
 	}
 	return out, nil
 }
+
+// withExtra is a scanner that scans extra columns after the caller's.
+type withExtra struct {
+	sc    scanner
+	extra []any
+}
+
+func (e withExtra) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
 
 // Staleness reports whether the fact is stale at now and, if so, its header (P-7).
 // The fact is its current version (or the version rawURI names). ErrNotFound as Read.

@@ -187,8 +187,8 @@ func TestRead_P6_PlaintextRowInASealedStoreFailsClosedAndVerifyLocatesIt(t *test
 	for _, v := range since {
 		served = append(served, v.Value)
 	}
-	if len(facts) != 4 || len(since) != 5 {
-		t.Fatalf("List = %d facts, Since = %d versions; want 4 and 5 (only the forged version left out)", len(facts), len(since))
+	if len(facts) != 4 || len(since) != 6 {
+		t.Fatalf("List = %d facts, Since = %d versions; want 4 and 6 (only the forged version left out)", len(facts), len(since))
 	}
 	for _, v := range served {
 		if v == forgedValue {
@@ -255,10 +255,10 @@ func TestRekey_SealsAPlaintextStoreWhoseRowsFailClosedUntilThen(t *testing.T) {
 		t.Fatalf("Read before rekey = %v, want ErrNotFound", err)
 	}
 	n, err := s.Rekey(ctx)
-	if err != nil || n != 9 {
-		t.Fatalf("Rekey = %d, %v; want 9", n, err)
+	if err != nil || n != 11 {
+		t.Fatalf("Rekey = %d, %v; want 11", n, err)
 	}
-	if !strings.Contains(logs.String(), "count=9") {
+	if !strings.Contains(logs.String(), "count=11") {
 		t.Fatalf("rekey did not log the plaintext versions it sealed: %s", logs.String())
 	}
 	if got := seededHashesOf(t, s); !equalStrings(got, before) {

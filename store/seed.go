@@ -27,8 +27,12 @@ type seedRecord struct {
 }
 
 // demoRecords returns the demo seed (reference/peers.md §1.2, in our own
-// words): eight facts, nine versions, in writing order. Every time — and
-// the anticoagulant's end date written inside its sentence — derives from now.
+// words): eight facts, eleven versions, in writing order. Every time — and
+// the anticoagulant's end date written inside its sentence — derives from
+// now. The last two versions carry the committed clips (seed_audio.go):
+// the heel-slide count Ray may hear, and a gait recording for the
+// assistant only; the versions before them are unchanged, so their hashes
+// are too (P-15).
 func demoRecords(now time.Time) []seedRecord {
 	now = now.UTC()
 	stop := now.AddDate(0, 0, -4)
@@ -73,6 +77,12 @@ func demoRecords(now time.Time) []seedRecord {
 		rec("exercise_clip", models.AudienceUser,
 			"Audio clip (audio/wav, 12 kB): a slow spoken count to pace ten heel slides.",
 			"okafor", okafor, 1*day, 0.55),
+		withAudio(rec("gait_note", models.AudienceAssistant,
+			"Gait cadence recorded on the ward walk (2.9 s): left and right steps at about two a second. For the assistant's reasoning only; never play it.",
+			"okafor", okafor, 20*time.Hour, 0.8), models.AudioWAV, seedGaitNote),
+		withAudio(rec("exercise_clip", models.AudienceUser,
+			"A slow count from one to ten, to pace your heel slides.",
+			"okafor", okafor, 20*time.Hour, 0.55), models.AudioMPEG, seedExerciseClip),
 	}
 }
 
@@ -83,7 +93,7 @@ func StagedRevision() PublishInput {
 		Value: "Full weight-bearing as tolerated.", AuthorID: "okafor", AuthorLabel: "Sarah Okafor, physio", Priority: 0.9}
 }
 
-// Seed writes the demo seed (P-15) — patient ray, eight facts, nine
+// Seed writes the demo seed (P-15) — patient ray, eight facts, eleven
 // versions, every time an offset before now — if and only if the database
 // holds no version yet; seeded reports whether it did. The versions are
 // chained by the same code as Publish, with WrittenAt = now − offset
@@ -189,7 +199,10 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 		if !r.sealed {
 			plaintext++
 		}
-		if VersionHash(r.v.PrevHash, r.v.Value, r.v.WrittenAt, r.v.AuthorID) != r.v.Hash {
+		if err := s.loadAudio(ctx, tx, &r, true); err != nil { // the clip, sealed with the value (audio_read.go)
+			return 0, fmt.Errorf("store: rekey: %w", err)
+		}
+		if hashOf(r.v) != r.v.Hash {
 			return 0, fmt.Errorf("store: rekey: %s: stored hash disagrees with the value; run verify", r.v.URI())
 		}
 		stored, sealed, err := s.seal(ctx, r.v)
@@ -198,6 +211,15 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE versions SET value = ?, sealed = ? WHERE seq = ?`), stored, sqlBool(sealed), r.seq); err != nil {
 			return 0, fmt.Errorf("store: rekey: %w", err)
+		}
+		if r.v.Audio != nil {
+			clip, err := s.sealAudio(ctx, r.v, r.v.Audio.Data)
+			if err != nil {
+				return 0, fmt.Errorf("store: rekey: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE versions SET audio = ? WHERE seq = ?`), clip, r.seq); err != nil {
+				return 0, fmt.Errorf("store: rekey: %w", err)
+			}
 		}
 	}
 	if err := s.commit(tx); err != nil {

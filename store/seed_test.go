@@ -36,11 +36,13 @@ func seededHashes(t *testing.T, now time.Time) []string {
 var goldenDemoHashes = []string{
 	"care-internal://ray/adherence/v1 bfb180932580b3746a1213a7ecafc8f459c91cc48eb0a093e7490f903e0970cd",
 	"care-internal://ray/gait_note/v1 61f5376394db1b7e3dd1dce68ce7a5f893e15c40304d50233f687d0ddcf394a9",
+	"care-internal://ray/gait_note/v2 c385a39ad9adb4572fc08b9efd8ece608a7ca1065be9b056c87735b0cc59feb8", // the committed WAV (issue 18)
 	"care-internal://ray/risk/v1 d5fdb6f22b7c1d396695d70aed7640b8fdeb4893b0584d0e88545bdb7d094ddb",
 	"care://ray/anticoagulant/v1 fcac2cb0fb20537502714b4f858f3cafc52698b54add35f50a0ae959b45f1bec",
 	"care://ray/contact/v1 76aa65456a4a1797083ba227f812703396b777832a6bc5fafea8a3c83548edaa",
 	"care://ray/exercise/v1 4837e33dcdf103c98e9209dbe44befec570e6d25019fa982753597315d9ef42f",
 	"care://ray/exercise_clip/v1 89b47716ef11570d753cfb1491bbbe82a3085ab06813a5f7c54f7cf481d2ff8d",
+	"care://ray/exercise_clip/v2 7f2a8962f99bd0f41416441ec245136748cc154fd977443a31b0b2546fd684aa", // the committed MP3 (issue 18)
 	"care://ray/weight_bearing/v1 50f603064ba04940394dc5b584b3921c4f2158cd10b22bf95a322c8f9eba4de2",
 	"care://ray/weight_bearing/v2 fa5d160353afdf72834ec847ca1c5fd2565ef73fec9667dca3cba5008f1ff8cf",
 }
@@ -67,7 +69,7 @@ func TestSeed_P15_HashesFollowTheGivenClock(t *testing.T) {
 	}
 }
 
-func TestSeed_EightFactsNineVersions_FiveSpeakable(t *testing.T) {
+func TestSeed_EightFactsElevenVersions_FiveSpeakable(t *testing.T) {
 	s, _ := openTest(t, nil)
 	ctx := context.Background()
 	now := demoNow(t)
@@ -89,16 +91,16 @@ func TestSeed_EightFactsNineVersions_FiveSpeakable(t *testing.T) {
 	for _, f := range all {
 		n += f.Versions
 	}
-	if len(all) != 8 || n != 9 {
-		t.Fatalf("dual list: %d facts, %d versions; want 8 and 9", len(all), n)
+	if len(all) != 8 || n != 11 {
+		t.Fatalf("dual list: %d facts, %d versions; want 8 and 11", len(all), n)
 	}
 	for _, f := range user {
 		if f.Current.Audience != models.AudienceUser {
 			t.Fatalf("user list holds %s", f.Current.FactURI())
 		}
 	}
-	if last, _ := s.LastSeq(ctx); last != 9 {
-		t.Fatalf("LastSeq after seed = %d, want 9", last)
+	if last, _ := s.LastSeq(ctx); last != 11 {
+		t.Fatalf("LastSeq after seed = %d, want 11", last)
 	}
 	if _, err := s.Read(ctx, userRay, "care://ray/weight_bearing/v3"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the staged revision must not be seeded: %v", err)

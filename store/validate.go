@@ -86,12 +86,21 @@ func xmlReason(s string) (string, bool) {
 //   - audience: "user" or "assistant";
 //   - value: not blank; characters XML 1.0 allows (ReasonXMLForbidden);
 //     a speakable (user) value at most models.MaxSpeakableValueRunes
-//     characters; any value at most models.MaxValueBytes bytes;
+//     characters (code points, whatever the script); any value, of either
+//     audience, at most models.MaxValueBytes bytes of UTF-8, which 6,000
+//     characters of any script always fit in;
 //   - authorId: 1–64 characters of [a-z0-9_.@:-];
 //   - authorLabel: not blank, at most 200 bytes, characters XML 1.0 allows
 //     and no control character at all (it is spoken on one line);
 //   - priority: 0…1; staleAfter: zero or after 1970;
-//   - idempotencyKey: at most 256 bytes.
+//   - idempotencyKey: at most 256 bytes;
+//   - audio, audioType (optional, together): audio/mpeg or audio/wav (and
+//     their aliases, normalized), at most models.MaxAudioBytes, a whole
+//     container of that type (InspectAudio: RIFF/WAVE chunks, or MP3 frame
+//     headers back to back — a mislabelled file is refused saying what it
+//     is), and for a speakable (user) fact an MP3 that Alexa's SSML
+//     <audio> plays (MPEG-2 Layer III, 48 kbps, 16000/22050/24000 Hz, at
+//     most 240 s), since every speakable clip is played on the Echo.
 //
 // A patient, domain or authorId holding an XML-forbidden character is
 // refused with ReasonXMLForbidden, otherwise with its own pattern.
@@ -117,11 +126,14 @@ func Validate(in PublishInput) (PublishInput, error) {
 	case strings.TrimSpace(in.Value) == "":
 		return bad("value", "must not be empty")
 	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
-		return bad("value", fmt.Sprintf("a speakable value must be at most %d characters, what one Alexa response can carry "+
-			"with a retraction around it (this one has %d); split it into several facts, or make it assistant-only",
-			models.MaxSpeakableValueRunes, utf8.RuneCountInString(in.Value)))
+		return bad("value", fmt.Sprintf("a speakable value must be at most %d characters (Unicode code points, in any script), "+
+			"what one Alexa response can carry with a retraction around it (this one has %d); "+
+			"split it into several facts, or make it assistant-only (at most %d bytes of UTF-8)",
+			models.MaxSpeakableValueRunes, utf8.RuneCountInString(in.Value), models.MaxValueBytes))
 	case len(in.Value) > models.MaxValueBytes:
-		return bad("value", fmt.Sprintf("must be at most %d bytes", models.MaxValueBytes))
+		return bad("value", fmt.Sprintf("must be at most %d bytes of UTF-8 (this one has %d); "+
+			"a speakable value is also limited to %d characters, which always fit in that",
+			models.MaxValueBytes, len(in.Value), models.MaxSpeakableValueRunes))
 	case !ValidAuthorID(in.AuthorID):
 		return bad("authorId", "must be 1–64 characters of [a-z0-9_.@:-]")
 	case strings.TrimSpace(in.AuthorLabel) == "":
@@ -137,6 +149,11 @@ func Validate(in PublishInput) (PublishInput, error) {
 	case len(in.IdempotencyKey) > maxIdempotencyKeyBytes:
 		return bad("idempotencyKey", fmt.Sprintf("must be at most %d bytes", maxIdempotencyKeyBytes))
 	}
+	t, info, err := validateAudio(in) // audio.go
+	if err != nil {
+		return PublishInput{}, err
+	}
+	in.AudioType, in.audioInfo = t, info
 	in.AuthorLabel = strings.TrimSpace(in.AuthorLabel)
 	if !in.StaleAfter.IsZero() {
 		in.StaleAfter = in.StaleAfter.UTC().Truncate(time.Millisecond)

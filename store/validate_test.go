@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/unsay/unsay/models"
 )
@@ -126,6 +127,53 @@ func TestPublish_SpeakableValueOverOneResponseIsRefusedNamingTheLimit(t *testing
 	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, strings.Repeat("a", models.MaxSpeakableValueRunes)))
 	mustPublish(t, s, writer, in("exercise", models.AudienceUser, strings.Repeat("é", models.MaxSpeakableValueRunes)))
 	mustPublish(t, s, writer, in("notes", models.AudienceAssistant, strings.Repeat("a", models.MaxValueBytes)))
+}
+
+// TestValidate_SpeakableLimitIsCharactersInEveryScript: the speakable limit
+// counts characters, so 6,000 characters are accepted whether each takes 1,
+// 2, 3 or 4 bytes of UTF-8 (a 6,000-emoji value was refused as "at most
+// 16384 bytes" when the byte cap was smaller than the character limit
+// allows). One character more is refused naming the character limit, and
+// a value over the byte cap, of either audience, is refused naming the
+// byte cap and its unit; nothing is written for a refusal.
+func TestValidate_SpeakableLimitIsCharactersInEveryScript(t *testing.T) {
+	for _, tc := range []struct{ script, char string }{
+		{"ASCII", "a"}, {"Latin with accents", "é"}, {"Chinese", "护"}, {"emoji", "🦵"},
+	} {
+		at := strings.Repeat(tc.char, models.MaxSpeakableValueRunes)
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, at)); err != nil {
+			t.Errorf("%d characters of %s (%d bytes): %v; want accepted", models.MaxSpeakableValueRunes, tc.script, len(at), err)
+		}
+		_, err := Validate(in("weight_bearing", models.AudienceUser, at+tc.char))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "value" ||
+			!strings.Contains(ve.Reason, fmt.Sprintf("at most %d characters", models.MaxSpeakableValueRunes)) ||
+			!strings.Contains(ve.Reason, fmt.Sprintf("this one has %d", models.MaxSpeakableValueRunes+1)) {
+			t.Errorf("%d characters of %s: %v; want refused naming the character limit and the count", models.MaxSpeakableValueRunes+1, tc.script, err)
+		}
+	}
+	// Over the byte cap: a speakable value that long has more characters
+	// than the character limit in any script, so that is the limit it is
+	// told; an assistant-only value is told the byte cap.
+	overBytes := strings.Repeat("🦵", models.MaxValueBytes/utf8.UTFMax) + "a"
+	for _, tc := range []struct {
+		audience models.Audience
+		value    string
+		want     string
+	}{
+		{models.AudienceUser, overBytes, fmt.Sprintf("at most %d characters", models.MaxSpeakableValueRunes)},
+		{models.AudienceAssistant, overBytes, fmt.Sprintf("at most %d bytes of UTF-8 (this one has %d)", models.MaxValueBytes, len(overBytes))},
+		{models.AudienceAssistant, strings.Repeat("a", models.MaxValueBytes+1), fmt.Sprintf("at most %d bytes of UTF-8", models.MaxValueBytes)},
+	} {
+		_, err := Validate(in("notes", tc.audience, tc.value))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, tc.want) {
+			t.Errorf("%s value of %d bytes: %v; want refused with %q", tc.audience, len(tc.value), err, tc.want)
+		}
+	}
+	if _, err := Validate(in("notes", models.AudienceAssistant, strings.Repeat("a", models.MaxValueBytes))); err != nil {
+		t.Errorf("an assistant-only value of exactly %d bytes: %v; want accepted", models.MaxValueBytes, err)
+	}
 }
 
 func TestValidate_AuthorLabelIsRequiredAndNormalized(t *testing.T) {

@@ -14,7 +14,9 @@ import (
 //
 // BrokenAt is the first version n whose stored prevHash is not version
 // n-1's stored hash ("" for n = 1), whose number is out of sequence, whose
-// recomputed VersionHash over its plaintext differs from its stored hash,
+// recomputed VersionHash over its plaintext (AudioVersionHash over the
+// description and the clip's bytes, for a version with audio) differs from
+// its stored hash, whose sealed clip fails to open,
 // whose sealed value fails to open (one failure shape for both), or — when
 // the store has a Sealer — whose value is stored as plaintext (P-6: forged
 // by someone with write access to the database, or not yet rekeyed); or
@@ -67,13 +69,22 @@ func (s *Store) Verify(ctx context.Context, p models.Principal, rawURI string) (
 		}
 		if ok {
 			value, err := s.open(ctx, r)
+			audioProblem := false
+			if err == nil {
+				r.v.Value = value
+				if err = s.loadAudio(ctx, s.db, &r, false); err != nil && !errors.Is(err, ErrSealed) && !errors.Is(err, ErrSealerUnavailable) {
+					audioProblem = true
+				}
+			}
 			switch {
 			case errors.Is(err, ErrSealed), errors.Is(err, ErrSealerUnavailable):
 				return VerifyResult{}, fmt.Errorf("store: verify: %w", err)
+			case audioProblem:
+				ok, problem = false, "the clip does not open"
 			case err != nil:
 				ok, problem = false, "the value does not open"
-			default:
-				ok, problem = VersionHash(r.v.PrevHash, value, r.v.WrittenAt, r.v.AuthorID) == r.v.Hash, "hash does not match"
+			default: // over the description and, for a clip, its bytes (AudioVersionHash)
+				ok, problem = hashOf(r.v) == r.v.Hash, "hash does not match"
 			}
 		}
 		if ok {

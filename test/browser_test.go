@@ -16,13 +16,20 @@ import (
 // Debian's headless Chromium (playwright-core): nothing overflows the
 // viewport, the current walking instruction is visible and updates live, no
 // assistant-only text is in the DOM, and without a token the card shows only
-// how to open it. Screenshots go to test/artifacts/.
+// how to open it. On the clinician page the author label is prefilled, a
+// mistyped topic asks before it is created, and the "did Ray hear it?"
+// timeline shows the clinician's revision pending, then — after Ray's next
+// turn on his Echo Show, live — heard on the Echo Show, the version he
+// heard before withdrawn. Screenshots go to test/artifacts/
+// (clinician-timeline-before.png, clinician-timeline-after.png).
 func TestBrowser_EchoCardAndClinicianPageInChromium(t *testing.T) {
 	const part = "6 headless Chromium"
 	node := needNode(t, part, "playwright-core")
 	chrome, ok := chromium()
 	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
-	s := startServer(t, part)
+	// Ray's Echo Show is any unverified request (loopback only): the
+	// clinician's timeline is checked before and after his next turn.
+	s := startServer(t, part, "--alexa-verify=false", "--default-patient", "ray")
 	reader := token(t, s, part, "care.read.user")
 	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor")
 	_, err := s.Write(context.Background(), "ray", "weight_bearing", harness.DemoRevision, harness.DemoAuthor, harness.DemoAuthorLabel)
@@ -30,5 +37,31 @@ func TestBrowser_EchoCardAndClinicianPageInChromium(t *testing.T) {
 	runChecks(t, node, "browser.mjs", []string{
 		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "TOKEN_WRITER=" + writer,
 		"WRITE_SECRET=" + harness.WriteSecret, "ARTIFACTS=" + filepath.Join(testDir, "artifacts", "screenshots"),
+	}, 3*time.Minute)
+}
+
+// TestBrowser_BadLinksAndTokensShowARefusalAPersonCanActOn: a broken
+// link or token showed the browser's own words ("Failed to execute 'atob'
+// on 'Window'…") on the clinician page, or "Can't reach your care notes
+// right now — trying again" forever on the Echo card for a token with a
+// %00 after it. In headless Chromium, echo.html#token= with a stray %00, a
+// space, a letter outside ASCII (each unsendable in an Authorization
+// header), a forged signature or a token cut short (each a 401) shows the
+// refusal and keeps it; the clinician's sign-in with a token that is not
+// base64url, not JSON, an array, two parts, or carries a character no
+// header can hold says "That sign-in token is not valid; ask for a new
+// one." Each has its twin: the good link and the good token still work.
+// A screenshot goes to test/artifacts/ (clinician-bad-token.png).
+func TestBrowser_BadLinksAndTokensShowARefusalAPersonCanActOn(t *testing.T) {
+	const part = "6 headless Chromium"
+	node := needNode(t, part, "playwright-core")
+	chrome, ok := chromium()
+	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
+	s := startServer(t, part)
+	reader := token(t, s, part, "care.read.user")
+	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor")
+	runChecks(t, node, "browser-links.mjs", []string{
+		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "TOKEN_WRITER=" + writer,
+		"ARTIFACTS=" + filepath.Join(testDir, "artifacts", "screenshots"),
 	}, 3*time.Minute)
 }

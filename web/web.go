@@ -13,9 +13,13 @@
 // and a subscription per care:// fact, and the GET event stream to re-read
 // on notifications/resources/updated; a read's _meta "unsay/retraction"
 // becomes the retraction card on top. Inside an MCP Apps host (an iframe, no
-// token) it sends ui/initialize and renders the whats_changed structuredContent
-// of ui/notifications/tool-result. Without either it shows only how to open
-// it. One filter (speakableURI) admits unversioned care:// URIs only: nothing
+// token: the view holds none and fetches nothing — its resource declares no
+// connect domain) it sends ui/initialize and renders the structuredContent
+// of each ui/notifications/tool-result (whats_changed's changes,
+// care_instruction's instructions); when the host proxies tool calls
+// (serverTools) it asks whats_changed through the host every 15 s, so a
+// revision published while it is on screen is drawn. Without either it
+// shows only how to open it. One filter (speakableURI) admits unversioned care:// URIs only: nothing
 // from the assistant-only scheme is ever rendered (P-1, P-16).
 //
 // Elements carry data-testid attributes for the browser tests:
@@ -65,7 +69,7 @@ var routes = map[string]string{
 // Apps host the card arrives over MCP as ui://unsay/echo, not through this
 // handler, so the host's own sandbox applies there.)
 const contentSecurityPolicy = "default-src 'none'; script-src 'unsafe-inline'; " +
-	"style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; " +
+	"style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; media-src blob:; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
 
 // EchoHTML returns the bytes of echo.html: the same bytes GET /echo.html

@@ -249,6 +249,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.publicURL == "" {
 		a.publicURL = "http://" + a.ln.Addr().String()
 	}
+	if !strings.HasPrefix(a.publicURL, "https://") {
+		// Alexa's SSML <audio> fetches only https URLs (issue 18).
+		a.notes = append(a.notes, "recorded clips are described, not played, on Alexa (the public URL is not https)")
+	}
 
 	writeSecret := cfg.WriteSecret
 	if len(writeSecret) == 0 {
@@ -298,6 +302,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Shared by every instance on one database, so a list cursor
 		// issued by one is honoured by another (no sticky routing).
 		CursorSecret: auditKey,
+		// Clip URLs (/audio/{token}) are keyed from the signing key, which
+		// every instance shares; without one, a random key per process.
+		AudioURLKey: cfg.SigningKey,
 	}, a.Store, a.verifier, api, bridge.Extra{
 		Alexa:         a.Skill,
 		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
@@ -316,6 +323,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				a.AS.Routes(r)
 			}
 		},
+		// The clinician's timeline reads the heard ledger (care-delivery://).
+		Delivery: a.Speech,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mcp server: %w", err)
@@ -509,6 +518,12 @@ func (a *App) buildNotifier(ctx context.Context) error {
 			p, err := a.Speech.Pending(ctx, patient)
 			return len(p) > 0, err
 		},
+		// "Told unasked at 10:14 (notification)" on the clinician's timeline.
+		Told: func(ctx context.Context, patient string, at time.Time) {
+			if err := a.Speech.Notified(ctx, patient, at); err != nil {
+				a.log.Warn("proactive: notification not recorded in the delivery log", "patient", patient, "err", err)
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -700,9 +715,12 @@ type linkAdapter struct {
 
 func (l *linkAdapter) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, code string, now time.Time) (string, error) {
 	patient, err := l.st.RedeemLinkCode(ctx, alexaUserID, apiEndpoint, code, now)
+	var paused *store.LinkPausedError
 	switch {
 	case errors.Is(err, store.ErrLinkCodeInvalid):
 		return "", skill.ErrLinkCodeInvalid
+	case errors.As(err, &paused):
+		return "", &skill.LinkPausedError{Until: paused.Until}
 	case errors.Is(err, store.ErrLinkBlocked):
 		return "", skill.ErrLinkBlocked
 	case err != nil:

@@ -23,12 +23,17 @@
 //
 //   - its header and payload are JSON objects without duplicate member
 //     names, its header has no "crit", and "exp"/"nbf"/"iat" are numbers;
-//   - "exp" is present and not past (Config.Clock, no leeway);
+//   - "exp" is present and not past (Config.Clock, no leeway); "nbf", when
+//     present, is not in the future; "iat", when present, is at most
+//     MaxIssuedAtSkew ahead of Config.Clock (a token "issued" later than
+//     that was not issued by a clock we can trust);
 //   - "aud" (a string or an array) contains this server's resource
 //     identifier "{public-url}/mcp" or "{public-url}" (RFC 8707);
 //   - "sub" is non-empty;
-//   - "scope" is a non-empty, space-separated list of known scopes
-//     (models.Scope.Valid) — one unknown scope refuses the whole token;
+//   - "scope" is a non-empty list of known scopes (models.Scope.Valid)
+//     separated by single spaces, RFC 6749 §3.3 (scope-token *( SP
+//     scope-token )): a tab, a doubled or an outer space refuses the token,
+//     and so does one unknown scope;
 //   - "patients" is an array of valid patient ids (models.ValidID), non-empty
 //     except in key-set tokens (a client_credentials token is bound to no
 //     patient and reads none);
@@ -49,6 +54,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -279,6 +285,9 @@ func (v *Verifier) Verify(ctx context.Context, token string, r *http.Request) (*
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", sdkauth.ErrInvalidToken, err)
 		}
+		if c.IssuedAt != nil && c.IssuedAt.After(now.Add(MaxIssuedAtSkew)) {
+			return nil, fmt.Errorf("%w: \"iat\" is more than %v in the future", sdkauth.ErrInvalidToken, MaxIssuedAtSkew)
+		}
 		if fromKeySet && c.Issuer != v.issuer {
 			return nil, fmt.Errorf("%w: \"iss\" is not the authorization server in force", sdkauth.ErrInvalidToken)
 		}
@@ -397,13 +406,26 @@ func principalFromClaims(c *claims, fromKeySet bool) (models.Principal, error) {
 	return models.Principal{Subject: c.Subject, Scopes: scopes, Patients: patients}, nil
 }
 
-// ParseScopes parses an OAuth "scope" string (space-separated, RFC 6749
-// §3.3) into known scopes, dropping duplicates. It fails when the string
-// holds no scope or any scope that is not models.Scope.Valid.
+// MaxIssuedAtSkew is how far a token's "iat" may be ahead of this server's
+// clock: 60 s, for an authorization server whose clock runs a little fast.
+const MaxIssuedAtSkew = 60 * time.Second
+
+// ParseScopes parses an OAuth "scope" string into known scopes, dropping
+// duplicates. The grammar is RFC 6749 §3.3's, scope = scope-token *( SP
+// scope-token ): scopes separated by single spaces (U+0020), nothing
+// before the first or after the last. It fails on an empty string, any
+// other separator (a tab, a line break, two spaces), or a scope that is not
+// models.Scope.Valid.
 func ParseScopes(s string) ([]models.Scope, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New(`"scope" is missing or empty`)
+	}
 	var out []models.Scope
-	for _, f := range strings.Fields(s) {
+	for _, f := range strings.Split(s, " ") {
 		sc := models.Scope(f)
+		if f == "" || strings.ContainsFunc(f, unicode.IsSpace) {
+			return nil, errors.New(`"scope" must be scope tokens separated by single spaces (RFC 6749 §3.3)`)
+		}
 		if !sc.Valid() {
 			return nil, errors.New(`"scope" holds an unknown scope`)
 		}

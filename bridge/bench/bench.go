@@ -215,7 +215,7 @@ func once(ctx context.Context, cfg Config, cs *mcp.ClientSession, uri models.URI
 				return
 			}
 			speechD = time.Since(t0)
-			speechErr = cfg.Speech.MarkHeard(ctx, cfg.Patient, uri, version)
+			speechErr = cfg.Speech.MarkHeard(ctx, cfg.Patient, uri, version, models.Hearing{})
 		}()
 	}
 	for {
@@ -315,7 +315,7 @@ func hearCurrent(ctx context.Context, p *speech.Principal, patient string) error
 		return err
 	}
 	for _, v := range facts {
-		if err := p.MarkHeard(ctx, patient, v.FactURI(), v.N); err != nil {
+		if err := p.MarkHeard(ctx, patient, v.FactURI(), v.N, models.Hearing{}); err != nil {
 			return err
 		}
 	}

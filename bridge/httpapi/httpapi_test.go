@@ -627,7 +627,7 @@ func TestWrite_InvalidFieldsAre400NamingTheFieldAndNeverEchoTheValue(t *testing.
 		{"missing audience", mut(func(m map[string]any) { delete(m, "audience") }), "audience"},
 		{"unknown audience", mut(func(m map[string]any) { m["audience"] = "both" }), "audience"},
 		{"blank value", mut(func(m map[string]any) { m["value"] = "   " }), "value"},
-		{"value over 16 KiB", mut(func(m map[string]any) { m["value"] = secretValue + strings.Repeat("x", models.MaxValueBytes) }), "value"},
+		{"value over MaxValueBytes", mut(func(m map[string]any) { m["value"] = secretValue + strings.Repeat("x", models.MaxValueBytes) }), "value"},
 		{"value is a number", mut(func(m map[string]any) { m["value"] = 7 }), "value"},
 		{"missing authorId", mut(func(m map[string]any) { delete(m, "authorId") }), "authorId"},
 		{"authorId with a space", mut(func(m map[string]any) { m["authorId"] = "sarah okafor" }), "authorId"},

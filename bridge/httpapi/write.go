@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -32,8 +33,12 @@ const (
 	// SignatureWindow is how far (either way) a signed timestamp may be from
 	// the server clock: 300 s.
 	SignatureWindow = 300 * time.Second
-	// MaxWriteBody caps a /write body: 256 KiB; more is answered 413.
+	// MaxWriteBody caps a /write body without its audio: 256 KiB; more is
+	// answered 413.
 	MaxWriteBody = 256 << 10
+	// MaxAudioWriteBody caps a /write body that carries a clip: MaxWriteBody
+	// plus the standard base64 of models.MaxAudioBytes (1 MiB of audio).
+	MaxAudioWriteBody = MaxWriteBody + (models.MaxAudioBytes+2)/3*4
 	// DevWriteSecret is the development write secret used when
 	// UNSAY_WRITE_SECRET is unset; the startup line must announce it.
 	DevWriteSecret = "unsay-development-write-secret-NOT-FOR-DEPLOYMENT"
@@ -78,13 +83,22 @@ type WriteRequest struct {
 	Domain   string          `json:"domain"`
 	Audience models.Audience `json:"audience"` // "user" or "assistant"; required, fixed per domain (P-3)
 	// Value is the instruction: a speakable (user) value at most
-	// models.MaxSpeakableValueRunes characters, any value at most
-	// models.MaxValueBytes bytes, only characters XML 1.0 allows.
+	// models.MaxSpeakableValueRunes characters in any script, any value at
+	// most models.MaxValueBytes bytes of UTF-8 (which that many characters
+	// always fit in), only characters XML 1.0 allows.
 	Value       string   `json:"value"`
 	AuthorID    string   `json:"authorId"`
 	AuthorLabel string   `json:"authorLabel"`          // "Sarah Okafor, physio"
 	StaleAfter  string   `json:"staleAfter,omitempty"` // RFC 3339; empty: never stale
 	Priority    *float64 `json:"priority,omitempty"`   // 0…1, a hint only (P-4)
+	// Audio is a clip the fact carries besides its description (Value):
+	// standard base64 (RFC 4648 §4, padded) of at most models.MaxAudioBytes
+	// (1 MiB), with AudioType "audio/mpeg" or "audio/wav". The signature
+	// covers the body, so the clip's bytes too. store.Validate checks the
+	// container (a mislabelled file is refused saying what it is) and that
+	// a speakable clip is an MP3 Alexa plays.
+	Audio     string `json:"audio,omitempty"`
+	AudioType string `json:"audioType,omitempty"`
 }
 
 // WriteResponse is the answer to an accepted (201), unchanged (200) or
@@ -98,6 +112,16 @@ type WriteResponse struct {
 	// Unchanged: the write repeated the current version (store.PublishResult.Unchanged);
 	// nothing was written and uri, version, hash name the current version.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Audio describes the clip the version carries, when it has one.
+	Audio *WriteAudio `json:"audio,omitempty"`
+}
+
+// WriteAudio is what the store found in a written clip's headers.
+type WriteAudio struct {
+	MIMEType   string `json:"mimeType"`
+	Size       int    `json:"size"`       // bytes
+	DurationMs int64  `json:"durationMs"` // milliseconds
+	Alexa      bool   `json:"alexa"`      // an MP3 Alexa's SSML <audio> plays
 }
 
 // attempt is what the audit row of one /write records.
@@ -176,9 +200,10 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		principal = p
 	}
 
-	body, tooLarge, err := readBody(w, r, MaxWriteBody)
+	body, tooLarge, err := readBody(w, r, MaxAudioWriteBody)
 	if tooLarge {
-		a.refuseWrite(w, r, at, http.StatusRequestEntityTooLarge, store.ReasonTooLarge, fmt.Sprintf("body exceeds %d bytes", MaxWriteBody), "")
+		a.refuseWrite(w, r, at, http.StatusRequestEntityTooLarge, store.ReasonTooLarge,
+			fmt.Sprintf("body exceeds %d bytes (%d bytes without its audio; a clip may be at most %d bytes)", MaxAudioWriteBody, MaxWriteBody, models.MaxAudioBytes), "")
 		return
 	}
 	if err != nil {
@@ -204,6 +229,13 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	if req != nil {
 		at.author = req.AuthorID
 		at.uri = requestURI(req)
+		if len(body)-len(req.Audio) > MaxWriteBody {
+			a.refuseWrite(w, r, at, http.StatusRequestEntityTooLarge, store.ReasonTooLarge, fmt.Sprintf("body exceeds %d bytes without its audio", MaxWriteBody), "")
+			return
+		}
+	} else if len(body) > MaxWriteBody {
+		a.refuseWrite(w, r, at, http.StatusRequestEntityTooLarge, store.ReasonTooLarge, fmt.Sprintf("body exceeds %d bytes", MaxWriteBody), "")
+		return
 	}
 	if verr != nil {
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
@@ -280,6 +312,9 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		Hash:      res.Version.Hash,
 		Replayed:  res.Replayed,
 		Unchanged: res.Unchanged,
+	}
+	if au := res.Version.Audio; au != nil {
+		resp.Audio = &WriteAudio{MIMEType: au.MIMEType, Size: au.Size, DurationMs: au.Duration.Milliseconds(), Alexa: au.AlexaPlayable}
 	}
 	if a.cfg.Subscribers != nil {
 		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
@@ -462,6 +497,14 @@ func (q *WriteRequest) input() (store.PublishInput, *store.ValidationError) {
 	if q.Priority != nil {
 		in.Priority = *q.Priority
 	}
+	if q.Audio != "" {
+		b, err := base64.StdEncoding.Strict().DecodeString(q.Audio)
+		if err != nil {
+			return in, &store.ValidationError{Field: "audio", Reason: "must be standard base64 (RFC 4648 §4, padded)"}
+		}
+		in.Audio = b
+	}
+	in.AudioType = q.AudioType
 	return in, nil
 }
 
@@ -476,7 +519,7 @@ func requestURI(q *WriteRequest) string {
 
 // writeKeys are the body's fields, spelled exactly.
 var writeKeys = map[string]bool{"patient": true, "domain": true, "audience": true, "value": true,
-	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true}
+	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true, "audio": true, "audioType": true}
 
 // exactKeys refuses a top-level key that is repeated or not spelled exactly
 // as documented, and a value that is not valid UTF-8 or holds a lone

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
@@ -98,11 +99,11 @@ func TestWrite_XMLForbiddenCharactersAre400NamingTheFieldAndTheRule(t *testing.T
 	}
 }
 
-// TestWrite_SpeakableValueOverOneResponseIs400NamingTheLimit: a value near
-// the 16 KiB cap was accepted and then locked every turn. A speakable value
+// TestWrite_SpeakableValueOverOneResponseIs400NamingTheLimit: a value of
+// 16 KiB was accepted and then locked every turn. A speakable value
 // over models.MaxSpeakableValueRunes characters is refused with the limit
-// named; one at the limit is accepted, and so is a 16 KiB assistant-only
-// value (never spoken).
+// named; one at the limit is accepted, and so is an assistant-only value of
+// models.MaxValueBytes (never spoken).
 func TestWrite_SpeakableValueOverOneResponseIs400NamingTheLimit(t *testing.T) {
 	f := newFixture(t)
 	seq := f.auditSeq()
@@ -123,8 +124,55 @@ func TestWrite_SpeakableValueOverOneResponseIs400NamingTheLimit(t *testing.T) {
 	if a := f.signed(writeBody(func(m map[string]any) {
 		m["domain"], m["audience"], m["value"] = "notes", "assistant", strings.Repeat("a", models.MaxValueBytes)
 	}), f.now.Unix()); a.status != http.StatusCreated {
-		t.Fatalf("a 16 KiB assistant-only value: %d %s", a.status, a.body)
+		t.Fatalf("an assistant-only value of MaxValueBytes: %d %s", a.status, a.body)
 	}
+}
+
+// TestWrite_SixThousandCharactersOfAnyScriptAreOneSpeakableValue: the
+// README promises 6,000 characters for a speakable value; 6,000 emoji were
+// refused as "at most 16384 bytes". Each script at the limit is accepted,
+// sent as raw UTF-8 and as the \uXXXX escapes Python's json.dumps writes
+// (the widest body such a value makes, still under MaxWriteBody); one
+// character more is a 400 naming the character limit.
+func TestWrite_SixThousandCharactersOfAnyScriptAreOneSpeakableValue(t *testing.T) {
+	f := newFixture(t)
+	for i, char := range []string{"护", "🦵"} {
+		value := strings.Repeat(char, models.MaxSpeakableValueRunes)
+		for _, escaped := range []bool{false, true} {
+			body := writeBody(func(m map[string]any) { m["domain"], m["value"] = fmt.Sprintf("script%d", i), value })
+			if escaped {
+				body = asciiJSON(body)
+			}
+			if len(body) > MaxWriteBody {
+				t.Fatalf("a %d-byte body is over MaxWriteBody", len(body))
+			}
+			if a := f.signed(body, f.now.Unix()); a.status != http.StatusCreated && a.status != http.StatusOK {
+				t.Errorf("%d × %q (escaped %v, %d bytes): %d %s; want accepted", models.MaxSpeakableValueRunes, char, escaped, len(body), a.status, a.body)
+			}
+		}
+		a := f.signed(writeBody(func(m map[string]any) { m["domain"], m["value"] = fmt.Sprintf("script%d", i), value+char }), f.now.Unix())
+		if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), fmt.Sprintf("at most %d characters", models.MaxSpeakableValueRunes)) {
+			t.Errorf("%d × %q: %d %s; want 400 naming the character limit", models.MaxSpeakableValueRunes+1, char, a.status, a.body)
+		}
+	}
+}
+
+// asciiJSON re-encodes a JSON object with every non-ASCII character as
+// \uXXXX escapes (surrogate pairs above U+FFFF), as Python's json.dumps does.
+func asciiJSON(body []byte) []byte {
+	var b strings.Builder
+	for _, r := range string(body) {
+		switch {
+		case r < 0x80:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return []byte(b.String())
 }
 
 // TestWrite_AssistantOnlyFactsNeedCareWriteAssistantWithOneAnswerForAll:

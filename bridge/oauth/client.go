@@ -188,8 +188,9 @@ type metadataDocument struct {
 
 // fetch GETs and validates the document at id: 200, JSON, at most
 // MaxMetadataBytes, client_id equal to the URL, no client secret (a
-// document is public), token_endpoint_auth_method none, and redirect URIs
-// that pass validRedirectURI.
+// document is public), token_endpoint_auth_method none, redirect URIs
+// that pass validRedirectURI, and a client_name (if any) that passes
+// checkClientName (refused as "invalid_client_metadata: …").
 func (r *clientResolver) fetch(ctx context.Context, id string) (store.OAuthClient, error) {
 	ctx, cancel := context.WithTimeout(ctx, MetadataTimeout)
 	defer cancel()
@@ -238,7 +239,10 @@ func (r *clientResolver) fetch(ctx context.Context, id string) (store.OAuthClien
 		return store.OAuthClient{}, err
 	}
 	name := strings.TrimSpace(doc.ClientName)
-	if name == "" || len(name) > 100 {
+	if err := checkClientName(name); err != nil {
+		return store.OAuthClient{}, fmt.Errorf("invalid_client_metadata: %w", err)
+	}
+	if name == "" {
 		name = hostOf(id)
 	}
 	now := r.now()

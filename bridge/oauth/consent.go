@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -36,10 +38,14 @@ var consentCSP = func() string {
 
 // consentPage is what consent.html renders.
 type consentPage struct {
-	Title      string
+	Title string // the <title>: plain text, a client name in it isolated by U+2068…U+2069
+	// Lead and Tail are the heading's words before and after the client's
+	// name, which the page isolates in <bdi>; without a client the heading
+	// is Title.
+	Lead, Tail string
 	Step       string // "code", "confirm" or "message"
 	ID, CSRF   string
-	Client     string
+	Client     string // displayClientName of the client's name
 	Host       string // where the person is sent back to
 	Unverified bool   // a self-registered client or a metadata document: nobody checked who made it
 	Patient    string
@@ -84,6 +90,19 @@ func (s *Server) messagePage(w http.ResponseWriter, status int, title, msg strin
 	s.writePage(w, status, consentPage{Title: title, Step: "message", Message: msg, Alert: status >= 400})
 }
 
+// textPaused says that linking is paused for everyone (too many wrong codes
+// from every device together: store.LinkPausedError) and for how long, in
+// whole minutes rounded up, at least one — as the skill says it.
+func textPaused(wait time.Duration) string {
+	n := max(1, int((wait+time.Minute-1)/time.Minute))
+	unit := " minutes"
+	if n == 1 {
+		unit = " minute"
+	}
+	return "Too many wrong codes were tried on this service just now, so linking is paused for everyone. " +
+		"Please try your code again in " + models.SpellNumber(n) + unit + ". If it has run out by then, ask the care team for a new one."
+}
+
 const textExpired = "This linking page has expired or was already used. Go back to the app you were linking and start again."
 
 // handleConsentPage shows the step the request is at: the link code, or
@@ -120,14 +139,24 @@ func (s *Server) consentRequest(w http.ResponseWriter, r *http.Request, id strin
 }
 
 func (s *Server) pageFor(a *authRequest, c *client, message string) consentPage {
-	p := consentPage{ID: a.row.ID, CSRF: a.row.CSRF, Client: c.c.Name, Host: hostOf(a.d.RedirectURI),
+	client := displayClientName(c.c.Name)
+	if client == "" {
+		client = "an app"
+	}
+	p := consentPage{ID: a.row.ID, CSRF: a.row.CSRF, Client: client, Host: hostOf(a.d.RedirectURI),
 		Unverified: c.c.Kind != store.ClientRegistered, Message: message, Alert: message != ""}
+	heading := func(lead, tail string) {
+		p.Lead, p.Tail = lead, tail
+		p.Title = lead + "\u2068" + client + "\u2069" + tail
+	}
 	if a.row.Patient == "" {
-		p.Title, p.Step = "Link "+c.c.Name+" to a care plan", "code"
+		heading("Link ", " to a care plan")
+		p.Step = "code"
 		return p
 	}
 	name := s.cfg.PatientName(a.row.Patient)
-	p.Title, p.Step, p.Patient = "Allow "+c.c.Name+" to read "+name+"'s care notes?", "confirm", name
+	heading("Allow ", " to read "+name+"'s care notes?")
+	p.Step, p.Patient = "confirm", name
 	for _, sc := range a.d.Scopes {
 		if words := scopeWords(sc, name, c.c.ApprovedBy); words != "" {
 			p.Grants = append(p.Grants, words)
@@ -202,8 +231,15 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request, a *authRequest, 
 		return
 	}
 	ctx := r.Context()
-	patient, err := s.st.RedeemLinkCodeForConsent(ctx, "consent:"+clientAddress(r), code, s.now())
+	now := s.now()
+	patient, err := s.st.RedeemLinkCodeForConsent(ctx, "consent:"+clientAddress(r), code, now)
+	var paused *store.LinkPausedError
 	switch {
+	case errors.As(err, &paused):
+		wait := max(time.Second, paused.Until.Sub(now))
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		s.writePage(w, http.StatusTooManyRequests, s.pageFor(a, c, textPaused(wait)))
+		return
 	case errors.Is(err, store.ErrLinkBlocked):
 		w.Header().Set("Retry-After", "900")
 		s.writePage(w, http.StatusTooManyRequests, s.pageFor(a, c, "Too many wrong codes were tried. Please wait fifteen minutes, then ask the care team for a new code."))

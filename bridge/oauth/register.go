@@ -32,7 +32,8 @@ const MaxRegistrationBytes = 16 << 10
 // client_secret_basic (the default) or client_secret_post a confidential
 // one, whose secret is in the answer and nowhere else (the store keeps its
 // hash). Refusals are RFC 7591 §3.2.2 errors: invalid_redirect_uri,
-// invalid_client_metadata.
+// invalid_client_metadata (a client_name that is not plain text of at
+// most MaxClientNameRunes characters among them: checkClientName).
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if ok, retry := s.regLimit.allow(clientAddress(r)); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Round(time.Second).Seconds())+1))
@@ -89,8 +90,8 @@ func (s *Server) register(ctx context.Context, meta oauthex.ClientRegistrationMe
 		return nil, "", http.StatusBadRequest, "invalid_client_metadata", err.Error()
 	}
 	name := strings.TrimSpace(meta.ClientName)
-	if len(name) > 100 {
-		return nil, "", http.StatusBadRequest, "invalid_client_metadata", "client_name over 100 characters"
+	if err := checkClientName(name); err != nil {
+		return nil, "", http.StatusBadRequest, "invalid_client_metadata", err.Error()
 	}
 	if name == "" {
 		name = "an app that registered itself (" + hostOf(meta.RedirectURIs[0]) + ")"
@@ -141,6 +142,9 @@ func RegisterClient(ctx context.Context, st *store.Store, name string, redirectU
 	}
 	grants, err := clientGrants(grantTypes, public)
 	if err != nil {
+		return "", "", err
+	}
+	if err := checkClientName(name); err != nil {
 		return "", "", err
 	}
 	if slices.Contains(grants, string(oidc.GrantTypeCode)) && len(redirectURIs) == 0 {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // BenchmarkRevisionToPending measures one revision from the server's
@@ -29,7 +31,7 @@ func BenchmarkRevisionToPending(b *testing.B) {
 	for !p.State().Connected {
 		time.Sleep(time.Millisecond)
 	}
-	if err := p.MarkHeard(ctx, "ray", mustURI(b, wb), 1); err != nil {
+	if err := p.MarkHeard(ctx, "ray", mustURI(b, wb), 1, models.Hearing{}); err != nil {
 		b.Fatal(err)
 	}
 	u := mustURI(b, wb)
@@ -52,4 +54,44 @@ func BenchmarkRevisionToPending(b *testing.B) {
 	b.ReportMetric(ms(lat[len(lat)*50/100]), "p50-ms")
 	b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
 	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
+
+// BenchmarkTurn measures one quiet turn of the skill (main job step 4):
+// every fact of Ray's confirmed current over MCP (four reads and the list,
+// concurrently, over Streamable HTTP) and reconciled with the SQLite
+// ledger, nothing owed. It reports p50/p95 in ms alongside ns/op.
+func BenchmarkTurn(b *testing.B) {
+	f := newFakeCare(b)
+	f.seed("care://ray/anticoagulant", "Take rivaroxaban 10 mg once a day.")
+	f.seed("care://ray/contact", "Call the ward on 0161 555 0100.")
+	f.seed("care://ray/exercise", "Hip flexion exercises twice a day.")
+	f.seed(wb, "Partial weight-bearing with crutches.")
+	db := openDB(b, tempDBPath(b))
+	b.Cleanup(func() { db.Close() })
+	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, KeepAlive: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for !p.State().Connected {
+		time.Sleep(time.Millisecond)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		s, err := p.Turn(ctx, "ray")
+		if err != nil || len(s.Facts) != 4 || len(s.Pending) != 0 {
+			b.Fatalf("turn = %+v, %v", s, err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.ReportMetric(ms(lat[len(lat)*50/100]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
 }

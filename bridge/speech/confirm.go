@@ -11,14 +11,18 @@ import (
 // Turn returns what the skill may say to patient now (P-24): his speakable
 // facts and the announcements he is owed, every version confirmed current
 // with the MCP server at speak time, in one round trip within
-// ConfirmTimeout — each fact is read afresh (concurrently), and with it
-// each version he heard that is not in memory. A fact read at a newer
-// version than the principal knew (its notification is late, or its event
-// stream stalled) is reconciled with the heard ledger first, so the turn
-// speaks its retraction rather than a superseded sentence. Staleness is
-// the server's at that read (P-7), so every form is judged at speak time.
+// ConfirmTimeout — each fact is read afresh (concurrently), with it each
+// version he heard that is not in memory, and the list of his facts, so a
+// fact created just before the turn is heard in it as news. Every fact
+// read is then reconciled with the heard ledger before anything is said:
+// one newer than what he heard is a retraction in this very turn (or a
+// first hearing), never spoken as a plain answer — whether its
+// notification is late, its event stream stalled, or the principal read it
+// a moment ago and has not yet queued it. Staleness is the server's at
+// that read (P-7), so every form is judged at speak time.
 //
-// When it cannot confirm — no session, a timeout, a transport error — it
+// When it cannot confirm — no session, a timeout, a transport error, a
+// pending announcement whose version the server will not confirm — it
 // returns an error wrapping ErrUnconfirmed and a Snapshot holding only
 // Withdrawn (from the durable ledger): nothing may be said as current. The
 // session is then re-established, and State is not ready until it is.
@@ -35,7 +39,6 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 		return models.Snapshot{}, fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
 	var up upstream
-	var known []models.Version
 	var synced bool
 	heard := map[string]bool{} // versioned URIs he heard that are in memory
 	p.do(func(st *state) {
@@ -43,7 +46,6 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 			up = st.up
 		}
 		synced = st.synced[patient] && st.patients[patient]
-		known = st.factsOf(patient)
 		for _, r := range rows {
 			if r.From > 0 {
 				u, err := models.ParseURI(r.URI)
@@ -65,30 +67,13 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	}
 	p.do(func(st *state) { st.confirmFailing = false })
 
-	// A fact now newer than the ledger knew is reconciled before anything
-	// is said, so a late notification cannot make this turn stale.
+	facts, rows, err = p.reconcileTurn(ctx, up, patient, facts, rows)
+	if err != nil {
+		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
 	byURI := map[string]models.Version{}
 	for _, v := range facts {
 		byURI[v.FactURI().String()] = v
-	}
-	knownN := map[string]int{}
-	for _, v := range known {
-		knownN[v.FactURI().String()] = v.N
-	}
-	moved := false
-	for _, v := range facts {
-		if n, ok := knownN[v.FactURI().String()]; ok && v.N <= n {
-			continue // read and reconciled before
-		}
-		if err := p.reconcile(ctx, up, v); err != nil {
-			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
-		}
-		moved = true
-	}
-	if moved {
-		if rows, err = p.ledger.Pending(ctx, patient); err != nil {
-			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
-		}
 	}
 	anns, err := p.announcements(ctx, up, patient, rows, func(u models.URI, n int) (models.Version, error) {
 		v, ok := byURI[u.String()]
@@ -103,12 +88,79 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	return models.Snapshot{Facts: facts, Pending: anns}, nil
 }
 
+// reconcileRounds bounds how often a turn re-reads a fact the ledger knows
+// a newer version of than the turn's own read (written meanwhile).
+const reconcileRounds = 3
+
+// reconcileTurn brings the ledger up to the facts this turn confirmed,
+// before anything is said (P-19, P-24): each fact read at a version the
+// ledger has not decided on — newer than what he heard, beyond any pending
+// announcement, and not his untouched starting point — is reconciled now,
+// so it is announced in this turn. A fact the ledger already knows a newer
+// version of than the turn's read (the principal read it meanwhile: a
+// pending announcement, or a heard or offered version beyond it) is read
+// again, so what is said is the newest confirmed — never words the ledger
+// has already settled past. It returns the facts and the pending rows to speak from, or an
+// error when they cannot be brought to agree.
+func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, error) {
+	for round := 0; ; round++ {
+		lf, err := p.ledger.Facts(ctx, patient)
+		if err != nil {
+			return facts, rows, err
+		}
+		pendingTo := map[string]int{}
+		for _, r := range rows {
+			pendingTo[r.URI] = r.To
+		}
+		moved := false
+		var ahead []int // indexes of facts the ledger knows a newer version of
+		for i, v := range facts {
+			uri := v.FactURI().String()
+			f, to := lf[uri], pendingTo[uri]
+			switch {
+			case to > v.N, f.Heard > v.N, f.Offered > v.N:
+				ahead = append(ahead, i) // written after this turn's read, and seen already
+			case v.N <= f.Heard, to == v.N, f.Heard == 0 && f.Offered == 0 && v.N <= f.Baseline:
+				// decided before: heard, pending, or his starting point
+			default:
+				if err := p.reconcile(ctx, up, v); err != nil {
+					return facts, rows, err
+				}
+				moved = true
+			}
+		}
+		if moved {
+			if rows, err = p.ledger.Pending(ctx, patient); err != nil {
+				return facts, rows, err
+			}
+		}
+		if len(ahead) == 0 && !moved {
+			return facts, rows, nil
+		}
+		if round+1 >= reconcileRounds {
+			if len(ahead) == 0 {
+				return facts, rows, nil
+			}
+			return facts, rows, fmt.Errorf("%w: %s is being revised", errNotCurrent, facts[ahead[0]].FactURI())
+		}
+		for _, i := range ahead {
+			v, err := p.readAt(ctx, up, facts[i].FactURI(), true)
+			if err != nil {
+				return facts, rows, err
+			}
+			facts[i] = v
+		}
+	}
+}
+
 // confirm reads, concurrently, the current version of each of patient's
-// facts (listing them first when they are not yet known; otherwise in a
-// round shared with the turns confirming at the same moment, see
-// confirmCurrent) and each version he heard of a pending announcement that
-// is not in memory. A fact the server no longer serves to this principal is
-// left out; any other failure is returned.
+// facts with the list of resources (a fact the list names that is not yet
+// known is read too), in a round of reads shared with the turns confirming
+// at the same moment that began after this call (confirmCurrent), and each
+// version he heard of a pending announcement that is not in memory; when
+// his facts are not yet known it lists and reads everything afresh. A
+// fact the server no longer serves to this principal is left out; any
+// other failure is returned.
 func (p *Principal) confirm(ctx context.Context, up upstream, patient string, synced bool, rows []row, inMemory map[string]bool) ([]models.Version, error) {
 	if !synced {
 		return p.listFacts(ctx, up, patient, p.cfg.ConfirmTimeout)
@@ -122,28 +174,52 @@ func (p *Principal) confirm(ctx context.Context, up upstream, patient string, sy
 			heard = append(heard, u.WithVersion(r.From))
 		}
 	}
-	errs := make([]error, len(heard))
-	var wg sync.WaitGroup
-	for i, u := range heard {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := p.readAt(ctx, up, u, false)
-			if isGone(err) {
-				p.log.Warn("speech: fact not confirmed; not spoken", "uri", u.String(), "err", err)
-				err = nil
-			}
-			errs[i] = err
-		}()
-	}
+	heardErr := make(chan error, 1)
+	go func() {
+		_, err := p.readAll(ctx, up, heard) // versioned reads only fill the cache
+		heardErr <- err
+	}()
 	facts, err := p.confirmCurrent(ctx, patient)
-	wg.Wait()
+	if herr := <-heardErr; err == nil {
+		err = herr
+	}
 	if err != nil {
 		return nil, err
 	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	return facts, nil
+}
+
+// readAll reads targets concurrently and returns the unversioned ones (the
+// facts' current versions; versioned reads only fill the cache). A target
+// the server no longer serves to this principal is left out; any other
+// failure is returned.
+func (p *Principal) readAll(ctx context.Context, up upstream, targets []models.URI) ([]models.Version, error) {
+	type result struct {
+		v   models.Version
+		err error
+	}
+	results := make([]result, len(targets))
+	var wg sync.WaitGroup
+	for i, u := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := p.readAt(ctx, up, u, u.Version == 0)
+			results[i] = result{v, err}
+		}()
+	}
+	wg.Wait()
+	var facts []models.Version
+	for i, r := range results {
+		switch {
+		case r.err == nil:
+			if targets[i].Version == 0 {
+				facts = append(facts, r.v)
+			}
+		case isGone(r.err):
+			p.log.Warn("speech: fact not confirmed; not spoken", "uri", targets[i].String(), "err", r.err)
+		default:
+			return nil, r.err
 		}
 	}
 	return facts, nil
@@ -176,16 +252,22 @@ func withdrawn(rows []row) models.Snapshot {
 	return out
 }
 
-// Offered records, durably, that the pending announcements ids of patient
-// are in a response about to be written to Alexa. Until MarkHeard settles
-// them (after the write succeeded) they stay owed, and a later turn speaks
-// them again saying so ("as I may not have told you properly", P-24).
-func (p *Principal) Offered(ctx context.Context, patient string, ids []int64) error {
+// Offered records, durably, that the announcements offers of patient are
+// in a response about to be written to Alexa. Until MarkHeard confirms the
+// delivery he may have heard each offer's version: a later revision
+// withdraws it (as well as what he heard for certain), and a later turn
+// speaks it again saying so ("as I may not have told you properly", P-24).
+// A malformed patient or offer is ErrInvalidArgument.
+func (p *Principal) Offered(ctx context.Context, patient string, offers []models.Offer) error {
 	if !models.ValidID(patient) {
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
-	if err := p.ledger.Offered(ctx, ids); err != nil {
-		return err
+	rows := make([]offer, 0, len(offers))
+	for _, o := range offers {
+		if err := checkFact(patient, o.URI, o.Version); err != nil {
+			return err
+		}
+		rows = append(rows, offer{ID: o.ID, URI: o.URI.String(), Version: o.Version})
 	}
-	return nil
+	return p.ledger.Offered(ctx, patient, rows)
 }

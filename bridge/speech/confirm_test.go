@@ -216,7 +216,7 @@ func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 	if len(s.Pending) != 1 || s.Pending[0].Again {
 		t.Fatalf("first offer = %+v", s.Pending)
 	}
-	if err := p.Offered(context.Background(), "ray", []int64{s.Pending[0].ID}); err != nil {
+	if err := p.Offered(context.Background(), "ray", []models.Offer{offerOf(s.Pending[0])}); err != nil {
 		t.Fatal(err)
 	}
 	// The process dies before the ledger's commit: a new life owes it, again.
@@ -227,7 +227,7 @@ func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 	if len(s.Pending) != 1 || !s.Pending[0].Again || s.Pending[0].Current.N != n {
 		t.Fatalf("after a lost delivery pending = %+v, want the same retraction, Again", s.Pending)
 	}
-	if err := p.MarkHeard(context.Background(), "ray", s.Pending[0].URI(), n); err != nil {
+	if err := p.MarkHeard(context.Background(), "ray", s.Pending[0].URI(), n, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
@@ -268,4 +268,39 @@ func TestReadiness_NotReadyWhileBehindTheStoreThenCatchesUp(t *testing.T) {
 	if got := pendingOf(t, p, "ray"); len(got) != 1 || got[0].Current.N != n {
 		t.Fatalf("pending = %+v, want the revision it caught up with", got)
 	}
+}
+
+// P-19: a revision the worker has read but not yet reconciled (its read
+// cached, its Observe not committed) when a turn starts is reconciled by
+// the turn itself: the turn carries the retraction, never the new words
+// alone as a fact (which would mark them heard and lose the retraction).
+func TestTurn_AVersionReadButNotYetReconciledStillCarriesItsRetraction(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+	f.publishSilently(wb, "Full weight-bearing as tolerated.")
+	// What the worker's refresh does first: read v2 as the fact's current
+	// version into memory; its reconcile has not run yet.
+	var up upstream
+	p.do(func(st *state) { up = st.up })
+	if _, err := p.read(context.Background(), up, mustURI(t, wb), true); err != nil {
+		t.Fatal(err)
+	}
+	s := turnOf(t, p, "ray")
+	if len(s.Pending) != 1 || !s.Pending[0].IsRetraction() || s.Pending[0].Heard.N != 1 || s.Pending[0].Current.N != 2 {
+		t.Fatalf("pending = %+v, want the retraction v1 → v2", s.Pending)
+	}
+	// Twin: once reconciled, the next turn does not reconcile again and
+	// still owes exactly that one retraction.
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 1 || s.Pending[0].Current.N != 2 {
+		t.Fatalf("second turn pending = %+v", s.Pending)
+	}
+}
+
+// offerOf is the offer of announcement a, as the skill records it before
+// writing the response that carries it.
+func offerOf(a models.Announcement) models.Offer {
+	return models.Offer{ID: a.ID, URI: a.URI(), Version: a.Current.N}
 }

@@ -83,6 +83,10 @@ func (p *Principal) runRound(patient string, r *confirmRound) {
 	}
 }
 
+// readRound is one round: with the connection and the facts of patient
+// the principal knows when it begins, it reads each one's current version
+// and the list of resources concurrently, then reads the facts the list
+// names that are not yet known.
 func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConfirmTimeout)
 	defer cancel()
@@ -97,31 +101,45 @@ func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	if up == nil {
 		return nil, ErrNotConnected
 	}
-	type result struct {
-		v   models.Version
-		err error
+	targets := make([]models.URI, 0, len(known))
+	isKnown := make(map[string]bool, len(known))
+	for _, v := range known {
+		targets = append(targets, v.FactURI())
+		isKnown[v.FactURI().String()] = true
 	}
-	results := make([]result, len(known))
-	var wg sync.WaitGroup
-	for i, k := range known {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := p.readAt(ctx, up, k.FactURI(), true)
-			results[i] = result{v, err}
-		}()
+	type listed struct {
+		uris []string
+		err  error
 	}
-	wg.Wait()
-	var facts []models.Version
-	for i, r := range results {
-		switch {
-		case r.err == nil:
-			facts = append(facts, r.v)
-		case isGone(r.err):
-			p.log.Warn("speech: fact not confirmed; not spoken", "uri", known[i].FactURI().String(), "err", r.err)
-		default:
-			return nil, r.err
+	lists := make(chan listed, 1)
+	go func() {
+		uris, err := up.List(ctx)
+		lists <- listed{uris, err}
+	}()
+	facts, err := p.readAll(ctx, up, targets)
+	l := <-lists
+	if err != nil {
+		return nil, err
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	var fresh []models.URI
+	for _, s := range l.uris {
+		u, err := models.ParseURI(s)
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || isKnown[s] {
+			continue
 		}
+		fresh = append(fresh, u)
+	}
+	if len(fresh) > 0 {
+		more, err := p.readAll(ctx, up, fresh)
+		if err != nil {
+			return nil, err
+		}
+		facts = append(facts, more...)
+		// The worker watches them too (list_changed may be on its way).
+		p.do(func(st *state) { st.work.relist = true })
 	}
 	sortByURI(facts)
 	return facts, nil

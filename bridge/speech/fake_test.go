@@ -546,3 +546,13 @@ func hasPrefixAny(list []string, prefix string) []string {
 	}
 	return out
 }
+
+// createSilently adds version 1 of a new fact that the list serves at
+// once but whose list_changed no session is sent yet: a fact created a
+// moment before a turn.
+func (f *fakeCare) createSilently(uri, value string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.facts[uri] = []fakeVersion{{value: value, authorID: "okafor", authorLabel: "Sarah Okafor, physio", writtenAt: time.Now().UTC().Truncate(time.Millisecond)}}
+	f.audience[uri] = models.AudienceUser
+}

@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 //go:embed migrations
@@ -29,9 +33,10 @@ const (
 	stateDropped = "dropped" // the latest words equal the heard words: nothing to say
 )
 
-// ledger is the durable heard ledger (speech_heard) and announcement queue
-// (speech_announcements). It stores only (patient, uri, fromVersion,
-// toVersion, state) and the heard version — never clinical text (P-19).
+// ledger is the durable heard ledger (speech_heard: what Ray heard for
+// certain; speech_offered_version: what he may have heard) and the
+// announcement queue (speech_announcements). It stores only (patient, uri,
+// fromVersion, toVersion, state) and versions — never clinical text (P-19).
 //
 // Every write runs in one transaction that first takes the dialect's write
 // lock, so a read-then-write decision cannot interleave with another
@@ -41,6 +46,11 @@ type ledger struct {
 	db      *sql.DB
 	dialect string
 	mu      sync.Mutex
+	// now stamps the delivery log (delivery.go); the principal's clock.
+	now func() time.Time
+	// onWrite, when set, is called after every committed write (the
+	// delivery log may have moved): OnDelivery.
+	onWrite atomic.Pointer[func()]
 }
 
 // row is one announcement as stored.
@@ -51,11 +61,11 @@ type row struct {
 	From    int
 	To      int
 	State   string
-	Offered bool // put in a response whose delivery was never confirmed (P-24)
+	Offered bool // an offer of the fact is unconfirmed: he may have heard it, so it is said again saying so (P-24)
 }
 
 func newLedger(ctx context.Context, db *sql.DB, dialect string) (*ledger, error) {
-	l := &ledger{db: db, dialect: dialect}
+	l := &ledger{db: db, dialect: dialect, now: time.Now}
 	if err := l.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -140,7 +150,7 @@ func (l *ledger) q(query string) string {
 // instances.
 func (l *ledger) lockStmt() string {
 	if l.dialect == DialectPostgres {
-		return "LOCK TABLE speech_heard, speech_announcements, speech_offered IN SHARE ROW EXCLUSIVE MODE"
+		return "LOCK TABLE speech_heard, speech_announcements, speech_offered_version, speech_delivery IN SHARE ROW EXCLUSIVE MODE"
 	}
 	return "UPDATE speech_heard SET version = version WHERE 1 = 0"
 }
@@ -162,6 +172,9 @@ func (l *ledger) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("speech: ledger: commit: %w", err)
+	}
+	if fn := l.onWrite.Load(); fn != nil {
+		(*fn)()
 	}
 	return nil
 }
@@ -207,30 +220,88 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 	if err != nil {
 		return fmt.Errorf("speech: ledger: set heard: %w", err)
 	}
+	return l.clearOffered(ctx, tx, patient, uri, version)
+}
+
+// setHeardExactly records version as the one he last heard, even when the
+// ledger held a newer one: what a confirmed delivery carried is what he
+// heard (P-19), whatever was written meanwhile.
+func (l *ledger) setHeardExactly(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version`), patient, uri, version)
+	if err != nil {
+		return fmt.Errorf("speech: ledger: set heard: %w", err)
+	}
+	return l.clearOffered(ctx, tx, patient, uri, version)
+}
+
+// clearOffered forgets an unconfirmed offer of version or older: he heard
+// version, so it is no longer in doubt.
+func (l *ledger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	if _, err := tx.ExecContext(ctx, l.q("DELETE FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?"), patient, uri, version); err != nil {
+		return fmt.Errorf("speech: ledger: clear offered: %w", err)
+	}
 	return nil
 }
 
-// errHeardMoved: the heard version changed between the caller's read and
-// its write; the caller re-reads and decides again.
+// offeredIn returns the version of uri he may have heard — offered in a
+// response whose delivery was never confirmed — 0 if none.
+func (l *ledger) offeredIn(ctx context.Context, db querier, patient, uri string) (int, error) {
+	var v int
+	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_offered_version WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("speech: ledger: offered: %w", err)
+	}
+	return v, nil
+}
+
+// errHeardMoved: the heard or offered version changed between the
+// caller's read and its write; the caller re-reads and decides again.
 var errHeardMoved = errors.New("speech: heard version moved")
 
+// heardState is what Ray heard of one fact: for certain (Heard) and maybe
+// (Offered: put in a response whose delivery is unconfirmed), 0 for none.
+type heardState struct{ Heard, Offered int }
+
+// HeardState returns what Ray heard of uri: the version he heard for
+// certain and the one he may have heard (0 for none).
+func (l *ledger) HeardState(ctx context.Context, patient, uri string) (heardState, error) {
+	h, err := l.heardIn(ctx, l.db, patient, uri)
+	if err != nil {
+		return heardState{}, err
+	}
+	o, err := l.offeredIn(ctx, l.db, patient, uri)
+	if err != nil {
+		return heardState{}, err
+	}
+	return heardState{Heard: h, Offered: o}, nil
+}
+
 // Observe records that latest is the fact's current version, given that
-// the caller read heard == expectHeard and compared the words of
-// expectHeard and latest (same). Inside one locked transaction it reads
-// the heard version, the patient's baseline and the pending announcement,
-// and applies decide (P-19): nothing, queue one announcement, extend the
-// pending one (stacked revisions collapse into one), or settle (unchanged
-// words: drop the pending one and move heard to latest).
+// the caller read the heard state expect and compared the words of latest
+// with those of expect.Heard (sameHeard) and expect.Offered (sameOffered).
+// Inside one locked transaction it reads the heard state, the patient's
+// baseline and the pending announcement, and applies decide (P-19, P-24):
+// nothing, queue one announcement, extend or rewrite the pending one
+// (stacked revisions collapse into one), or settle (unchanged words: drop
+// the pending one and move heard to latest).
 //
 // It reports whether it changed anything, and errHeardMoved when the heard
-// version is no longer expectHeard (the caller re-reads and decides again).
-func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, latest int, same bool) (changed bool, err error) {
+// state is no longer expect (the caller re-reads and decides again).
+func (l *ledger) Observe(ctx context.Context, patient, uri string, expect heardState, latest int, sameHeard, sameOffered bool) (changed bool, err error) {
 	err = l.write(ctx, func(tx *sql.Tx) error {
 		h, err := l.heardIn(ctx, tx, patient, uri)
 		if err != nil {
 			return err
 		}
-		if h != expectHeard {
+		off, err := l.offeredIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if h != expect.Heard || off != expect.Offered {
 			return errHeardMoved
 		}
 		base, err := l.baselineIn(ctx, tx, patient, uri)
@@ -241,7 +312,7 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, 
 		if err != nil {
 			return err
 		}
-		o := observation{Latest: latest, Heard: h, Baseline: base, Same: same}
+		o := observation{Latest: latest, Heard: h, Offered: off, Baseline: base, SameAsHeard: sameHeard, SameAsOffered: sameOffered}
 		if ok {
 			o.Pending = &window{From: p.From, To: p.To}
 		}
@@ -256,34 +327,56 @@ func (l *ledger) Observe(ctx context.Context, patient, uri string, expectHeard, 
 				}
 			}
 			changed = true
-			return l.setHeard(ctx, tx, patient, uri, v.At.To)
+			if err := l.setHeard(ctx, tx, patient, uri, v.At.To); err != nil {
+				return err
+			}
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, models.Hearing{}, models.DeliveryUnchanged)
 		case extend:
 			if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), v.At.From, v.At.To, p.ID); err != nil {
 				return fmt.Errorf("speech: ledger: update pending: %w", err)
 			}
 			changed = true
-			return nil
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, models.Hearing{}, models.DeliveryQueued)
 		case queue:
 			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, 'pending')"), patient, uri, v.At.From, v.At.To); err != nil {
 				return fmt.Errorf("speech: ledger: queue: %w", err)
 			}
 			changed = true
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, models.Hearing{}, models.DeliveryQueued)
 		}
 		return nil
 	})
 	return changed, err
 }
 
-// Offered records that the pending announcements ids were put in a
-// response about to be written: until MarkHeard settles them they are
-// spoken again saying so (P-24). Ids no longer pending are ignored.
-func (l *ledger) Offered(ctx context.Context, ids []int64) error {
-	if len(ids) == 0 {
+// offer is one announcement put in a response about to be written: its id
+// and the version of its fact it speaks.
+type offer struct {
+	ID      int64
+	URI     string
+	Version int
+}
+
+// Offered records that the pending announcements offers were put in a
+// response about to be written: until MarkHeard confirms the delivery he
+// may have heard each one's version — a later revision withdraws it too —
+// and they are spoken again saying so (P-24). Offers of announcements no
+// longer pending are ignored.
+func (l *ledger) Offered(ctx context.Context, patient string, offers []offer) error {
+	if len(offers) == 0 {
 		return nil
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_offered (announcement_id) SELECT id FROM speech_announcements WHERE id = ? AND state = 'pending' ON CONFLICT (announcement_id) DO NOTHING"), id); err != nil {
+		at := l.now().UnixMilli()
+		for _, o := range offers {
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
+SELECT patient, uri, ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), o.Version, o.ID, patient, o.URI); err != nil {
+				return fmt.Errorf("speech: ledger: offered: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms)
+SELECT patient, uri, ?, 'offered', ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
+ON CONFLICT (patient, uri, version, event) DO NOTHING`), o.Version, at, o.ID, patient, o.URI); err != nil {
 				return fmt.Errorf("speech: ledger: offered: %w", err)
 			}
 		}
@@ -291,30 +384,87 @@ func (l *ledger) Offered(ctx context.Context, ids []int64) error {
 	})
 }
 
-// MarkHeard moves the heard version of uri forward to version (never
-// back), marks pending announcements that reach no further than version
-// as heard, and starts a pending announcement that reaches further from
-// version.
-func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int) error {
-	// Fast path, no write transaction (no fsync): he already heard this
-	// version or newer and no pending announcement starts before it — the
-	// usual case on every turn that repeats a fact he knows.
-	if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
-		if p, ok, err := l.pendingIn(ctx, l.db, patient, uri); err == nil && (!ok || p.From >= version) {
-			return nil
+// MarkHeard records that a response carrying the announcement of uri at
+// version was delivered: version is what he last heard — even when the
+// ledger held a newer heard version, or a newer version was written
+// meanwhile (P-19) — an offer up to version is confirmed, a pending
+// announcement that reaches no further than version is heard, and one that
+// reaches further now starts from version. The delivery log records the
+// first hearing of version and how (how.At zero: the ledger's clock).
+func (l *ledger) MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
+	// Fast path, no write transaction (no fsync): nothing would change.
+	if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h == version {
+		if off, err := l.offeredIn(ctx, l.db, patient, uri); err == nil && off == 0 {
+			if p, ok, err := l.pendingIn(ctx, l.db, patient, uri); err == nil && (!ok || p.From == version && p.To > version) {
+				return nil
+			}
 		}
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
+		if err := l.setHeardExactly(ctx, tx, patient, uri, version); err != nil {
+			return err
+		}
+		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
+			return err
+		}
+		return l.advancePending(ctx, tx, patient, uri, version)
+	})
+}
+
+// advancePending marks the pending announcement of uri heard when it
+// reaches no further than version, and otherwise starts it from version.
+func (l *ledger) advancePending(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'heard' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
+		return fmt.Errorf("speech: ledger: mark heard: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ? WHERE patient = ? AND uri = ? AND state = 'pending' AND from_version <> ?"), version, patient, uri, version); err != nil {
+		return fmt.Errorf("speech: ledger: advance pending: %w", err)
+	}
+	return nil
+}
+
+// MarkTold records that version of uri was spoken as a plain fact — an
+// answer, not an announcement. It never settles a pending retraction: he
+// heard the new words but not that they withdraw the ones he was told
+// before, so the retraction stays owed, and nothing moves (P-19, P-24).
+// Otherwise the heard version moves forward to version (never back), a
+// pending first hearing it covers is heard, and one that reaches further
+// now withdraws version; the delivery log records how.
+func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
+	p, ok, err := l.pendingIn(ctx, l.db, patient, uri)
+	if err != nil {
+		return err
+	}
+	if ok && p.From > 0 {
+		return nil // the retraction stays owed; the write below would re-check it anyway
+	}
+	if !ok {
+		if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
+			return nil // fast path: he heard this version or newer
+		}
+	}
+	return l.write(ctx, func(tx *sql.Tx) error {
+		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if ok && p.From > 0 {
+			return nil
+		}
+		h, err := l.heardIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if version <= h {
+			return nil
+		}
 		if err := l.setHeard(ctx, tx, patient, uri, version); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'heard' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
-			return fmt.Errorf("speech: ledger: mark heard: %w", err)
+		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
+			return err
 		}
-		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ? WHERE patient = ? AND uri = ? AND state = 'pending' AND from_version < ?"), version, patient, uri, version); err != nil {
-			return fmt.Errorf("speech: ledger: advance pending: %w", err)
-		}
-		return nil
+		return l.advancePending(ctx, tx, patient, uri, version)
 	})
 }
 
@@ -334,14 +484,18 @@ func (l *ledger) Drop(ctx context.Context, id int64) error {
 		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = 'dropped' WHERE id = ?"), id); err != nil {
 			return fmt.Errorf("speech: ledger: drop: %w", err)
 		}
-		return l.setHeard(ctx, tx, r.Patient, r.URI, r.To)
+		if err := l.setHeard(ctx, tx, r.Patient, r.URI, r.To); err != nil {
+			return err
+		}
+		return l.logDelivery(ctx, tx, r.Patient, r.URI, r.To, models.Hearing{}, models.DeliveryUnchanged)
 	})
 }
 
-// Pending returns the patient's pending announcements, oldest first (by id).
+// Pending returns the patient's pending announcements, oldest first (by
+// id), each with Offered set while an offer of its fact is unconfirmed.
 func (l *ledger) Pending(ctx context.Context, patient string) ([]row, error) {
-	rows, err := l.db.QueryContext(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.announcement_id IS NOT NULL
-FROM speech_announcements a LEFT JOIN speech_offered o ON o.announcement_id = a.id
+	rows, err := l.db.QueryContext(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.version IS NOT NULL
+FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri
 WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 	if err != nil {
 		return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
@@ -357,6 +511,47 @@ WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("speech: ledger: list pending: %w", err)
+	}
+	return out, nil
+}
+
+// factLedger is what the ledger holds about one fact of a patient, for a
+// turn to find what it must reconcile before it speaks.
+type factLedger struct{ Heard, Offered, Baseline int }
+
+// Facts returns, per fact URI of patient, the version he heard for
+// certain, the one he may have heard and his baseline (0 for none); a fact
+// the ledger knows nothing of is absent.
+func (l *ledger) Facts(ctx context.Context, patient string) (map[string]factLedger, error) {
+	out := map[string]factLedger{}
+	for _, t := range []struct {
+		table string
+		set   func(*factLedger, int)
+	}{
+		{"speech_heard", func(f *factLedger, v int) { f.Heard = v }},
+		{"speech_offered_version", func(f *factLedger, v int) { f.Offered = v }},
+		{"speech_baseline", func(f *factLedger, v int) { f.Baseline = v }},
+	} {
+		rows, err := l.db.QueryContext(ctx, l.q("SELECT uri, version FROM "+t.table+" WHERE patient = ?"), patient)
+		if err != nil {
+			return nil, fmt.Errorf("speech: ledger: facts: %w", err)
+		}
+		for rows.Next() {
+			var uri string
+			var v int
+			if err := rows.Scan(&uri, &v); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("speech: ledger: facts: %w", err)
+			}
+			f := out[uri]
+			t.set(&f, v)
+			out[uri] = f
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("speech: ledger: facts: %w", err)
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/unsay/unsay/models"
 )
 
 const wb = "care://ray/weight_bearing"
@@ -42,15 +44,49 @@ func observe(t *testing.T, l *ledger, latest int, same bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Observe(ctx, "ray", wb, h, latest, same); err != nil {
+	if _, err := l.Observe(ctx, "ray", wb, heardState{Heard: h}, latest, same, false); err != nil {
 		t.Fatalf("Observe(v%d): %v", latest, err)
 	}
 }
 
 func markHeard(t *testing.T, l *ledger, v int) {
 	t.Helper()
-	if err := l.MarkHeard(context.Background(), "ray", wb, v); err != nil {
+	if err := l.MarkHeard(context.Background(), "ray", wb, v, models.Hearing{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func markTold(t *testing.T, l *ledger, v int) {
+	t.Helper()
+	if err := l.MarkTold(context.Background(), "ray", wb, v, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offered records that the pending announcement of wb was put in a
+// response speaking version v.
+func offered(t *testing.T, l *ledger, v int) {
+	t.Helper()
+	rows, err := l.Pending(context.Background(), "ray")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("pending = %v, %v: want one to offer", rows, err)
+	}
+	if err := l.Offered(context.Background(), "ray", []offer{{ID: rows[0].ID, URI: wb, Version: v}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// observeWords observes latest with the words compared against what he
+// heard (sameHeard) and what he may have heard (sameOffered).
+func observeWords(t *testing.T, l *ledger, latest int, sameHeard, sameOffered bool) {
+	t.Helper()
+	ctx := context.Background()
+	hs, err := l.HeardState(ctx, "ray", wb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Observe(ctx, "ray", wb, hs, latest, sameHeard, sameOffered); err != nil {
+		t.Fatalf("Observe(v%d): %v", latest, err)
 	}
 }
 
@@ -113,11 +149,67 @@ func TestLedger_AnnouncementSemantics(t *testing.T) {
 			observe(t, l, 3, false)
 			markHeard(t, l, 3)
 		}, nil, 3},
-		{"marking an older version never moves the ledger back", func(t *testing.T, l *ledger) {
+		{"telling an older version as a fact never moves the ledger back", func(t *testing.T, l *ledger) {
 			markHeard(t, l, 3)
-			markHeard(t, l, 1)
+			markTold(t, l, 1)
 			observe(t, l, 3, false)
 		}, nil, 3},
+		{"an announcement delivered after a newer one is what he heard last", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 3)
+			markHeard(t, l, 1) // a slower turn's delivery, confirmed last
+			observe(t, l, 3, false)
+		}, []span{{1, 3}}, 1},
+		// P-19, P-24: a plain fact answer never swallows a retraction.
+		{"a fact told never settles a pending retraction", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markTold(t, l, 2)
+		}, []span{{1, 2}}, 1},
+		{"positive twin: the retraction delivered settles it", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+		}, nil, 2},
+		{"a fact told settles a first hearing it covers", func(t *testing.T, l *ledger) {
+			observe(t, l, 1, false)
+			markTold(t, l, 1)
+		}, nil, 1},
+		{"a fact told part-way turns a first hearing into a retraction of it", func(t *testing.T, l *ledger) {
+			observe(t, l, 2, false)
+			markTold(t, l, 1)
+		}, []span{{1, 2}}, 1},
+		// What he may have heard: an offer whose delivery is unconfirmed.
+		{"a revert during the turn withdraws what the turn told him", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, true, false) // v3 has v1's words
+			markHeard(t, l, 2)                 // the turn's response was delivered
+		}, []span{{2, 3}}, 2},
+		{"a revert after a crash before the ledger's commit withdraws the offered words", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, true, false) // and the process dies: no markHeard
+		}, []span{{2, 3}}, 1},
+		{"positive twin of the revert: with no offer, changed back to what he heard is nothing", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			observeWords(t, l, 3, true, false)
+		}, nil, 3},
+		{"an offer not confirmed, then the same words again: from what he heard, said again", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, false, true)
+		}, []span{{1, 3}}, 1},
+		{"a delivered announcement overtaken by a new revision withdraws what it said", func(t *testing.T, l *ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, false, false)
+			markHeard(t, l, 2)
+		}, []span{{2, 3}}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,14 +233,14 @@ func TestLedger_ObserveRefusesADecisionMadeOnAStaleHeardVersion(t *testing.T) {
 	l := newTestLedger(t, tempDBPath(t))
 	ctx := context.Background()
 	markHeard(t, l, 2)
-	if _, err := l.Observe(ctx, "ray", wb, 1, 3, false); !errors.Is(err, errHeardMoved) {
+	if _, err := l.Observe(ctx, "ray", wb, heardState{Heard: 1}, 3, false, false); !errors.Is(err, errHeardMoved) {
 		t.Fatalf("Observe with heard 1 after MarkHeard(2) = %v, want errHeardMoved", err)
 	}
 	if got := pendingSpans(t, l, "ray"); got != nil {
 		t.Fatalf("a refused Observe queued %v", got)
 	}
 	// Twin: with the right heard version it queues.
-	if _, err := l.Observe(ctx, "ray", wb, 2, 3, false); err != nil {
+	if _, err := l.Observe(ctx, "ray", wb, heardState{Heard: 2}, 3, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []span{{2, 3}}) {
@@ -162,7 +254,7 @@ func TestLedger_SurvivesReopeningTheDatabase(t *testing.T) {
 	markHeard(t, l, 1)
 	observe(t, l, 3, false)
 	other := "care://ray/anticoagulant"
-	if _, err := l.Observe(context.Background(), "ray", other, 0, 1, false); err != nil {
+	if _, err := l.Observe(context.Background(), "ray", other, heardState{}, 1, false, false); err != nil {
 		t.Fatal(err)
 	}
 	l.db.Close()
@@ -175,7 +267,7 @@ func TestLedger_SurvivesReopeningTheDatabase(t *testing.T) {
 	if len(rows) != 2 || rows[0].URI != wb || rows[0].From != 1 || rows[0].To != 3 || rows[1].URI != other || rows[1].From != 0 {
 		t.Fatalf("after reopen pending = %+v", rows)
 	}
-	if err := l2.MarkHeard(context.Background(), "ray", wb, 3); err != nil {
+	if err := l2.MarkHeard(context.Background(), "ray", wb, 3, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	l2.db.Close()
@@ -192,7 +284,7 @@ func TestLedger_SurvivesReopeningTheDatabase(t *testing.T) {
 func TestLedger_KeepsPatientsApart(t *testing.T) {
 	l := newTestLedger(t, tempDBPath(t))
 	ctx := context.Background()
-	if _, err := l.Observe(ctx, "bob", "care://bob/weight_bearing", 0, 2, false); err != nil {
+	if _, err := l.Observe(ctx, "bob", "care://bob/weight_bearing", heardState{}, 2, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingSpans(t, l, "ray"); got != nil {
@@ -247,5 +339,49 @@ func TestLedger_PostgresPlaceholders(t *testing.T) {
 		if n := len(splitSQL(string(b))); n != 4 {
 			t.Errorf("%s migration splits into %d statements, want 4", d, n)
 		}
+	}
+}
+
+// An offer recorded by announcement id before migration 004 is still an
+// offer after it: the announcement is said again, saying so, and a revert
+// withdraws what it offered (P-24).
+func TestLedger_MigrationKeepsOffersRecordedByAnnouncementID(t *testing.T) {
+	path := tempDBPath(t)
+	db := openDB(t, path)
+	ctx := context.Background()
+	for _, name := range []string{"001_speech.sql", "002_baseline.sql", "003_offered.sql"} {
+		b, err := migrations.ReadFile("migrations/sqlite/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range splitSQL(string(b)) {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, stmt := range []string{
+		"INSERT INTO speech_heard (patient, uri, version) VALUES ('ray', '" + wb + "', 1)",
+		"INSERT INTO speech_announcements (id, patient, uri, from_version, to_version, state) VALUES (1, 'ray', '" + wb + "', 1, 2, 'pending')",
+		"INSERT INTO speech_announcements (id, patient, uri, from_version, to_version, state) VALUES (2, 'ray', 'care://ray/exercise', 0, 1, 'pending')",
+		"INSERT INTO speech_offered (announcement_id) VALUES (1)",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	l := newTestLedger(t, path) // migrates to 004
+	rows, err := l.Pending(ctx, "ray")
+	if err != nil || len(rows) != 2 || !rows[0].Offered || rows[1].Offered {
+		t.Fatalf("after the migration pending = %+v, %v; want the walking one offered, the other not", rows, err)
+	}
+	if hs, err := l.HeardState(ctx, "ray", wb); err != nil || hs != (heardState{Heard: 1, Offered: 2}) {
+		t.Fatalf("heard state = %+v, %v", hs, err)
+	}
+	// Idempotent: migrating again changes nothing.
+	l2 := newTestLedger(t, path)
+	if rows, _ := l2.Pending(ctx, "ray"); len(rows) != 2 || !rows[0].Offered {
+		t.Fatalf("after a second migration pending = %+v", rows)
 	}
 }

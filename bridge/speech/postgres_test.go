@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/unsay/unsay/models"
 )
 
 // postgresEnv names a Postgres URL (postgres://user@host:port/db) for the
@@ -67,7 +69,7 @@ func TestLedger_PostgresAnnouncementSemantics(t *testing.T) {
 	markHeard(t, l, 1)
 	observe(t, l, 2, false)
 	observe(t, l, 3, false) // stacked
-	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", 0, 1, false); err != nil {
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", heardState{}, 1, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingSpans(t, l, "ray"); len(got) != 2 || got[0] != (span{1, 3}) || got[1] != (span{0, 1}) {
@@ -86,11 +88,24 @@ func TestLedger_PostgresAnnouncementSemantics(t *testing.T) {
 	if h, err := l2.Heard(ctx, "ray", wb); err != nil || h != 4 {
 		t.Fatalf("heard after reopen = %d, %v; want 4", h, err)
 	}
-	if err := l2.MarkHeard(ctx, "ray", "care://ray/exercise", 1); err != nil {
+	if err := l2.MarkHeard(ctx, "ray", "care://ray/exercise", 1, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := l2.Backlog(ctx); err != nil || n != 0 {
 		t.Fatalf("backlog = %d, %v; want 0", n, err)
+	}
+
+	// What he may have heard, on Postgres: an offer, a revert, the delivery.
+	observe(t, l2, 5, false)
+	offered(t, l2, 5)
+	if rows, err := l2.Pending(ctx, "ray"); err != nil || len(rows) != 1 || !rows[0].Offered {
+		t.Fatalf("offered pending = %+v, %v", rows, err)
+	}
+	observeWords(t, l2, 6, true, false) // v6 has v4's words
+	markHeard(t, l2, 5)
+	rows, err := l2.Pending(ctx, "ray")
+	if err != nil || len(rows) != 1 || rows[0].From != 5 || rows[0].To != 6 || rows[0].Offered {
+		t.Fatalf("after the revert and the delivery pending = %+v, %v; want 5 → 6, not again", rows, err)
 	}
 }
 
@@ -111,7 +126,7 @@ func TestRun_OnPostgresNothingLostAndNothingRepeated(t *testing.T) {
 	if len(as) != 1 || as[0].Heard == nil || as[0].Heard.N != 1 || as[0].Current.N != n {
 		t.Fatalf("after restart pending = %+v, want v1 → v%d", as, n)
 	}
-	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), n); err != nil {
+	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), n, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	p2.stop()

@@ -52,7 +52,7 @@ var (
 type Principal struct {
 	cfg    Config
 	log    *slog.Logger
-	ledger *ledgerView // the durable heard ledger behind an in-memory view (ledgerview.go)
+	ledger *ledger
 	http   bearer
 	token  atomic.Pointer[string]
 
@@ -76,10 +76,11 @@ func New(cfg Config) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.now = cfg.Clock
 	p := &Principal{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "speech"),
-		ledger: newLedgerView(l, cfg.Dialect),
+		ledger: l,
 		calls:  make(chan func(*state)),
 		parked: make(chan *state, 1),
 	}

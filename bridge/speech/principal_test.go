@@ -53,12 +53,12 @@ func hearAll(t *testing.T, p *testPrincipal, patient string) {
 		t.Fatal(err)
 	}
 	for _, v := range facts {
-		if err := p.MarkHeard(context.Background(), patient, v.FactURI(), v.N); err != nil {
+		if err := p.MarkHeard(context.Background(), patient, v.FactURI(), v.N, models.Hearing{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, a := range pendingOf(t, p, patient) {
-		if err := p.MarkHeard(context.Background(), patient, a.URI(), a.Current.N); err != nil {
+		if err := p.MarkHeard(context.Background(), patient, a.URI(), a.Current.N, models.Hearing{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,7 +164,7 @@ func TestRun_RevisionQueuesARetractionOfTheVersionHeard(t *testing.T) {
 	}
 
 	// Heard: none twice, and the facts now say v2.
-	if err := p.MarkHeard(context.Background(), "ray", a.URI(), a.Current.N); err != nil {
+	if err := p.MarkHeard(context.Background(), "ray", a.URI(), a.Current.N, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingOf(t, p, "ray"); len(got) != 0 {
@@ -257,7 +257,7 @@ func TestPending_DropsAnAnnouncementWhoseWordsDidNotChange(t *testing.T) {
 	// A queue entry made before its words were compared (an older build, or
 	// a race): the render-time check still drops it.
 	f.publishSilently(wb, "Partial weight-bearing with crutches.")
-	if _, err := p.ledger.Observe(context.Background(), "ray", wb, 1, 2, false); err != nil {
+	if _, err := p.ledger.Observe(context.Background(), "ray", wb, heardState{Heard: 1}, 2, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingOf(t, p, "ray"); len(got) != 0 {
@@ -335,7 +335,7 @@ func TestRestart_NothingLostAndNothingRepeated(t *testing.T) {
 	if as[0].Heard.Value != "Partial weight-bearing with crutches." {
 		t.Errorf("heard text = %q", as[0].Heard.Value)
 	}
-	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), as[0].Current.N); err != nil {
+	if err := p2.MarkHeard(context.Background(), "ray", as[0].URI(), as[0].Current.N, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	p2.stop()
@@ -369,7 +369,7 @@ func TestAddPatient_SubscribesTheNewlyLinkedPatient(t *testing.T) {
 	if _, subs := f.recorded(); !contains(subs, "care://bob/weight_bearing") {
 		t.Fatalf("bob not subscribed: %v", subs)
 	}
-	if err := p.MarkHeard(ctx, "bob", mustURI(t, "care://bob/weight_bearing"), 1); err != nil {
+	if err := p.MarkHeard(ctx, "bob", mustURI(t, "care://bob/weight_bearing"), 1, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	n := f.publish("care://bob/weight_bearing", "Partial weight-bearing.")
@@ -518,7 +518,7 @@ func TestMarkHeard_RejectsMalformedArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := p.MarkHeard(ctx, tt.patient, tt.uri, tt.version); !errors.Is(err, ErrInvalidArgument) {
+			if err := p.MarkHeard(ctx, tt.patient, tt.uri, tt.version, models.Hearing{}); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("MarkHeard = %v, want ErrInvalidArgument", err)
 			}
 		})
@@ -528,7 +528,7 @@ func TestMarkHeard_RejectsMalformedArguments(t *testing.T) {
 		t.Fatalf("a refused MarkHeard moved the ledger to %d", h)
 	}
 	// Twin.
-	if err := p.MarkHeard(ctx, "ray", mustURI(t, wb), 2); err != nil {
+	if err := p.MarkHeard(ctx, "ray", mustURI(t, wb), 2, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	if h, _ := p.ledger.Heard(ctx, "ray", wb); h != 2 {
@@ -593,8 +593,9 @@ func TestFacts_ReadsOverMCPForAPatientNotFollowed(t *testing.T) {
 // not import skill: the principal must satisfy it exactly.
 type careSource interface {
 	Turn(ctx context.Context, patient string) (models.Snapshot, error)
-	Offered(ctx context.Context, patient string, ids []int64) error
-	MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error
+	Offered(ctx context.Context, patient string, offers []models.Offer) error
+	MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
+	MarkTold(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error
 }
 
 var _ careSource = (*Principal)(nil)
@@ -695,7 +696,7 @@ func TestPending_PutsEveryRetractionBeforeNewsHeNeverHeard(t *testing.T) {
 	p := startPrincipal(t, f, tempDBPath(t), "ray")
 	waitConnected(t, p)
 	// He heard the walking instruction only.
-	if err := p.MarkHeard(context.Background(), "ray", mustURI(t, wb), 1); err != nil {
+	if err := p.MarkHeard(context.Background(), "ray", mustURI(t, wb), 1, models.Hearing{}); err != nil {
 		t.Fatal(err)
 	}
 	ex := "care://ray/exercise"

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,12 +21,13 @@ var ErrBadResource = errors.New("speech: unusable resource contents")
 // contract (models.DecodeRead): the value as the clinician wrote it,
 // without the server's STALE or SUPERSEDED header line. Staleness is the
 // server's judgement at the time of the read (P-7, P-24): a version served
-// stale gets StaleAfter = readAt, so IsStale holds from then on; one served
-// fresh keeps a zero StaleAfter (the server sends no review date).
+// stale has ServedStale set, so IsStale holds at any time — also at a turn's
+// "now", taken before the confirming read; one served fresh keeps a zero
+// StaleAfter (the server sends no review date) and is fresh at any time.
 // It also returns the highest version number the server named (for
 // readiness, even when the contents are refused). Errors wrap
 // ErrBadResource.
-func parseRead(asked models.URI, res *mcp.ReadResourceResult, readAt time.Time) (models.Version, int, error) {
+func parseRead(asked models.URI, res *mcp.ReadResourceResult) (models.Version, int, error) {
 	if asked.Audience() != models.AudienceUser {
 		// P-1 held on this side too: only user-audience records are kept.
 		return models.Version{}, 0, fmt.Errorf("%w: %s is not speakable", ErrBadResource, asked)
@@ -37,7 +37,7 @@ func parseRead(asked models.URI, res *mcp.ReadResourceResult, readAt time.Time) 
 	}
 	var c *mcp.ResourceContents
 	for _, rc := range res.Contents {
-		if rc != nil && rc.URI == asked.String() {
+		if rc != nil && rc.URI == asked.String() && rc.Blob == nil {
 			c = rc
 			break
 		}
@@ -49,8 +49,18 @@ func parseRead(asked models.URI, res *mcp.ReadResourceResult, readAt time.Time) 
 	if err != nil {
 		return models.Version{}, namedVersion(c.Meta), fmt.Errorf("%w: %w", ErrBadResource, err)
 	}
-	if m.Stale {
-		v.StaleAfter = readAt.UTC()
+	// An audio fact's blob contents follow its text (models.DecodeReadAudio):
+	// the principal keeps what the clip is and its signed URL, not its bytes.
+	for _, rc := range res.Contents {
+		if rc != nil && rc != c && rc.URI == asked.String() && rc.Blob != nil {
+			a, err := models.DecodeReadAudio(asked, v, rc.MIMEType, rc.Blob, rc.Meta)
+			if err != nil {
+				return models.Version{}, m.Latest, fmt.Errorf("%w: %w", ErrBadResource, err)
+			}
+			a.Data = nil
+			v.Audio = &a
+			break
+		}
 	}
 	return v, m.Latest, nil
 }

@@ -79,7 +79,7 @@ func TestParseRead_DecodesWhatTheBridgeWrites(t *testing.T) {
 	}
 	for i, r := range reads {
 		u := mustURI(t, r.Asked)
-		v, latest, err := parseRead(u, &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{r.Contents}}, readAt)
+		v, latest, err := parseRead(u, &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{r.Contents}})
 		if err != nil {
 			t.Fatalf("%s: %v", r.Asked, err)
 		}
@@ -93,25 +93,27 @@ func TestParseRead_DecodesWhatTheBridgeWrites(t *testing.T) {
 	}
 }
 
-// Staleness is the server's judgement when read: a version served stale
-// is stale from the read on; one served fresh has no review date here.
-func TestParseRead_KeepsTheServersStalenessAtTheReadTime(t *testing.T) {
-	readAt := time.Date(2026, 3, 9, 0, 0, 0, 0, time.UTC)
+// Staleness is the server's judgement when read (P-7, P-24): a version
+// served stale is stale at any time — also at a turn's "now", which the
+// skill takes before the confirming read; one served fresh has no review
+// date here and is fresh at any time.
+func TestParseRead_AVersionServedStaleIsStaleEvenAtATimeBeforeTheRead(t *testing.T) {
+	turnNow := time.Date(2026, 3, 9, 0, 0, 0, 0, time.UTC) // the skill's clock, read first
 	header := "[STALE — last changed six days ago by Sarah Okafor, physio; say this age aloud]"
-	v, _, err := parseRead(mustURI(t, wb), readResult(wb, header+"\nPartial weight-bearing.", with(goodMeta(t, 3), models.MetaStale, true)), readAt)
+	v, _, err := parseRead(mustURI(t, wb), readResult(wb, header+"\nPartial weight-bearing.", with(goodMeta(t, 3), models.MetaStale, true)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Value != "Partial weight-bearing." || !v.IsStale(readAt) || !v.StaleAfter.Equal(readAt) {
-		t.Errorf("stale read = %q stale=%v after=%v", v.Value, v.IsStale(readAt), v.StaleAfter)
+	if v.Value != "Partial weight-bearing." || !v.IsStale(turnNow) || !v.IsStale(turnNow.Add(-time.Hour)) {
+		t.Errorf("stale read = %q, stale at the turn's now = %v", v.Value, v.IsStale(turnNow))
 	}
-	// Twin: served fresh, fresh — and its text is kept as written.
-	v, _, err = parseRead(mustURI(t, wb), readResult(wb, "[Ward 4] call first.", goodMeta(t, 3)), readAt)
+	// Twin: served fresh, fresh at any time — and its text is kept as written.
+	v, _, err = parseRead(mustURI(t, wb), readResult(wb, "[Ward 4] call first.", goodMeta(t, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Value != "[Ward 4] call first." || v.IsStale(readAt.Add(1000*time.Hour)) {
-		t.Errorf("fresh read = %q stale=%v", v.Value, v.IsStale(readAt))
+	if v.Value != "[Ward 4] call first." || v.IsStale(turnNow) || v.IsStale(turnNow.Add(1000*time.Hour)) {
+		t.Errorf("fresh read = %q stale=%v", v.Value, v.IsStale(turnNow))
 	}
 }
 
@@ -135,7 +137,7 @@ func TestParseRead_RefusesWhatItCannotSpeakSafely(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, named, err := parseRead(mustURI(t, tt.asked), tt.res, time.Now())
+			_, named, err := parseRead(mustURI(t, tt.asked), tt.res)
 			if !errors.Is(err, ErrBadResource) {
 				t.Fatalf("err = %v, want ErrBadResource", err)
 			}
@@ -146,7 +148,7 @@ func TestParseRead_RefusesWhatItCannotSpeakSafely(t *testing.T) {
 	}
 	// Positive twin: the contract is accepted for the same URIs.
 	for _, asked := range []string{wb, wb + "/v1"} {
-		if _, _, err := parseRead(mustURI(t, asked), readResult(asked, "x", goodMeta(t, 1)), time.Now()); err != nil {
+		if _, _, err := parseRead(mustURI(t, asked), readResult(asked, "x", goodMeta(t, 1))); err != nil {
 			t.Errorf("%s: %v", asked, err)
 		}
 	}

@@ -2,7 +2,7 @@ package speech
 
 import "testing"
 
-func TestDecide_WithdrawsWhatRayHeardOnceAndNeverHisStartingPoint(t *testing.T) {
+func TestDecide_WithdrawsWhatRayHeardOrMayHaveHeardOnceAndNeverHisStartingPoint(t *testing.T) {
 	p := func(from, to int) *window { return &window{From: from, To: to} }
 	tests := []struct {
 		name string
@@ -27,9 +27,20 @@ func TestDecide_WithdrawsWhatRayHeardOnceAndNeverHisStartingPoint(t *testing.T) 
 		{"an older read while a newer one is pending", observation{Latest: 3, Heard: 2, Pending: p(2, 4)}, verdict{Kind: keep}},
 		{"he heard more since it was queued", observation{Latest: 4, Heard: 3, Pending: p(2, 4)}, verdict{Kind: extend, At: window{3, 4}}},
 		// Nothing to say.
-		{"the words did not change", observation{Latest: 3, Heard: 2, Same: true}, verdict{Kind: settle, At: window{2, 3}}},
-		{"changed back to what he heard", observation{Latest: 4, Heard: 2, Same: true, Pending: p(2, 3)}, verdict{Kind: settle, At: window{2, 4}}},
-		{"same words but never heard: a first hearing still", observation{Latest: 2, Same: true}, verdict{Kind: queue, At: window{0, 2}}},
+		{"the words did not change", observation{Latest: 3, Heard: 2, SameAsHeard: true}, verdict{Kind: settle, At: window{2, 3}}},
+		{"changed back to what he heard", observation{Latest: 4, Heard: 2, SameAsHeard: true, Pending: p(2, 3)}, verdict{Kind: settle, At: window{2, 4}}},
+		{"same words but never heard: a first hearing still", observation{Latest: 2, SameAsHeard: true}, verdict{Kind: queue, At: window{0, 2}}},
+		{"an older read never settles what a newer one queued", observation{Latest: 3, Heard: 2, SameAsHeard: true, Pending: p(2, 4)}, verdict{Kind: keep}},
+		// What he may have heard: offered in a response whose delivery is unconfirmed (P-24).
+		{"offered, not yet confirmed, re-read: nothing new", observation{Latest: 3, Heard: 2, Offered: 3, SameAsOffered: true, Pending: p(2, 3)}, verdict{Kind: keep}},
+		{"offered, then reverted to what he heard: the offered words are withdrawn", observation{Latest: 4, Heard: 2, Offered: 3, SameAsHeard: true, Pending: p(2, 3)}, verdict{Kind: extend, At: window{3, 4}}},
+		{"offered, then revised anew: the offered words are withdrawn", observation{Latest: 4, Heard: 2, Offered: 3, Pending: p(2, 3)}, verdict{Kind: extend, At: window{3, 4}}},
+		{"offered, then the same words again: still from what he heard", observation{Latest: 4, Heard: 2, Offered: 3, SameAsOffered: true, Pending: p(2, 3)}, verdict{Kind: extend, At: window{2, 4}}},
+		{"offered, then the same words as both: nothing to say", observation{Latest: 4, Heard: 2, Offered: 3, SameAsHeard: true, SameAsOffered: true, Pending: p(2, 3)}, verdict{Kind: settle, At: window{2, 4}}},
+		{"an offered first hearing, revised: the offered words are withdrawn", observation{Latest: 2, Offered: 1, Pending: p(0, 1)}, verdict{Kind: extend, At: window{1, 2}}},
+		{"an offered first hearing re-read: nothing new", observation{Latest: 4, Offered: 4, Baseline: 3, SameAsOffered: true, Pending: p(0, 4)}, verdict{Kind: keep}},
+		{"an offered first hearing, the same words again: still a first hearing", observation{Latest: 5, Offered: 4, Baseline: 3, SameAsOffered: true, Pending: p(0, 4)}, verdict{Kind: extend, At: window{0, 5}}},
+		{"offered, the announcement gone, then revised: queued from the offered words", observation{Latest: 5, Heard: 2, Offered: 3, SameAsHeard: true}, verdict{Kind: queue, At: window{3, 5}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

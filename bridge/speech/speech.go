@@ -12,8 +12,7 @@ import (
 
 // Facts returns the patient's current speakable facts (care:// only),
 // sorted by URI, as last read. Values carry no STALE header; a fact served
-// stale has a StaleAfter at or before the time it was read, so
-// Version.IsStale(now) is true. It answers from memory once the patient's
+// stale has ServedStale set, so Version.IsStale is true at any time. It answers from memory once the patient's
 // facts have been listed; before that (or for a patient the principal does
 // not follow) it lists and reads over the current session, returning
 // ErrNotConnected when there is none. An invalid patient id is
@@ -159,15 +158,69 @@ func (p *Principal) announcements(ctx context.Context, up upstream, patient stri
 // confirmed current at speak time; it is not spoken this turn.
 var errNotCurrent = errors.New("speech: not the version confirmed current")
 
-// MarkHeard records that Ray heard version of the fact uri (an unversioned
-// care:// URI of patient): the heard ledger moves forward to version
-// (never back), pending announcements that reach no further are cleared,
-// and one that reaches further now starts from version. The skill calls it
-// only for what it actually delivered — a retraction, a first hearing or a
-// fact told — after the response carrying it was written (P-24). It is
-// durable when it returns nil. A malformed patient, URI or version (< 1) is
-// ErrInvalidArgument.
-func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.URI, version int) error {
+// MarkHeard records that Ray heard the announcement of the fact uri (an
+// unversioned care:// URI of patient) at version — a retraction or a first
+// hearing the skill delivered. version is what he last heard, even when a
+// newer version was written meanwhile or the ledger held a newer one
+// (P-19): an offer up to version is confirmed, a pending announcement that
+// reaches no further is cleared, one that reaches further now withdraws
+// version, and a newer version already read is reconciled against it at
+// once (a revert written during his turn withdraws what the turn told
+// him). how says when, on which kind of device and how it came to be
+// said; the delivery log keeps it for the clinician's timeline (how.At
+// zero: the principal's clock). The skill calls it only for what it
+// actually delivered, after the response carrying it was written (P-24).
+// It is durable when it returns nil. A malformed patient, URI or version
+// (< 1) is ErrInvalidArgument.
+func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error {
+	if err := checkFact(patient, uri, version); err != nil {
+		return err
+	}
+	if err := p.ledger.MarkHeard(ctx, patient, uri.String(), version, how); err != nil {
+		return err
+	}
+	var cur models.Version
+	var newer bool
+	p.do(func(st *state) {
+		for k, v := range st.versions { // older versions are read back over MCP if ever needed
+			if v.FactURI() == uri && v.N < version {
+				delete(st.versions, k)
+			}
+		}
+		cur, newer = st.current[uri.String()]
+		newer = newer && cur.N > version
+	})
+	if newer {
+		if err := p.reconcile(ctx, nil, cur); err != nil {
+			// Durable already; the next turn reconciles before it speaks.
+			p.log.Warn("speech: heard, but the newer version not reconciled yet", "uri", uri.String(), "version", version, "latest", cur.N, "err", err)
+		}
+	}
+	p.ledgerChanged(ctx)
+	return nil
+}
+
+// MarkTold records that version of the fact uri was spoken to Ray as a
+// plain fact — an answer, not an announcement. It never settles a pending
+// retraction: he heard the new words, not that they withdraw the ones he
+// was told before, so the retraction stays owed (P-19, P-24). Otherwise the
+// heard version moves forward to version (never back) and a pending first
+// hearing it covers is cleared. The skill calls it after the response
+// carrying the fact was written; how is logged as for MarkHeard. Errors
+// as MarkHeard.
+func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI, version int, how models.Hearing) error {
+	if err := checkFact(patient, uri, version); err != nil {
+		return err
+	}
+	if err := p.ledger.MarkTold(ctx, patient, uri.String(), version, how); err != nil {
+		return err
+	}
+	p.ledgerChanged(ctx)
+	return nil
+}
+
+// checkFact validates a fact version of patient named by the skill.
+func checkFact(patient string, uri models.URI, version int) error {
 	switch {
 	case !models.ValidID(patient):
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
@@ -183,20 +236,6 @@ func (p *Principal) MarkHeard(ctx context.Context, patient string, uri models.UR
 	if _, err := models.ParseURI(uri.String()); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
-	if p.ledger.heardAtLeast(patient, uri.String(), version) {
-		return nil // durable already, and the state forgot older versions then
-	}
-	if err := p.ledger.MarkHeard(ctx, patient, uri.String(), version); err != nil {
-		return err
-	}
-	p.do(func(st *state) {
-		for k, v := range st.versions {
-			if v.FactURI() == uri && v.N < version {
-				delete(st.versions, k)
-			}
-		}
-	})
-	p.ledgerChanged(ctx)
 	return nil
 }
 

@@ -219,7 +219,7 @@ func (p *Principal) readAt(ctx context.Context, up upstream, u models.URI, curre
 	if err != nil {
 		return models.Version{}, err
 	}
-	v, latest, err := parseRead(u, res, p.cfg.Clock())
+	v, latest, err := parseRead(u, res)
 	fact := u.Unversioned().String()
 	p.do(func(st *state) {
 		if err != nil {
@@ -242,42 +242,39 @@ func (p *Principal) refresh(ctx context.Context, up upstream, u models.URI) erro
 }
 
 // reconcile applies P-19 to the latest version v (decide, in the ledger's
-// transaction): compare with the version Ray heard — its words read back
-// over MCP or from memory — and queue, extend or drop the one pending
-// announcement. The instance that speaks for the patient then tells
-// OnQueued, once per revision.
+// transaction): compare its words with those of the version Ray heard and
+// of the one he may have heard (offered, delivery unconfirmed) — read back
+// over MCP or from memory — and queue, extend, rewrite or drop the one
+// pending announcement. The instance that speaks for the patient then
+// tells OnQueued, once per revision.
 func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version) error {
 	u := v.FactURI()
 	for range 5 {
-		h, err := p.ledger.Heard(ctx, v.Patient, u.String())
+		hs, err := p.ledger.HeardState(ctx, v.Patient, u.String())
 		if err != nil {
 			return err
 		}
-		if v.N <= h {
+		if v.N <= hs.Heard {
 			return nil
 		}
-		same := false
-		if h > 0 {
-			hv, err := p.versionAt(ctx, up, u, h)
-			switch {
-			case err == nil:
-				same = strings.TrimSpace(hv.Value) == strings.TrimSpace(v.Value)
-			case isResourceError(err):
-				// The heard version cannot be read back: announce anyway.
-				p.log.Warn("speech: heard version unreadable", "uri", u.String(), "version", h, "err", err)
-			default:
-				return err
-			}
+		sameHeard, err := p.sameWords(ctx, up, u, hs.Heard, v)
+		if err != nil {
+			return err
 		}
-		changed, err := p.ledger.Observe(ctx, v.Patient, u.String(), h, v.N, same)
+		sameOffered, err := p.sameWords(ctx, up, u, hs.Offered, v)
+		if err != nil {
+			return err
+		}
+		changed, err := p.ledger.Observe(ctx, v.Patient, u.String(), hs, v.N, sameHeard, sameOffered)
 		if errors.Is(err, errHeardMoved) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
+		same := sameHeard && (hs.Offered == 0 || sameOffered)
 		if changed {
-			p.log.Info("speech: announcement", "uri", u.String(), "from", h, "to", v.N, "dropped", same)
+			p.log.Info("speech: announcement", "uri", u.String(), "from", hs.Heard, "offered", hs.Offered, "to", v.N, "dropped", same)
 		}
 		// Another instance may have queued it first: refresh the gauge and
 		// wake WaitPending callers either way, and let the instance that
@@ -289,6 +286,28 @@ func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version
 		return nil
 	}
 	return fmt.Errorf("speech: %s: heard version kept moving", u)
+}
+
+// sameWords reports whether version n of fact u (0: none — false) has the
+// words of v — and, for an audio fact, the same sound: a clip re-recorded
+// under the same words is a change (P-17). A version that cannot be read
+// back counts as different: announce rather than stay silent (P-24).
+func (p *Principal) sameWords(ctx context.Context, up upstream, u models.URI, n int, v models.Version) (bool, error) {
+	if n <= 0 {
+		return false, nil
+	}
+	if n == v.N {
+		return true, nil
+	}
+	hv, err := p.versionAt(ctx, up, u, n)
+	switch {
+	case err == nil:
+		return strings.TrimSpace(hv.Value) == strings.TrimSpace(v.Value) && models.SameSound(hv.Audio, v.Audio), nil
+	case isResourceError(err):
+		p.log.Warn("speech: heard version unreadable", "uri", u.String(), "version", n, "err", err)
+		return false, nil
+	}
+	return false, err
 }
 
 // versionAt returns version n of fact u: from memory when it was read

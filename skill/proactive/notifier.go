@@ -36,6 +36,12 @@ type NotifierConfig struct {
 	// HasPending reports whether the patient still has something to hear;
 	// a deferred notification is dropped once he has heard it.
 	HasPending func(ctx context.Context, patient string) (bool, error)
+	// Told, if set, is called after a notification the Alexa API accepted
+	// (202) for at least one of the patient's devices, with the time it
+	// was sent: the announcements pending then were told unasked that a
+	// message waits (the clinician's timeline). An outcome that is not
+	// known is charged to the budget (P-23) but not reported as told.
+	Told func(ctx context.Context, patient string, at time.Time)
 	// Settle is how long a first revision waits for more before sending, so
 	// a burst becomes one notification (default 5 s). Coalesce is how long
 	// after a send further revisions send nothing new (default 60 s).
@@ -172,14 +178,14 @@ func (n *Notifier) attempt(ctx context.Context, patient string, now time.Time) t
 		log.Warn("proactive: reserve failed", "err", err)
 		return now.Add(30 * time.Second)
 	}
-	delivered := false
+	delivered, accepted := false, false
 	for _, r := range recips {
 		ev := NewMessageAlert(r.UserID, referenceID(), now, time.Hour)
 		err := n.cfg.Sender.Send(ctx, r.APIEndpoint, ev)
 		var apiErr *APIError
 		switch {
 		case err == nil:
-			delivered = true
+			delivered, accepted = true, true
 		case errors.As(err, &apiErr) && apiErr.Undelivered:
 			log.Warn("proactive: event refused", "status", apiErr.Status)
 		case errors.Is(err, ErrAPIEndpoint):
@@ -199,6 +205,9 @@ func (n *Notifier) attempt(ctx context.Context, patient string, now time.Time) t
 	n.lastSent[patient] = now
 	n.mu.Unlock()
 	log.Info("proactive: notified")
+	if accepted && n.cfg.Told != nil {
+		n.cfg.Told(ctx, patient, now)
+	}
 	return time.Time{}
 }
 

@@ -419,3 +419,44 @@ func TestNotifier_RefundsOnlyWhenProvenUndelivered(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// The clinician's timeline hears of a notification only when the Alexa API
+// accepted it; a refused or unknown outcome is never reported as told.
+func TestNotifier_ToldOnlyForAnAcceptedNotification(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		err  error
+		told bool
+	}{
+		{"accepted is told", nil, true},
+		{"4xx is not told", &APIError{Status: 403, Undelivered: true}, false},
+		{"5xx is not told", &APIError{Status: 503}, false},
+		{"transport error is not told", errors.New("timeout"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
+			var open, pending atomic.Bool
+			pending.Store(true)
+			var told []string
+			n, err := NewNotifier(NotifierConfig{
+				Budget: newBudget(t, openDB(t), 3, QuietHours{}, clk), Sender: &fakeSender{err: tc.err}, Clock: clk.Now,
+				Recipients: func(context.Context, string) ([]Recipient, error) {
+					return []Recipient{{UserID: "amzn1.ask.account.RAY", APIEndpoint: "https://api.eu.amazonalexa.com"}}, nil
+				},
+				SessionOpen: func(string) bool { return open.Load() },
+				HasPending:  func(context.Context, string) (bool, error) { return pending.Load(), nil },
+				Told:        func(_ context.Context, p string, at time.Time) { told = append(told, p+"@"+at.Format("15:04:05")) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Revision("ray")
+			clk.Advance(10 * time.Second)
+			n.processDue(ctx)
+			if got := len(told) == 1 && told[0] == "ray@12:00:10"; got != tc.told {
+				t.Fatalf("told = %v, want told: %v", told, tc.told)
+			}
+		})
+	}
+}

@@ -143,8 +143,8 @@ func TestStore_PublishesSealedAndReadsBack(t *testing.T) {
 			t.Fatalf("%s v%d receipt %+v, %v", domain, n, rc, err)
 		}
 	}
-	if count != 10 {
-		t.Fatalf("%d versions stored, want 10", count)
+	if count != 12 {
+		t.Fatalf("%d versions stored, want 12 (the seed's eleven and this write)", count)
 	}
 	vr, err := st.Verify(ctx, system, "care://ray/weight_bearing")
 	if err != nil || !vr.Intact || len(vr.Versions) != 3 || vr.Versions[2].AtRest == nil || vr.Versions[2].AtRest.AAD != "ray|weight_bearing|v3|user" {
@@ -272,8 +272,8 @@ func TestStore_RotationThenRekeyKeepsRecordsReadableAndHashesUnchanged(t *testin
 		t.Fatalf("old record through rotated keys: %+v, %v", r, err)
 	}
 	n, err := st.Rekey(ctx)
-	if err != nil || n != 9 {
-		t.Fatalf("Rekey = %d, %v; want 9", n, err)
+	if err != nil || n != 11 {
+		t.Fatalf("Rekey = %d, %v; want 11", n, err)
 	}
 	if after := chainHashes(t, st); strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Fatalf("hashes changed by rekey:\n%s\nvs\n%s", before, after)
@@ -318,7 +318,7 @@ func TestStore_RekeyMigratesAPlaintextStoreToKMS(t *testing.T) {
 	arn := f.addKey(t, "unsay")
 	st := openStore(t, path, newKMSSealer(t, f, arn))
 	n, err := st.Rekey(ctx)
-	if err != nil || n != 9 {
+	if err != nil || n != 11 {
 		t.Fatalf("Rekey = %d, %v", n, err)
 	}
 	if after := chainHashes(t, st); strings.Join(after, "\n") != strings.Join(before, "\n") {
@@ -344,8 +344,8 @@ func TestStore_ChainHashesIdenticalWithAndWithoutEncryption(t *testing.T) {
 	f := newFakeKMS(t)
 	kms, _ := seededStore(t, newKMSSealer(t, f, f.addKey(t, "unsay")))
 	want := chainHashes(t, plain)
-	if len(want) != 9 {
-		t.Fatalf("%d versions, want 9", len(want))
+	if len(want) != 11 {
+		t.Fatalf("%d versions, want 11", len(want))
 	}
 	for name, st := range map[string]*store.Store{"local": local, "kms": kms} {
 		if got := chainHashes(t, st); strings.Join(got, "\n") != strings.Join(want, "\n") {

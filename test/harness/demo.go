@@ -19,10 +19,10 @@ const (
 )
 
 // AssistantOnlyPhrases are words from the seed's assistant-only records
-// (care-internal://ray/risk and …/adherence), and the prefix of their URIs,
+// (care-internal://ray/risk, …/adherence and …/gait_note), and the prefix of their URIs,
 // that must never be spoken to Ray, drawn on his screen, or shown to a
 // user-scoped client.
-var AssistantOnlyPhrases = []string{"fall risk", "adherence", "disputes", "over-reports", "lives alone", "care-internal://ray"}
+var AssistantOnlyPhrases = []string{"fall risk", "adherence", "disputes", "over-reports", "lives alone", "gait cadence", "care-internal://ray"}
 
 // Turn is one line of the demo transcript.
 type Turn struct {

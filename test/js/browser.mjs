@@ -2,11 +2,14 @@
 // download: executablePath). Loads the Echo Show card and the clinician page
 // from the running server and checks what a person would see.
 //
-// env: UNSAY_E2E_URL, CHROMIUM, TOKEN_READER (care.read.user),
-// TOKEN_WRITER (care.write, sub okafor), WRITE_SECRET, ARTIFACTS (screenshot dir).
+// env: UNSAY_E2E_URL (a server started with --alexa-verify=false
+// --default-patient ray, so a plain POST /alexa is Ray's Echo Show),
+// CHROMIUM, TOKEN_READER (care.read.user), TOKEN_WRITER (care.write and
+// care.read.user, sub okafor), WRITE_SECRET, ARTIFACTS (screenshot dir).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { check, step, done, env, leaked, signedWrite } from './lib.mjs';
 
 const base = env('UNSAY_E2E_URL');
@@ -22,6 +25,41 @@ const LIVE = {
   1280: 'Full weight-bearing as tolerated; stairs with one crutch (e2e live).',
   960: 'Full weight-bearing as tolerated; stairs without a crutch (e2e live).',
 };
+
+/** Ray's next turn on his Echo Show: a LaunchRequest to /alexa; its speech, as plain text. */
+let turns = 0;
+async function rayTurn() {
+  turns++;
+  const app = { applicationId: 'amzn1.ask.skill.e2e-clinician' };
+  const user = { userId: 'amzn1.ask.account.e2e-clinician' };
+  const body = {
+    version: '1.0',
+    session: { new: true, sessionId: `amzn1.echo-api.session.e2e-clinician-${Date.now()}-${turns}`, application: app, user },
+    context: {
+      System: { application: app, user, apiEndpoint: 'https://api.amazonalexa.com',
+        device: { deviceId: 'amzn1.ask.device.e2e-clinician', supportedInterfaces: { 'Alexa.Presentation.APL': { runtime: { maxVersion: '2024.3' } } } } },
+      Viewport: { mode: 'HUB', shape: 'RECTANGLE', pixelWidth: 1280, pixelHeight: 800, dpi: 160, currentPixelWidth: 1280, currentPixelHeight: 800 },
+    },
+    request: { type: 'LaunchRequest', requestId: `amzn1.echo-api.request.e2e-clinician-${turns}`, timestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), locale: 'en-GB' },
+  };
+  const res = await fetch(base + '/alexa', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  if (res.status !== 200) throw new Error(`/alexa answered ${res.status}: ${await res.text()}`);
+  const j = await res.json();
+  const os = (j.response && j.response.outputSpeech) || {};
+  return String(os.ssml || os.text || '').replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim();
+}
+
+/** The timeline entry of version n, and its state and sentence. */
+async function entry(p, n) {
+  const e = p.locator(`[data-testid="timeline-entry"][data-version="${n}"]`);
+  return {
+    e,
+    state: await e.getAttribute('data-state'),
+    text: ((await e.locator('[data-testid="delivery-text"]').textContent().catch(() => '')) || '').trim(),
+    notes: ((await e.locator('[data-testid="delivery-note"]').allTextContents().catch(() => [])) || []).join(' '),
+    words: ((await e.locator('[data-testid="timeline-words"]').textContent().catch(() => '')) || '').trim(),
+  };
+}
 
 const browser = await chromium.launch({
   executablePath: env('CHROMIUM'),
@@ -77,6 +115,39 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
   await step(`echo.html#token at ${tag}: no assistant-only text in the DOM`, async () => {
     const html = await p.content();
     if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await step(`echo.html#token at ${tag}: the exercise count has a large play control`, async () => {
+    const b = p.locator('[data-testid="play-clip"]');
+    await b.first().waitFor({ state: 'visible', timeout: 15000 });
+    if (await b.count() !== 1) return `${await b.count()} play controls, want 1 (the speakable clip only)`;
+    const box = await b.boundingBox();
+    if (!box || box.height < 44 || box.width < 120) return `play control ${JSON.stringify(box)}: too small to press at arm's length`;
+    if (box.x + box.width > w + 1 || box.y + box.height > h + 1) return `play control off screen: ${JSON.stringify(box)}`;
+    const label = (await b.textContent()) || '';
+    if (!/play the exercise count/i.test(label)) return 'play control says ' + JSON.stringify(label);
+  });
+  await step(`echo.html#token at ${tag}: pressing it plays the committed clip (fetched over MCP) to its end`, async () => {
+    // Listen before pressing: the 9 s clip must reach "ended".
+    const ended = p.evaluate(() => new Promise((resolve, reject) => {
+      const a = document.querySelector('[data-testid="clip-audio"]');
+      if (!a) return reject(new Error('no <audio> element'));
+      a.addEventListener('ended', () => resolve({ duration: a.duration, src: a.currentSrc, type: a.getAttribute('data-uri') }), { once: true });
+      a.addEventListener('error', () => reject(new Error('media error ' + (a.error && a.error.code))), { once: true });
+      setTimeout(() => reject(new Error('not ended after 60 s (paused=' + a.paused + ', t=' + a.currentTime + ')')), 60000);
+    }));
+    await p.locator('[data-testid="play-clip"]').click();
+    await p.locator('[data-testid="play-clip"][aria-pressed="true"]').waitFor({ state: 'visible', timeout: 10000 });
+    const r = await ended.catch((e) => ({ error: String(e) }));
+    if (r.error) return r.error;
+    if (!(r.duration > 8 && r.duration < 10)) return `played a clip of ${r.duration} s, want the 9 s count`;
+    if (!String(r.src).startsWith('blob:')) return 'the clip was not played from the bytes read over MCP: ' + r.src;
+    if (r.type !== 'care://ray/exercise_clip') return 'played ' + r.type;
+    const label = (await p.locator('[data-testid="play-clip"]').textContent()) || '';
+    if (!/again/i.test(label)) return 'after the end the control says ' + JSON.stringify(label);
+  });
+  await step(`echo.html#token at ${tag}: no audio of an assistant-only clip on the page`, async () => {
+    const uris = await p.locator('[data-testid="clip-audio"]').evaluateAll((as) => as.map((a) => a.getAttribute('data-uri')));
+    if (uris.some((u) => !String(u).startsWith('care://'))) return 'audio elements for ' + uris.join(', ');
   });
   await p.screenshot({ path: join(artifacts, `echo-${tag}.png`) });
   {
@@ -193,6 +264,13 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const who = (await p.locator('[data-testid="signed-in"]').textContent()) || '';
     for (const w of ['okafor', 'ray', 'care.write', 'care.read.user', 'expires']) if (!who.includes(w)) return `signed-in line lacks ${w}: ${who}`;
   });
+  await step('clinician: the author label is prefilled from his own previous version, not left blank', async () => {
+    await p.locator('[data-testid="patient"]').fill('ray');
+    await p.locator('[data-testid="domain"]').fill('weight_bearing');
+    await p.waitForFunction(() => document.querySelector('[data-testid="authorLabel"]').value === 'Sarah Okafor, physio', null, { timeout: 10000 });
+    const note = (await p.locator('[data-testid="authorLabel-note"]').textContent()) || '';
+    if (!/your version \d+/i.test(note)) return 'authorLabel-note says: ' + note;
+  });
   await step('clinician: an empty instruction is refused next to the field, and nothing is sent', async () => {
     await p.locator('[data-testid="patient"]').fill('ray');
     await p.locator('[data-testid="domain"]').fill('weight_bearing');
@@ -203,6 +281,36 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     await e.waitFor({ state: 'visible', timeout: 5000 });
     if (!((await e.textContent()) || '').trim()) return 'error-value is empty';
   });
+  await step("clinician: a topic typed that does not exist asks \"create a new topic 'walkng'?\" and offers the known ones", async () => {
+    await p.locator('[data-testid="domain"]').fill('walkng');
+    await p.locator('[data-testid="value"]').fill('Walk to the end of the garden (a typo, never saved).');
+    await p.locator('[data-testid="write-submit"]').click();
+    const box = p.locator('[data-testid="new-topic"]');
+    await box.waitFor({ state: 'visible', timeout: 10000 });
+    const q = (await p.locator('[data-testid="new-topic-question"]').textContent()) || '';
+    if (!q.includes("Create a new topic 'walkng'?")) return 'new-topic-question says: ' + q;
+    const first = await p.locator('[data-testid="new-topic-choice"]').first().getAttribute('data-domain');
+    if (first !== 'weight_bearing') return `the closest known topic offered first is ${first}, want weight_bearing (walking)`;
+    if (await p.locator('[data-testid="write-result"]').isVisible()) return 'a write result is shown: something was sent';
+    const r = await fetch(base + '/verify?uri=' + encodeURIComponent('care://ray/walkng'));
+    if (r.status !== 404) return `care://ray/walkng exists (HTTP ${r.status}): the typo was created`;
+    await p.locator('[data-testid="new-topic-choice"]').first().click();
+    await p.waitForFunction(() => document.querySelector('[data-testid="domain"]').value === 'weight_bearing', null, { timeout: 5000 });
+    if (await box.isVisible()) return 'the question stays after choosing a known topic';
+  });
+  let before = 0; // the version Ray heard before the clinician's revision
+  await step('clinician: the timeline shows the version Ray heard at his turn, live', async () => {
+    await p.locator('[data-testid="timeline-entry"]').first().waitFor({ state: 'visible', timeout: 10000 });
+    const said = await rayTurn();
+    if (!/weight/i.test(said)) return 'Ray heard no walking instruction: ' + said;
+    before = Number(await p.locator('[data-testid="timeline-entry"]').first().getAttribute('data-version'));
+    await p.waitForFunction((n) => {
+      const e = document.querySelector(`[data-testid="timeline-entry"][data-version="${n}"]`);
+      return e && e.getAttribute('data-state') === 'heard';
+    }, before, { timeout: 10000 });
+    const v = await entry(p, before);
+    if (!/^Heard at \d{1,2}[:.]\d{2}.* on the Echo Show/.test(v.text)) return `version ${before}: ${JSON.stringify(v.text)}`;
+  });
   await step('clinician: a revision is saved and reports how many listeners it reached', async () => {
     await p.locator('[data-testid="value"]').fill(CLINICIAN);
     await p.locator('[data-testid="write-submit"]').click();
@@ -211,6 +319,58 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const t = (await r.textContent()) || '';
     if (!/Delivered to \d+ listeners? at once \(open Echo Show cards and assistant sessions following this fact\); Ray hears the change at his next turn/.test(t)) return 'write-result says: ' + t;
     if ((await p.locator('[data-testid="error-value"]').textContent() || '').trim()) return 'stale field error left on the page';
+  });
+  await step('clinician timeline before Ray\'s next turn: the revision is pending, with its words, author and age', async () => {
+    const n = before + 1;
+    await p.waitForFunction((n) => {
+      const e = document.querySelector(`[data-testid="timeline-entry"][data-version="${n}"]`);
+      return e && e.getAttribute('data-state') === 'pending';
+    }, n, { timeout: 10000 });
+    const v = await entry(p, n);
+    if (v.text !== 'Pending: Ray will hear the retraction at his next turn') return `version ${n} says ${JSON.stringify(v.text)}`;
+    if (v.words !== CLINICIAN) return `version ${n}'s words are ${JSON.stringify(v.words)}`;
+    const head = (await v.e.locator('.tl-head').textContent()) || '';
+    if (!head.includes('Sarah Okafor, physio') || !/just now|minute/.test(head)) return `version ${n}'s head: ${head}`;
+    const old = await entry(p, before);
+    if (old.state !== 'heard' || !/Being withdrawn/.test(old.notes)) return `version ${before}: ${old.state} ${JSON.stringify(old.notes)}`;
+    const html = await p.content();
+    if (leaked(html)) return 'found ' + JSON.stringify(leaked(html));
+  });
+  await p.screenshot({ path: join(artifacts, 'clinician-timeline-before.png'), fullPage: true });
+  await step("clinician timeline after Ray's next turn: it flips from pending to heard, live, without a reload", async () => {
+    const n = before + 1;
+    const said = await rayTurn();
+    if (!said.startsWith('Stop')) return 'Ray\'s next turn did not open with the retraction: ' + said;
+    await p.waitForFunction((n) => {
+      const e = document.querySelector(`[data-testid="timeline-entry"][data-version="${n}"]`);
+      return e && e.getAttribute('data-state') === 'heard';
+    }, n, { timeout: 10000 });
+    const v = await entry(p, n);
+    if (!/^Heard at \d{1,2}[:.]\d{2}.* on the Echo Show$/.test(v.text)) return `version ${n} says ${JSON.stringify(v.text)}`;
+    const old = await entry(p, before);
+    if (!/^Withdrawn: Ray heard the newer version at/.test(old.notes)) return `version ${before}'s note: ${JSON.stringify(old.notes)}`;
+    if ((await p.locator('[data-testid="live"]').textContent()) !== 'Live') return 'the page is not live';
+  });
+  await p.screenshot({ path: join(artifacts, 'clinician-timeline-after.png'), fullPage: true });
+  const seedClip = (name) => fileURLToPath(new URL(`../../store/seeddata/${name}`, import.meta.url));
+  await step('clinician: a WAV recording for the patient is refused next to the file field, saying Alexa needs an MP3', async () => {
+    await p.locator('[data-testid="domain"]').fill('exercise_clip');
+    await p.locator('[data-testid="value"]').fill('A slow count from one to ten (clinician page).');
+    await p.locator('[data-testid="audio"]').setInputFiles(seedClip('gait_note.wav'));
+    await p.locator('[data-testid="write-submit"]').click();
+    const e = p.locator('[data-testid="error-audio"]');
+    await p.waitForFunction(() => (document.querySelector('[data-testid="error-audio"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+    const t = (await e.textContent()) || '';
+    if (!/MP3 that Alexa plays/.test(t) || !/lame -b 48/.test(t)) return 'error-audio says: ' + t;
+  });
+  await step('clinician: the same form with the MP3 recording is saved (the twin)', async () => {
+    await p.locator('[data-testid="audio"]').setInputFiles(seedClip('exercise_clip.mp3'));
+    await p.locator('[data-testid="write-submit"]').click();
+    const r = p.locator('[data-testid="write-result"]');
+    await p.waitForFunction(() => /Saved as version/.test(document.querySelector('[data-testid="write-result"]').textContent || ''), null, { timeout: 10000 });
+    const t = (await r.textContent()) || '';
+    if (!/Saved as version 3/.test(t)) return 'write-result says: ' + t;
+    await p.locator('[data-testid="audio"]').setInputFiles([]);
   });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
     const o = await overflow(p, false);

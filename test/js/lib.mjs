@@ -60,7 +60,7 @@ export async function signedWrite(base, secret, fields) {
 }
 
 /** Words from the seed's assistant-only records; never for Ray or a user-scoped client. */
-export const ASSISTANT_ONLY = ['fall risk', 'adherence', 'disputes', 'over-reports', 'lives alone'];
+export const ASSISTANT_ONLY = ['fall risk', 'adherence', 'disputes', 'over-reports', 'lives alone', 'gait cadence'];
 
 /** A care-internal:// URI naming a patient (the scheme alone, in documentation text, is no leak). */
 const INTERNAL_URI = /care-internal:\/\/[a-z0-9_.-]+/i;

@@ -15,6 +15,7 @@ import {
   ResourceListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import Ajv from 'ajv';
+import { createHash } from 'node:crypto';
 import Ajv2020 from 'ajv/dist/2020.js';
 import { check, step, done, env, signedWrite, leaked, waitFor } from './lib.mjs';
 
@@ -135,6 +136,54 @@ await step('user: the stale anticoagulant fact starts with the [STALE header', a
   if (metaOf(r)['unsay/stale'] !== true) return '_meta["unsay/stale"] is not true: ' + JSON.stringify(metaOf(r));
 });
 
+// ---- audio facts: blob resources under the same partition ---------------
+// MPEG audio frame header: 11 sync bits, version, layer (ISO 11172-3 §2.4.2.3).
+function mp3Header(b, i) {
+  const h = ((b[i] << 24) | (b[i + 1] << 16) | (b[i + 2] << 8) | b[i + 3]) >>> 0;
+  return { sync: h >>> 21 === 0x7ff, version: (h >>> 19) & 3, layer: (h >>> 17) & 3, bitrate: (h >>> 12) & 15, rate: (h >>> 10) & 3 };
+}
+
+await step('user: care://ray/exercise_clip reads as its text, then a blob with mimeType audio/mpeg (MPEG-2 Layer III, 48 kbps)', async () => {
+  const r = await user.client.readResource({ uri: 'care://ray/exercise_clip' });
+  const text = r.contents.find((c) => typeof c.text === 'string');
+  const blob = r.contents.find((c) => typeof c.blob === 'string');
+  if (!text || !blob) return 'want a text and a blob contents: ' + JSON.stringify(r.contents.map((c) => Object.keys(c)));
+  if (blob.uri !== 'care://ray/exercise_clip' || blob.mimeType !== 'audio/mpeg') return `blob ${blob.uri} ${blob.mimeType}`;
+  const bytes = Buffer.from(blob.blob, 'base64');
+  const h = mp3Header(bytes, 0);
+  // version 2 = MPEG-2, layer 1 = Layer III, bit rate index 6 = 48 kbps, rate index 1 = 24000 Hz
+  if (!h.sync || h.version !== 2 || h.layer !== 1 || h.bitrate !== 6 || h.rate !== 1) return 'first frame header ' + JSON.stringify(h);
+  if (blob._meta['unsay/versionHash'] !== text._meta['unsay/versionHash']) return 'blob and text name different versions';
+  const sha = createHash('sha256').update(bytes).digest('hex');
+  if (blob._meta['unsay/audioSha256'] !== sha) return 'unsay/audioSha256 is not the SHA-256 of the blob';
+  if (!String(blob._meta['unsay/audioUrl'] || '').includes('/audio/')) return 'no signed clip URL on the speakable blob';
+});
+
+await step('user: the listing gives the clip its mimeType and its size in bytes', async () => {
+  let r, cursor;
+  for (let i = 0; i < 50 && !r; i++) {
+    const page = await user.client.listResources(cursor ? { cursor } : {});
+    r = page.resources.find((x) => x.uri === 'care://ray/exercise_clip');
+    if (!(cursor = page.nextCursor)) break;
+  }
+  if (!r || r.mimeType !== 'audio/mpeg' || !(r.size > 40000)) return 'listing entry ' + JSON.stringify(r);
+});
+
+await step('user: care-internal://ray/gait_note (an assistant-only clip) reads as -32002, like an absent fact', async () => {
+  const a = await expectCode(() => user.client.readResource({ uri: 'care-internal://ray/gait_note' }), -32002);
+  if (a) return a;
+  return expectCode(() => user.client.readResource({ uri: 'care://ray/gait_note' }), -32002);
+});
+
+await step('dual: reads care-internal://ray/gait_note as a WAV blob (RIFF/WAVE) with no clip URL (positive twin)', async () => {
+  const r = await dual.client.readResource({ uri: 'care-internal://ray/gait_note' });
+  const blob = r.contents.find((c) => typeof c.blob === 'string');
+  if (!blob || blob.mimeType !== 'audio/wav') return 'no audio/wav blob: ' + JSON.stringify(r.contents.map((c) => c.mimeType));
+  const b = Buffer.from(blob.blob, 'base64');
+  if (b.toString('latin1', 0, 4) !== 'RIFF' || b.toString('latin1', 8, 12) !== 'WAVE') return 'not RIFF/WAVE';
+  if ('unsay/audioUrl' in blob._meta) return 'an assistant-only clip has a URL';
+});
+
 let before;
 await step('user: reads care://ray/weight_bearing with its version in _meta', async () => {
   before = await user.client.readResource({ uri: 'care://ray/weight_bearing' });
@@ -252,10 +301,10 @@ await step('dual: ui://unsay/echo reads as an MCP App with no assistant content'
 await new Promise((r) => setTimeout(r, 300));
 check('user: received messages recorded', user.received.length > 5, `only ${user.received.length} messages`);
 {
-  // The refusal probes above asked for care-internal://ray/risk; their -32002
+  // The refusal probes above asked for care-internal://ray/risk and gait_note; their -32002
   // errors echo the asked-for string (P-2: data.uri is what was asked), which
   // is not a leak. Everything else must be clean.
-  const asked = new Set(['care-internal://ray/risk']);
+  const asked = new Set(['care-internal://ray/risk', 'care-internal://ray/gait_note']);
   const audited = user.received.filter((m) => !(m.error && m.error.data && asked.has(m.error.data.uri)));
   const hits = audited.map((m) => JSON.stringify(m)).filter((s) => leaked(s));
   check('user: nothing received mentions a care-internal:// URI or assistant-only text', hits.length === 0,

@@ -1,0 +1,72 @@
+package oauth
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/unsay/unsay/store"
+)
+
+// TestConsent_GlobalLinkPauseSaysHowLongAndEnds: while wrong codes from
+// every device together pause linking (store.LinkPausedError), the consent
+// page said "wait fifteen minutes" whatever the pause was. Now it says it
+// is paused for everyone and for how long, in whole minutes rounded up
+// (four, then one), with a Retry-After in seconds to match; a right code
+// works once the pause has ended. The twin: a person who alone typed too
+// many wrong codes is still told fifteen minutes (their own block).
+func TestConsent_GlobalLinkPauseSaysHowLongAndEnds(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now().UTC().Truncate(time.Second)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(t time.Time) { mu.Lock(); defer mu.Unlock(); now = t }
+	f := newFixture(t, func(c *Config) { c.Clock = clock })
+	start := clock()
+	for i := range store.LinkGlobalMaxFailures {
+		_, err := f.st.RedeemLinkCodeForConsent(t.Context(), "consent:10.0.0."+strconv.Itoa(i), "111111", start.Add(-6*time.Minute))
+		if err == nil {
+			t.Fatal("a wrong code was redeemed")
+		}
+	}
+	conf := f.config(f.publicClient(), "")
+	p := f.authorize(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	code := f.linkCode("ray")
+	for _, tc := range []struct {
+		at    time.Time
+		words string
+		retry int
+	}{
+		{start, "Please try your code again in four minutes.", 240},
+		{start.Add(3*time.Minute + 30*time.Second), "Please try your code again in one minute.", 30},
+	} {
+		set(tc.at)
+		got := f.post(p, url.Values{"action": {"code"}, "code": {code}})
+		if got.status != http.StatusTooManyRequests || !strings.Contains(got.body, "paused for everyone") ||
+			!strings.Contains(got.body, tc.words) || strings.Contains(got.body, "fifteen") {
+			t.Errorf("at +%v: %d, want 429 saying %q:\n%s", tc.at.Sub(start), got.status, tc.words, got.body)
+		}
+		if ra := got.header.Get("Retry-After"); ra != strconv.Itoa(tc.retry) {
+			t.Errorf("at +%v: Retry-After %q, want %d", tc.at.Sub(start), ra, tc.retry)
+		}
+	}
+	set(start.Add(4*time.Minute + time.Second))
+	if got := f.post(p, url.Values{"action": {"code"}, "code": {code}}); got.status != http.StatusOK || !strings.Contains(got.body, "Allow") {
+		t.Fatalf("after the pause, the right code: %d\n%s", got.status, got.body)
+	}
+
+	// The twin: this address's own block.
+	p = f.authorize(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	var got page
+	for range store.LinkMaxFailures + 1 {
+		got = f.post(p, url.Values{"action": {"code"}, "code": {"222222"}})
+	}
+	if got.status != http.StatusTooManyRequests || !strings.Contains(got.body, "wait fifteen minutes") || strings.Contains(got.body, "everyone") {
+		t.Fatalf("one address's own block: %d\n%s", got.status, got.body)
+	}
+}

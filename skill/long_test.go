@@ -1,0 +1,155 @@
+package skill
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/unsay/unsay/models"
+)
+
+// wordless reports whether s carries no word of a value: only spaces,
+// quotation marks and sentence punctuation.
+func wordlessText(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !strings.ContainsRune(`“”‘’"'.,;:!?—–-()[]`, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// sayAll speaks a first hearing of value in a fresh rig, then "more" until
+// it ends; it returns every part as heard (cue removed).
+func sayAll(t *testing.T, value, author string) []string {
+	t.Helper()
+	r := newRig(t, nil)
+	v := ver("longamp", 1, value, author, 0)
+	r.care.facts["ray"] = append(r.care.facts["ray"], v)
+	r.care.setPending("ray", models.Announcement{ID: 9, Patient: "ray", Current: v})
+	var parts []string
+	out, _ := r.turn(reqOpts{Session: "sLong"})
+	for i := 0; ; i++ {
+		if n := runes(ssml(out)); n > MaxSSMLChars {
+			t.Fatalf("part %d of %d characters", i, n)
+		}
+		p := plain(out)
+		more := strings.HasSuffix(p, MoreCue)
+		parts = append(parts, strings.TrimSpace(strings.TrimSuffix(p, MoreCue)))
+		if !more {
+			return parts
+		}
+		if i > 20 {
+			t.Fatalf("more than 20 parts")
+		}
+		out, _ = r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "sLong"})
+	}
+}
+
+// Finding 7: a value whose characters escape to entities in SSML ("&" is
+// five characters) is cut on its escaped length, so every part carries
+// some of the value — the frame ("Your … instruction from …, just now:")
+// is never sent without its words — and it takes no more parts than its
+// escaped length needs.
+func TestLongValue_EveryPartCarriesTheValuesWordsAndNoPartIsWasted(t *testing.T) {
+	for _, tt := range []struct {
+		name, value, author string
+	}{
+		{"6,000 ampersands and a 200-character author label", strings.Repeat("&", models.MaxSpeakableValueRunes), strings.Repeat("L", 200)},
+		{"6,000 less-thans", strings.Repeat("<", models.MaxSpeakableValueRunes), "Sarah Okafor, physio"},
+		{"words with ampersands", strings.TrimSpace(strings.Repeat("rest & walk ", models.MaxSpeakableValueRunes/12)), "Sarah Okafor, physio"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parts := sayAll(t, tt.value, tt.author)
+			escaped := runes(EscapeSSML(tt.value)) + runes(EscapeSSML(tt.author)) + 200 // the frame
+			if most := escaped/cutBudget(MaxSSMLChars) + 1; len(parts) > most {
+				t.Errorf("%d parts, want at most %d for %d escaped characters", len(parts), most, escaped)
+			}
+			whole := ""
+			for i, p := range parts {
+				quoted := p
+				if i == 0 {
+					_, quoted, _ = strings.Cut(p, "“")
+				}
+				if wordlessText(quoted) {
+					t.Errorf("part %d of %d carries none of the value: %.120q", i+1, len(parts), p)
+				}
+				whole += p
+			}
+			if strings.Count(whole, tt.value[:1]) < strings.Count(tt.value, tt.value[:1]) {
+				t.Errorf("the parts do not carry the whole value")
+			}
+		})
+	}
+}
+
+// Twin: a value that fits is said in one part.
+func TestLongValue_AValueThatFitsIsOnePart(t *testing.T) {
+	if parts := sayAll(t, strings.Repeat("&", 1000), "Sarah Okafor, physio"); len(parts) != 1 {
+		t.Fatalf("%d parts", len(parts))
+	}
+}
+
+// longRetraction is a pending retraction of the exercise instruction: two
+// values of about 700 words each, more than one response holds.
+func longRetraction() models.Announcement {
+	long := strings.TrimSpace(strings.Repeat("Walk to the door and back with the frame, then rest for a minute. ", 65))
+	heard := ver("exercise", 1, strings.ReplaceAll(long, "a minute", "two minutes"), "Sarah Okafor, physio", 24*time.Hour)
+	cur := ver("exercise", 2, long, "Sarah Okafor, physio", time.Minute)
+	return models.Announcement{ID: 4, Patient: "ray", Heard: &heard, Current: cur}
+}
+
+// Finding 6: Stop and Cancel end the session even while a long retraction
+// is pending — it is not started (never cut for "more"), stays owed whole,
+// and he is told which instruction changed; his next turn says it.
+func TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed(t *testing.T) {
+	for _, intent := range []string{IntentStop, IntentCancel, IntentNavigateHome} {
+		t.Run(intent, func(t *testing.T) {
+			r := newRig(t, nil)
+			a := longRetraction()
+			r.care.setPending("ray", a)
+			r.care.facts["ray"][2] = a.Current
+			first, raw := r.turn(reqOpts{Session: "sS", APL: true})
+			if !strings.HasSuffix(plain(first), MoreCue) || endState(raw) != "false" {
+				t.Fatalf("launch: want the long retraction's first part: %.80q end %s", plain(first), endState(raw))
+			}
+			if o := r.care.offers; len(o) != 1 || o[0].ID != a.ID || o[0].Version != 2 {
+				t.Fatalf("offers after its first part = %+v: a part heard is an offer (a revert withdraws it)", o)
+			}
+			out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, Session: "sS", APL: true})
+			said := plain(out)
+			if endState(raw) != "true" || strings.Contains(said, MoreCue) || out.Response.Reprompt != nil {
+				t.Fatalf("%s: session not ended: %q end %s", intent, said, endState(raw))
+			}
+			if strings.Contains(said, "Walk to the door") || !strings.HasPrefix(said, "Your exercise instruction has changed since I last told you.") || !strings.HasSuffix(said, "Goodbye.") {
+				t.Errorf("%s said %q", intent, said)
+			}
+			if _, ok := heardSet(r.care.heardCalls())["care://ray/exercise"]; ok {
+				t.Fatalf("the retraction was marked heard though never spoken whole")
+			}
+			// He heard its first part: the next turn says it from its start,
+			// saying so.
+			next, _ := r.turn(reqOpts{Session: "sS2"})
+			if !strings.HasPrefix(plain(next), "Stop — "+models.RedeliveryPhrase+": your exercise instruction has changed.") {
+				t.Errorf("next turn: %.120q, want the retraction from its start, said again", plain(next))
+			}
+		})
+	}
+}
+
+// Twin: a short retraction pending is said whole before "Goodbye." — stop
+// first — the session ends, and it is heard.
+func TestLeaving_AShortRetractionIsSaidBeforeGoodbye(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.setPending("ray", retractionWB())
+	r.care.facts["ray"][0] = retractionWB().Current
+	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentStop})
+	said := plain(out)
+	if endState(raw) != "true" || !strings.HasPrefix(said, "Stop — your walking instruction has changed.") || !strings.HasSuffix(said, "Goodbye.") || strings.Contains(said, "since I last told you") {
+		t.Fatalf("stop with a short retraction: %q end %s", said, endState(raw))
+	}
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
+		t.Errorf("not marked heard: %v", r.care.heardCalls())
+	}
+}

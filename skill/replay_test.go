@@ -1,0 +1,128 @@
+package skill
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// signedHeader signs body with the test leaf.
+func (r *rig) signedHeader(body []byte) http.Header {
+	h := http.Header{}
+	h.Set(HeaderSignature256, r.pki.sign(body))
+	h.Set(HeaderCertChainURL, testCertURL)
+	return h
+}
+
+// Finding 5 (P-22): a captured signed request replayed within its
+// timestamp window is refused with 400 before any handler runs, so it
+// cannot use up the retraction Ray's real next turn must hear; a request
+// with its own id is served (twin).
+func TestServeHTTP_AReplayedRequestIsRefusedAndUsesUpNothing(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.setPending("ray", retractionWB())
+	r.care.facts["ray"][0] = retractionWB().Current
+	captured := envelope(reqOpts{Type: TypeIntent, Intent: IntentWhatsChanged})
+	// The tester's replay: the captured request, sent again in its window.
+	r.care.discard = true // the first delivery is lost to Ray (say, another room)
+	if code, _ := r.post(captured, testCertURL, ""); code != http.StatusOK {
+		t.Fatalf("the original: %d", code)
+	}
+	r.care.discard = false
+	r.setNow(t0.Add(100 * time.Second))
+	calls := r.care.calls.Load()
+	if code, b := r.post(captured, testCertURL, ""); code != http.StatusBadRequest {
+		t.Fatalf("the replay: %d %s, want 400", code, b)
+	}
+	if r.care.calls.Load() != calls || len(r.care.heardCalls()) != 0 {
+		t.Fatalf("the replay reached the care source: %d turns, heard %v", r.care.calls.Load()-calls, r.care.heardCalls())
+	}
+	// Twin: Ray's real next turn (its own id) hears the retraction.
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentWhatsChanged, Timestamp: t0.Add(100 * time.Second)})
+	if s := plain(out); !strings.HasPrefix(s, "Stop —") {
+		t.Fatalf("the real turn: %q, want the retraction", s)
+	}
+}
+
+func TestVerifier_RemembersRequestIDsForTheWindowAndNoLonger(t *testing.T) {
+	r := newRig(t, nil)
+	v := r.skill.verifier
+	ctx := context.Background()
+	a := envelope(reqOpts{RequestID: "amzn1.echo-api.request.A"})
+	if _, err := v.Verify(ctx, r.signedHeader(a), a); err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	if _, err := v.Verify(ctx, r.signedHeader(a), a); !errors.Is(err, ErrReplay) {
+		t.Fatalf("the same request again: %v, want ErrReplay", err)
+	}
+	// Another body with the same id (a replay re-signed is impossible; a
+	// body altered keeps the id) is refused too; another id is accepted.
+	a2 := envelope(reqOpts{RequestID: "amzn1.echo-api.request.A", Intent: IntentHelp, Type: TypeIntent})
+	if _, err := v.Verify(ctx, r.signedHeader(a2), a2); !errors.Is(err, ErrReplay) {
+		t.Fatalf("the same id in another body: %v, want ErrReplay", err)
+	}
+	b := envelope(reqOpts{RequestID: "amzn1.echo-api.request.B"})
+	if _, err := v.Verify(ctx, r.signedHeader(b), b); err != nil {
+		t.Fatalf("another id: %v", err)
+	}
+	// A forged request is never remembered: its id stays usable.
+	c := envelope(reqOpts{RequestID: "amzn1.echo-api.request.C"})
+	forged := r.signedHeader(c)
+	forged.Set(HeaderSignature256, r.pki.sign([]byte("something else")))
+	if _, err := v.Verify(ctx, forged, c); !errors.Is(err, ErrSignature) {
+		t.Fatalf("forged: %v", err)
+	}
+	if _, err := v.Verify(ctx, r.signedHeader(c), c); err != nil {
+		t.Fatalf("the genuine request after a forgery of its id: %v", err)
+	}
+	// Once the window has passed the timestamp refuses a replay, and the
+	// ids are forgotten: the memory does not grow with time.
+	r.setNow(t0.Add(TimestampTolerance + 2*time.Second))
+	if _, err := v.Verify(ctx, r.signedHeader(a), a); !errors.Is(err, ErrTimestamp) {
+		t.Fatalf("after the window: %v, want ErrTimestamp", err)
+	}
+	d := envelope(reqOpts{RequestID: "amzn1.echo-api.request.D", Timestamp: t0.Add(TimestampTolerance + 2*time.Second)})
+	if _, err := v.Verify(ctx, r.signedHeader(d), d); err != nil {
+		t.Fatal(err)
+	}
+	v.replays.mu.Lock()
+	n := len(v.replays.until)
+	v.replays.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d ids remembered after the window, want 1 (D)", n)
+	}
+	// No id at all is refused.
+	e := bytes.Replace(envelope(reqOpts{RequestID: "X", Timestamp: t0.Add(TimestampTolerance + 2*time.Second)}), []byte(`"requestId":"X"`), []byte(`"requestId":""`), 1)
+	if _, err := v.Verify(ctx, r.signedHeader(e), e); !errors.Is(err, ErrReplay) {
+		t.Fatalf("no request id: %v, want ErrReplay", err)
+	}
+}
+
+// The memory is bounded: when every remembered id is still in its window
+// a new request is refused (fail closed), and accepted once room is made.
+func TestVerifier_AFullReplayMemoryFailsClosed(t *testing.T) {
+	r := newRig(t, nil)
+	v := r.skill.verifier
+	v.replays.max = 3
+	ctx := context.Background()
+	for i := range 3 {
+		b := envelope(reqOpts{})
+		if _, err := v.Verify(ctx, r.signedHeader(b), b); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	b := envelope(reqOpts{})
+	if _, err := v.Verify(ctx, r.signedHeader(b), b); !errors.Is(err, ErrReplay) {
+		t.Fatalf("over the bound: %v, want ErrReplay", err)
+	}
+	later := t0.Add(TimestampTolerance + 2*time.Second)
+	r.setNow(later)
+	b = envelope(reqOpts{Timestamp: later})
+	if _, err := v.Verify(ctx, r.signedHeader(b), b); err != nil {
+		t.Fatalf("after the window made room: %v", err)
+	}
+}
