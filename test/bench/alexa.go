@@ -18,8 +18,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -209,13 +211,16 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	}
 	defer stop()
 	total := int(math.Ceil(float64(o.rate) * (o.warmup + o.openD).Seconds()))
-	bodies := signBodies(certs, min(total, 2048))
+	// Every request a distinct signed body (Unsay refuses a replayed
+	// request id); the first proves the target verifies.
+	bodies := signBodiesParallel(certs, 1+total)
 	if err := checkOne(url, bodies[0]); err != nil {
 		return err
 	}
+	bodies = bodies[1:]
 	var i atomic.Uint64
 	targeter := func(t *vegeta.Target) error {
-		b := bodies[int(i.Add(1))%len(bodies)]
+		b := bodies[int(i.Add(1)-1)%len(bodies)]
 		t.Method, t.URL, t.Body, t.Header = http.MethodPost, url, b.body, b.hdr
 		return nil
 	}
@@ -306,4 +311,132 @@ func waitReady(ctx context.Context, admin string) error {
 		}
 	}
 	return errors.New("the server was not ready within 30 s")
+}
+
+// Closed loop: wrk with the peer's script (test/peers/alexa-node/wrk/launch.lua)
+// and the same distinct signed bodies for both servers. Unsay remembers each
+// verified request id within Alexa's 150 s window and refuses one seen
+// again (skill.ErrReplay), so the peer harness's 256 bodies sent round and
+// round would measure refusals; here every request of a run is a new
+// LaunchRequest, signed before the run (signing is not measured), and each
+// server is a fresh process.
+
+// wrkWarmup is the closed-loop warm-up, discarded (its own bodies).
+const wrkWarmup = time.Second
+
+func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
+	var (
+		url  string
+		pid  int
+		stop func()
+		err  error
+	)
+	if side == "peer" {
+		url, pid, stop, err = startPeerAlexa(ctx, o)
+	} else {
+		s, st, e := startUnsay(ctx, o, certs)
+		if e == nil {
+			url, pid, stop = s.URL+"/alexa", s.PID(), st
+		}
+		err = e
+	}
+	if err != nil {
+		return err
+	}
+	defer stop()
+	dir, err := os.MkdirTemp("", "unsay-bench-wrk-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	warm := o.wrkBodies / 10
+	bodies := signBodiesParallel(certs, 1+warm+o.wrkBodies)
+	if err := checkOne(url, bodies[0]); err != nil {
+		return err
+	}
+	warmFile, runFile := filepath.Join(dir, "warm.tsv"), filepath.Join(dir, "run.tsv")
+	if err := writeWrkFile(warmFile, bodies[1:1+warm]); err != nil {
+		return err
+	}
+	if err := writeWrkFile(runFile, bodies[1+warm:]); err != nil {
+		return err
+	}
+	script := filepath.Join(o.peers, "alexa-node", "wrk", "launch.lua")
+	wrk := func(d time.Duration, file string) (map[string]float64, error) {
+		cmd := exec.CommandContext(ctx, "wrk", "-t1", fmt.Sprintf("-c%d", o.c), fmt.Sprintf("-d%ds", int(d.Seconds())),
+			"-s", script, url, "--", file)
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("wrk: %w", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if j, ok := strings.CutPrefix(line, "WRK_JSON "); ok {
+				var m map[string]float64
+				if err := json.Unmarshal([]byte(j), &m); err != nil {
+					return nil, fmt.Errorf("wrk summary: %w", err)
+				}
+				return m, nil
+			}
+		}
+		return nil, errors.New("wrk printed no summary")
+	}
+	if _, err := wrk(wrkWarmup, warmFile); err != nil {
+		return err
+	}
+	cpu0, _ := cpuSeconds(pid)
+	m, err := wrk(o.d, runFile)
+	if err != nil {
+		return err
+	}
+	cpu1, _ := cpuSeconds(pid)
+	secs := m["duration_us"] / 1e6
+	fig.RPS = m["requests"] / secs
+	fig.WrkP50, fig.WrkP99 = m["p50_us"]/1000, m["p99_us"]/1000
+	fig.CPUPerReqMs = (cpu1 - cpu0) / m["requests"] * 1000
+	errs := m["err_connect"] + m["err_read"] + m["err_write"] + m["err_status"] + m["err_timeout"]
+	fmt.Printf("    %s wrk C=%d for %s, %d distinct bodies: %.0f requests, %.1f req/s, p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores); %.0f errors\n",
+		side, o.c, o.d, o.wrkBodies, m["requests"], fig.RPS, fig.WrkP50, fig.WrkP99, m["max_us"]/1000, fig.CPUPerReqMs, (cpu1-cpu0)/secs, errs)
+	switch {
+	case m["requests"] > float64(o.wrkBodies):
+		return fmt.Errorf("wrk sent %.0f requests but had %d distinct bodies: raise -wrk-bodies or shorten -d", m["requests"], o.wrkBodies)
+	case errs > 0:
+		return fmt.Errorf("%.0f of %.0f requests failed or were not answered 2xx", errs, m["requests"])
+	}
+	return nil
+}
+
+// signBodiesParallel signs n distinct LaunchRequests on every core.
+func signBodiesParallel(certs certSet, n int) []signed {
+	out := make([]signed, n)
+	workers := max(1, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				out[i] = signBodies(certs, 1)[0]
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// writeWrkFile writes bodies in launch.lua's format: sig256 \t sig1 \t
+// certUrl \t body (no SHA-1 signature: both servers check Signature-256).
+func writeWrkFile(path string, bodies []signed) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, b := range bodies {
+		fmt.Fprintf(w, "%s\t\t%s\t%s\n", b.hdr.Get("Signature-256"), b.hdr.Get("SignatureCertChainUrl"), b.body)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

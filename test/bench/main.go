@@ -43,6 +43,7 @@ import (
 type options struct {
 	bin, peers, save, last string
 	rounds, n, c           int
+	wrkBodies              int
 	d, warmup              time.Duration
 	rate                   int
 	openD                  time.Duration
@@ -59,7 +60,8 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds (medians over them)")
 	flag.IntVar(&o.n, "n", 200, "mcp-live measured writes")
 	flag.IntVar(&o.c, "c", 32, "wrk connections")
-	flag.DurationVar(&o.d, "d", 15*time.Second, "wrk measured duration")
+	flag.DurationVar(&o.d, "d", 6*time.Second, "wrk measured duration (every request a distinct signed body: at most -wrk-bodies of them)")
+	flag.IntVar(&o.wrkBodies, "wrk-bodies", 45000, "distinct signed LaunchRequests wrk sends in its measured run (Unsay refuses a replayed request id)")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "open-loop warm-up, discarded")
 	flag.IntVar(&o.rate, "rate", 500, "open-loop requests per second")
 	flag.DurationVar(&o.openD, "open-d", 15*time.Second, "open-loop measured duration")
@@ -306,28 +308,6 @@ func mcpLive(ctx context.Context, o options, side string, fig *Figures) error {
 	}
 	fig.HoldP50, fig.HoldP99 = num(m, "p50_ms"), num(m, "p99_ms")
 	fig.AckP50, fig.AckP99 = num(m, "ack_p50_ms"), num(m, "ack_p99_ms")
-	return err
-}
-
-func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
-	dir := filepath.Join(o.peers, "alexa-node")
-	env := []string{fmt.Sprintf("C=%d", o.c), fmt.Sprintf("D=%d", int(o.d.Seconds())), "LOADGEN=wrk"}
-	if side == "unsay" {
-		s, stop, err := startUnsay(ctx, o, certs)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		env = append(env, "TARGET_URL="+s.URL+"/alexa", "LABEL=go-unsay", fmt.Sprintf("SERVER_PID=%d", s.PID()))
-	}
-	m, err := runScript(ctx, dir, env, "run.sh")
-	if m == nil {
-		return err
-	}
-	fig.RPS, fig.WrkP50, fig.WrkP99 = num(m, "rps"), num(m, "p50_ms"), num(m, "p99_ms")
-	if c := num(m, "server_cores"); c > 0 && fig.RPS > 0 {
-		fig.CPUPerReqMs = c / fig.RPS * 1000
-	}
 	return err
 }
 
