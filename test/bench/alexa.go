@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -326,6 +327,7 @@ const wrkWarmup = time.Second
 
 func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
 	var (
+		admin string
 		url  string
 		pid  int
 		stop func()
@@ -334,9 +336,9 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 	if side == "peer" {
 		url, pid, stop, err = startPeerAlexa(ctx, o)
 	} else {
-		s, st, e := startUnsay(ctx, o, certs)
+		s, st, e := startUnsayWith(ctx, o, certs, "--admin-pprof")
 		if e == nil {
-			url, pid, stop = s.URL+"/alexa", s.PID(), st
+			url, pid, stop, admin = s.URL+"/alexa", s.PID(), st, s.AdminURL
 		}
 		err = e
 	}
@@ -384,6 +386,9 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 		return err
 	}
 	cpu0, _ := cpuSeconds(pid)
+	if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && admin != "" {
+		go saveProfile(ctx, admin+fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(o.d.Seconds())-1)), filepath.Join(pd, "launch.cpu.pprof"))
+	}
 	m, err := wrk(o.d, runFile)
 	if err != nil {
 		return err
@@ -439,4 +444,23 @@ func writeWrkFile(path string, bodies []signed) error {
 		return err
 	}
 	return f.Close()
+}
+
+// saveProfile fetches a profile from the admin listener (--admin-pprof)
+// into path (UNSAY_BENCH_PROFILE_DIR); a failure is printed, not fatal.
+func saveProfile(ctx context.Context, url, path string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Println("    profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		fmt.Println("    profile:", err)
+	}
 }
