@@ -328,10 +328,10 @@ const wrkWarmup = time.Second
 func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
 	var (
 		admin string
-		url  string
-		pid  int
-		stop func()
-		err  error
+		url   string
+		pid   int
+		stop  func()
+		err   error
 	)
 	if side == "peer" {
 		url, pid, stop, err = startPeerAlexa(ctx, o)
