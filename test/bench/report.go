@@ -27,12 +27,15 @@ func ownFigures(ctx context.Context, o options) (Own, error) {
 	if err != nil {
 		return own, fmt.Errorf("unsay bench: %w", err)
 	}
-	var raw map[string]map[string]any
+	var raw struct { // unsay bench --json (also "fsync": whether commits were durable)
+		MCP    map[string]any `json:"write_to_mcp_client"`
+		Speech map[string]any `json:"write_to_speech_retraction"`
+	}
 	if err := json.Unmarshal(out, &raw); err != nil {
 		return own, fmt.Errorf("unsay bench --json: %w", err)
 	}
-	own.InProcMCPP50, own.InProcMCPP99 = num(raw["write_to_mcp_client"], "p50_ms"), num(raw["write_to_mcp_client"], "p99_ms")
-	own.SpeechP50, own.SpeechP99 = num(raw["write_to_speech_retraction"], "p50_ms"), num(raw["write_to_speech_retraction"], "p99_ms")
+	own.InProcMCPP50, own.InProcMCPP99 = num(raw.MCP, "p50_ms"), num(raw.MCP, "p99_ms")
+	own.SpeechP50, own.SpeechP99 = num(raw.Speech, "p50_ms"), num(raw.Speech, "p99_ms")
 	fmt.Printf("    write→mcp-client p50 %.3f ms p99 %.3f ms; write→speech-retraction p50 %.3f ms p99 %.3f ms\n",
 		own.InProcMCPP50, own.InProcMCPP99, own.SpeechP50, own.SpeechP99)
 
