@@ -23,7 +23,9 @@ type Own struct {
 func ownFigures(ctx context.Context, o options) (Own, error) {
 	var own Own
 	fmt.Printf("-- unsay bench --n %d (load %s)\n", o.n, loadavg())
-	out, err := exec.CommandContext(ctx, o.bin, "bench", "--n", strconv.Itoa(o.n), "--json").Output()
+	ub := exec.CommandContext(ctx, o.bin, "bench", "--n", strconv.Itoa(o.n), "--json")
+	ub.Stderr = os.Stderr // why it failed, if it does
+	out, err := ub.Output()
 	if err != nil {
 		return own, fmt.Errorf("unsay bench: %w", err)
 	}
