@@ -8,12 +8,16 @@ ADDR    ?= 127.0.0.1:8080
 URL     ?= http://$(ADDR)
 DB      ?= ./unsay.db
 BENCH_N ?= 200
+BENCH_RATE ?= 500
+BENCH_FANOUT ?= 1000
+BENCH_ROUNDS ?= 3
+PEERS_OUT ?= bin/bench-peers.json
 # fuzz: time per target; FUZZ_TARGETS lists package:FuzzName pairs
 FUZZTIME ?= 60s
 FUZZFLAGS ?=
 FUZZ_TARGETS ?= ./skill:FuzzEscapeSSML ./skill:FuzzVerifyRequestBody ./skill:FuzzNormalizeCertURL ./bridge:FuzzCursor ./bridge/httpapi:FuzzWriteBody ./models:FuzzParseURI ./store/envelope:FuzzOpen
 
-.PHONY: all build run test test-e2e demo bench fuzz skill-package clean
+.PHONY: all build run test test-e2e demo bench bench-peers fuzz skill-package clean
 
 all: build
 
@@ -56,12 +60,23 @@ test-e2e: build
 demo: build
 	$(GO) run ./test/demo -bin $(BIN)
 
-## bench: figures only — unsay bench (write → MCP client → spoken retraction)
-## and the Go benchmarks of the store, the MCP bridge and the skill
+## bench: figures only — the Go benchmarks of the store, the MCP bridge and the skill, then
+## test/bench against the real binary: unsay bench (write → MCP client → spoken retraction),
+## durable publishes/s with concurrent writers (SQLite; Postgres with UNSAY_TEST_POSTGRES),
+## the TS-SDK client of test/peers/mcp-live (write → client holds value, write → 201), verified
+## LaunchRequests closed loop (wrk C=32) and open loop (vegeta, $(BENCH_RATE) req/s) with CPU
+## per request, fan-out to $(BENCH_FANOUT) sessions and memory per idle session — one table, with
+## the Node peers' figures of the last `make bench-peers` beside them
 bench: build
-	@echo "== $$(nproc) cores; $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	$(BIN) bench --n $(BENCH_N)
+	@echo "== $$(nproc) cores; $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $$(cut -d' ' -f1-3 /proc/loadavg)"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_N)x ./store/... ./bridge/... ./skill/... | grep -E '^(Benchmark|FAIL|panic)'
+	$(GO) run ./test/bench -bin $(BIN) -own -n $(BENCH_N) -rate $(BENCH_RATE) -fanout $(BENCH_FANOUT) -last $(PEERS_OUT)
+
+## bench-peers: the Node peers (test/peers: TS MCP SDK, ASK SDK; Node and npm only) and unsay
+## with the same clients — mcp-live, wrk, vegeta — back to back, alternating, $(BENCH_ROUNDS)
+## rounds; prints medians and ratios and saves them to $(PEERS_OUT) for `make bench`
+bench-peers: build
+	$(GO) run ./test/bench -bin $(BIN) -peers -rounds $(BENCH_ROUNDS) -n $(BENCH_N) -rate $(BENCH_RATE) -fanout 0 -save $(PEERS_OUT)
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 60s; FUZZFLAGS=-parallel=1 on a
 ## shared machine). New failing inputs land in the package's testdata/fuzz/ and then fail

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -70,7 +71,9 @@ func (s *Server) watch(ctx context.Context, after int64) {
 //     list_changed or updated, never a log.
 func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 	uri := ch.URI.Unversioned()
-	s.logger.DebugContext(ctx, "change feed", "seq", ch.Seq, "uri", uri.String(), "version", ch.Version, "created", ch.Created)
+	if s.logger.Enabled(ctx, slog.LevelDebug) { // nothing built when debug is off
+		s.logger.DebugContext(ctx, "change feed", "seq", ch.Seq, "uri", uri.String(), "version", ch.Version, "created", ch.Created)
+	}
 	visible := func(p models.Principal) bool {
 		return p.CanReadURI(uri) && p.CanRead(uri.Patient, ch.Audience)
 	}
@@ -148,11 +151,13 @@ func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(cctx, method, req)
 		}
 		if !s.allowSend(method, req) {
-			sid := ""
-			if ss := req.GetSession(); ss != nil {
-				sid = ss.ID()
+			if s.logger.Enabled(ctx, slog.LevelDebug) { // sessionRef hashes: only when debug is on
+				sid := ""
+				if ss := req.GetSession(); ss != nil {
+					sid = ss.ID()
+				}
+				s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sessionRef(sid))
 			}
-			s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sessionRef(sid))
 			s.metrics.notificationsWithheld.WithLabelValues(method).Inc()
 			return nil, nil
 		}

@@ -219,16 +219,66 @@ type GlossEntry struct {
 	Term          string // the clinician's term, lower case
 	Gloss         string // what it means, in plain words; never advice
 	WeightBearing bool   // a weight-bearing level: stricter rules apply
-	match         *regexp.Regexp
+	match         matcher
 }
 
 func entry(term, gloss string, wb bool, alternates ...string) GlossEntry {
 	alts := append([]string{term}, alternates...)
+	quoted := make([]string, len(alts))
 	for i, a := range alts {
-		alts[i] = regexp.QuoteMeta(a)
+		quoted[i] = regexp.QuoteMeta(a)
 	}
 	return GlossEntry{Term: term, Gloss: gloss, WeightBearing: wb,
-		match: regexp.MustCompile(`(?i)\b(?:` + strings.Join(alts, "|") + `)\b`)}
+		match: matcher{regexp.MustCompile(`(?i)\b(?:` + strings.Join(quoted, "|") + `)\b`), alts}}
+}
+
+// matcher is a case-insensitive pattern and needles: ASCII lower-case
+// strings one of which every match of re in ASCII text contains, lower-
+// cased. In ASCII text that holds none of them re cannot match, and a
+// substring search answers for the much slower regexp (a turn renders
+// several facts, each through a dozen patterns). Text that is not all
+// ASCII is always matched by re itself ((?i) folds ſ to s, K to k, …).
+type matcher struct {
+	re      *regexp.Regexp
+	needles []string
+}
+
+// folded is a text as the matchers look at it.
+type folded struct {
+	text  string
+	lower string // strings.ToLower(text) when ascii
+	ascii bool
+}
+
+func fold(text string) folded {
+	for i := 0; i < len(text); i++ {
+		if text[i] >= 0x80 {
+			return folded{text: text}
+		}
+	}
+	return folded{text: text, lower: strings.ToLower(text), ascii: true}
+}
+
+// possible reports whether m.re may match f: false only when it cannot.
+func (m matcher) possible(f folded) bool {
+	if !f.ascii {
+		return true
+	}
+	for _, n := range m.needles {
+		if strings.Contains(f.lower, n) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m matcher) matchString(f folded) bool { return m.possible(f) && m.re.MatchString(f.text) }
+
+func (m matcher) findStringIndex(f folded) []int {
+	if !m.possible(f) {
+		return nil
+	}
+	return m.re.FindStringIndex(f.text)
 }
 
 // glossary is closed: five entries, each restating the clinician's words.
@@ -241,14 +291,16 @@ var glossary = []GlossEntry{
 }
 
 var (
-	qualifierRE = regexp.MustCompile(`(?i)\b(?:not|never|avoid|until|unless|except|instead|rather than|no longer)\b|n['’]t\b`)
-	actionRE    = regexp.MustCompile(`(?i)\b(?:stop|hold|wait|before|after|cancel|withdraw|suspend|pause|revoke|reverse|delay)\b`)
+	qualifierRE = matcher{regexp.MustCompile(`(?i)\b(?:not|never|avoid|until|unless|except|instead|rather than|no longer)\b|n['’]t\b`),
+		[]string{"not", "never", "avoid", "until", "unless", "except", "instead", "rather than", "no longer", "n't"}}
+	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|hold|wait|before|after|cancel|withdraw|suspend|pause|revoke|reverse|delay)\b`),
+		[]string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay"}}
 	// levelREs name the distinct weight-bearing levels; two in one text make it ambiguous.
-	levelREs = []*regexp.Regexp{
-		regexp.MustCompile(`(?i)\bfull weight[- ]bearing\b`),
-		regexp.MustCompile(`(?i)\bpartial weight[- ]bearing\b`),
-		regexp.MustCompile(`(?i)\bnon[- ]weight[- ]bearing\b|\bno weight through\b`),
-		regexp.MustCompile(`(?i)\btoe[- ]touch weight[- ]bearing\b`),
+	levelREs = []matcher{
+		{regexp.MustCompile(`(?i)\bfull weight[- ]bearing\b`), []string{"full weight"}},
+		{regexp.MustCompile(`(?i)\bpartial weight[- ]bearing\b`), []string{"partial weight"}},
+		{regexp.MustCompile(`(?i)\bnon[- ]weight[- ]bearing\b|\bno weight through\b`), []string{"non", "no weight through"}},
+		{regexp.MustCompile(`(?i)\btoe[- ]touch weight[- ]bearing\b`), []string{"toe"}},
 	}
 )
 
@@ -258,26 +310,27 @@ var (
 // n't) or names more than one weight-bearing level; a weight-bearing entry
 // applies only when the text starts with its term and has no action word.
 func Glosses(text string) []GlossEntry {
-	if qualifierRE.MatchString(text) {
+	f := fold(text)
+	if qualifierRE.matchString(f) {
 		return nil
 	}
 	levels := 0
 	for _, re := range levelREs {
-		if re.MatchString(text) {
+		if re.matchString(f) {
 			levels++
 		}
 	}
 	if levels > 1 {
 		return nil
 	}
-	trimmed := strings.TrimSpace(text)
+	trimmed := fold(strings.TrimSpace(text))
 	var out []GlossEntry
 	for _, g := range glossary {
-		loc := g.match.FindStringIndex(trimmed)
+		loc := g.match.findStringIndex(trimmed)
 		if loc == nil {
 			continue
 		}
-		if g.WeightBearing && (loc[0] != 0 || actionRE.MatchString(text)) {
+		if g.WeightBearing && (loc[0] != 0 || actionRE.matchString(f)) {
 			continue
 		}
 		out = append(out, g)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,8 +340,9 @@ func TestDelivery_AResponseWrittenIntoAClosedConnectionIsNotHeard(t *testing.T) 
 	r := newRig(t, nil)
 	r.care.setPending("ray", retractionWB())
 	reached, hungUp := make(chan struct{}), make(chan struct{})
+	var once sync.Once // a turn owed an announcement is decided again under the patient's lock
 	r.care.onTurn = func(ctx context.Context) {
-		close(reached)
+		once.Do(func() { close(reached) })
 		<-hungUp
 		select { // the server has seen the connection close
 		case <-ctx.Done():

@@ -159,6 +159,12 @@ type fakeCare struct {
 	// notPlayed is every NotPlayed call's entries, in order; each
 	// re-opened entry is owed again (an announcement from From, Again).
 	notPlayed [][]models.Marked
+
+	// together, when > 0, holds each Turn until that many are in flight at
+	// once (or 5 s pass): whether concurrent turns of one patient overlap.
+	together int
+	inFlight atomic.Int64
+	overlap  atomic.Int64 // the most Turns in flight at once
 }
 
 type heardCall struct {
@@ -175,6 +181,16 @@ func (f *fakeCare) Turn(ctx context.Context, patient string) (models.Snapshot, e
 	f.calls.Add(1)
 	if f.onTurn != nil {
 		f.onTurn(ctx)
+	}
+	if f.together > 0 {
+		n := f.inFlight.Add(1)
+		for m := f.overlap.Load(); n > m && !f.overlap.CompareAndSwap(m, n); m = f.overlap.Load() {
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for f.overlap.Load() < int64(f.together) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		defer f.inFlight.Add(-1)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -54,10 +54,10 @@ type handled struct {
 
 func noop() {}
 
-// handle routes a verified request. For a linked patient it returns with
-// the patient's turn lock held (release it after marking heard), so that a
-// tick and an intent racing on this instance cannot both speak one
-// announcement.
+// handle routes a verified request. For a linked patient owed an
+// announcement it returns with the patient's turn lock held (release it
+// after marking heard), so that a tick and an intent racing on this
+// instance cannot both speak one announcement.
 func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 	req := &env.Request
 	switch req.Type {
@@ -101,9 +101,20 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 		s.offerAccountLinking(&h.out) // accountlink.go
 		return h
 	}
-	release := s.lockPatient(patient)
 	t := s.newTurn(ctx, env, now, patient)
-	h := s.build(t, t.route())
+	r := t.route()
+	release := noop
+	if len(t.snap.Pending) > 0 {
+		// Something is owed: the turn is decided again, and spoken, under
+		// the patient's turn lock, so that two turns racing on this instance
+		// cannot both speak one announcement. A turn that owes nothing
+		// cannot, and runs without it (concurrent turns of one patient then
+		// share the care source's confirmation).
+		release = s.lockPatient(patient)
+		t = s.newTurn(ctx, env, s.now(), patient)
+		r = t.route()
+	}
+	h := s.build(t, r)
 	h.release = release
 	return h
 }

@@ -101,9 +101,9 @@ type Skill struct {
 	now      func() time.Time
 	log      *slog.Logger
 	sessions *sessionStore
-	// patientLocks serialize turns per patient (striped by hash) so that a
-	// tick and an intent racing on one instance cannot both speak one
-	// announcement.
+	// patientLocks serialize the turns of a patient owed an announcement
+	// (striped by hash) so that a tick and an intent racing on one instance
+	// cannot both speak one announcement.
 	patientLocks [64]sync.Mutex
 }
 

@@ -166,6 +166,11 @@ var ssmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"
 // sentence (a question or the more cue), escaping every text.
 func renderSSML(segs []segment, closing string) string {
 	var b strings.Builder
+	n := len("<speak></speak>") + len(closing) + 16
+	for _, s := range segs {
+		n += len(s.Text) + len(pause) + 8 // escaping may add a little more
+	}
+	b.Grow(n)
 	b.WriteString("<speak>")
 	first := true
 	add := func(s string) {

@@ -723,3 +723,28 @@ func TestWhatsChanged_AfterARetractionInTheSessionSaysItAgain(t *testing.T) {
 		}
 	})
 }
+
+// The twin of TestConcurrentTurns_SpeakOneAnnouncementOnce: turns of one
+// patient that owe nothing do not wait for each other (no turn lock), so
+// their care source can confirm them together — here eight launches are
+// all inside Turn at once, and each is answered.
+func TestConcurrentTurns_OwingNothingRunTogether(t *testing.T) {
+	r := newRig(t, nil)
+	const n = 8
+	r.care.together = n
+	got := make(chan int, n)
+	for range n {
+		go func() {
+			code, _ := r.post(envelope(reqOpts{}), testCertURL, "")
+			got <- code
+		}()
+	}
+	for range n {
+		if code := <-got; code != 200 {
+			t.Fatalf("status %d", code)
+		}
+	}
+	if m := r.care.overlap.Load(); m != n {
+		t.Fatalf("at most %d of %d launches were inside Turn at once: turns owing nothing were serialized", m, n)
+	}
+}

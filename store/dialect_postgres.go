@@ -44,8 +44,14 @@ type ChangeNotice struct {
 const (
 	// pgMaxOpenConns caps one instance's pool (the LISTEN connection is extra).
 	pgMaxOpenConns = 16
-	// pgMaxIdleConns connections stay open between bursts.
-	pgMaxIdleConns = 4
+	// pgMaxIdleConns connections stay open between bursts: all of them.
+	// Fewer, and a burst of concurrent writers closes and re-opens
+	// connections at every request — each a TCP handshake and a SCRAM
+	// exchange (4,096 PBKDF2 rounds), which was most of a write's CPU.
+	pgMaxIdleConns = pgMaxOpenConns
+	// pgConnMaxIdleTime closes a connection idle this long (5 minutes), so
+	// a quiet instance holds few connections.
+	pgConnMaxIdleTime = 5 * time.Minute
 	// pgListenBackoffMin and pgListenBackoffMax bound the delay between
 	// attempts to re-open the LISTEN connection: 100 ms doubling to 5 s.
 	pgListenBackoffMin = 100 * time.Millisecond
@@ -277,6 +283,7 @@ func openPostgres(ctx context.Context, opts Options) (*Store, error) {
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(pgMaxOpenConns)
 	db.SetMaxIdleConns(pgMaxIdleConns)
+	db.SetConnMaxIdleTime(pgConnMaxIdleTime)
 	d, err := postgresKeys(ctx, db)
 	if err != nil {
 		db.Close()

@@ -101,7 +101,7 @@ func (s *Store) isClosed() bool {
 
 // changesAfter reads up to limit changes with Seq > after, in Seq order.
 func (s *Store) changesAfter(ctx context.Context, after int64, limit int) ([]Change, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT seq, patient, domain, n, audience, written_at
+	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT seq, patient, domain, n, audience, written_at
 		FROM versions WHERE seq > ? ORDER BY seq LIMIT ?`), after, limit)
 	if err != nil {
 		return nil, err

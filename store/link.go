@@ -138,6 +138,7 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 	nowMS := now.UnixMilli()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	defer s.links.forget(alexaUserID) // after the commit (or rollback): see linkCache
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return "", err
@@ -246,15 +247,29 @@ func (s *Store) linkFailure(ctx context.Context, tx *sql.Tx, user string, nowMS 
 // LinkedPatient returns the patient and apiEndpoint alexaUserID is linked
 // to; ok is false when it is not linked.
 func (s *Store) LinkedPatient(ctx context.Context, alexaUserID string) (patient, apiEndpoint string, ok bool, err error) {
-	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT patient, api_endpoint FROM linked_users WHERE alexa_user_id = ?`),
+	cache := s.d.name() == "sqlite" // see linkCache
+	var gen uint64
+	if cache {
+		a, g, hit := s.links.get(alexaUserID)
+		if hit {
+			return a.patient, a.apiEndpoint, a.ok, nil
+		}
+		gen = g
+	}
+	err = s.queryRowPrepared(ctx, s.db, s.d.rebind(`SELECT patient, api_endpoint FROM linked_users WHERE alexa_user_id = ?`),
 		alexaUserID).Scan(&patient, &apiEndpoint)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", false, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		patient, apiEndpoint, err = "", "", nil
+	case err != nil:
 		return "", "", false, fmt.Errorf("store: linked patient: %w", err)
+	default:
+		ok = true
 	}
-	return patient, apiEndpoint, true, nil
+	if cache {
+		s.links.put(alexaUserID, linkAnswer{patient: patient, apiEndpoint: apiEndpoint, ok: ok}, gen)
+	}
+	return patient, apiEndpoint, ok, nil
 }
 
 // LinkedUsers returns every Alexa user linked to patient, by user id.

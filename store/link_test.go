@@ -184,3 +184,32 @@ func TestLinkCode_APatientHasAtMostThreeLiveCodes(t *testing.T) {
 		}
 	}
 }
+
+// LinkedPatient may answer from memory (linkCache); a user who was unlinked
+// when asked, then linked, then linked to another patient, is answered
+// each patient in turn right after each redeem commits.
+func TestLinkedPatient_FollowsEveryRedeemAfterBeingAsked(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	const user = "amzn1.ask.account.RELINK"
+	for i := range 3 {
+		if _, _, ok, err := s.LinkedPatient(ctx, user); err != nil || ok {
+			t.Fatalf("before any link (ask %d): ok=%v err=%v", i, ok, err)
+		}
+	}
+	for _, patient := range []string{"ray", "sue", "ray"} {
+		code, _, err := s.CreateLinkCode(ctx, patient, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RedeemLinkCode(ctx, user, "https://api.eu.amazonalexa.com", code, now.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if p, _, ok, err := s.LinkedPatient(ctx, user); err != nil || !ok || p != patient {
+				t.Fatalf("after linking to %s (ask %d): %q ok=%v err=%v", patient, i, p, ok, err)
+			}
+		}
+	}
+}

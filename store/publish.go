@@ -122,8 +122,9 @@ func (s *Store) factLock(patient, domain string) *sync.Mutex {
 // publishOnce is one attempt of Publish. Unless underLock, it plans (reads
 // the current version, compares, seals) before taking the write lock and
 // returns errHeadMoved if the fact moved meanwhile; underLock plans inside
-// the write transaction. Past beginWrite it runs on a context ctx's end
-// does not cancel (see Publish).
+// the write transaction. The write commits in a batch with the Publishes
+// that reach the write lock with it (group.go), on a context ctx's end
+// does not cancel once its batch began (see Publish).
 func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool) (PublishResult, error) {
 	var (
 		pl  plan
@@ -134,73 +135,7 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 			return PublishResult{}, err
 		}
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-
-	tx, err := s.beginWrite(ctx)
-	if err != nil {
-		return PublishResult{}, err
-	}
-	defer tx.Rollback()
-	ctx = context.WithoutCancel(ctx) // the lock is held: commit whatever the caller does
-	now := s.clock().UTC().Truncate(time.Millisecond)
-
-	if in.IdempotencyKey != "" {
-		res, ok, err := s.replayed(ctx, tx, in.IdempotencyKey, now)
-		if err != nil {
-			return PublishResult{}, err
-		}
-		if ok {
-			return res, nil
-		}
-	}
-	if underLock {
-		if pl, err = s.planVersion(ctx, tx, in, true); err != nil {
-			return PublishResult{}, err
-		}
-	} else if err := s.checkHead(ctx, tx, in, pl); err != nil {
-		return PublishResult{}, err
-	}
-	if pl.unchanged {
-		if in.IdempotencyKey != "" {
-			if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, pl.head.seq); err != nil {
-				return PublishResult{}, err
-			}
-			if err := s.commit(tx); err != nil {
-				return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
-			}
-		}
-		return PublishResult{Version: pl.head.v, Unchanged: true, Seq: pl.head.seq}, nil
-	}
-	v, seq, err := s.insertVersion(ctx, tx, in, now, pl)
-	if err != nil {
-		return PublishResult{}, err
-	}
-	if in.IdempotencyKey != "" {
-		if err := s.rememberKey(ctx, tx, in.IdempotencyKey, now, seq); err != nil {
-			return PublishResult{}, err
-		}
-	}
-	audited := false
-	if in.Audit != nil {
-		e := *in.Audit
-		e.URI, e.Outcome, e.Reason = v.URI().String(), OutcomeAccepted, ReasonOK
-		if e, err = sanitizeAudit(e); err != nil {
-			return PublishResult{}, err
-		}
-		if err := s.appendAudit(ctx, tx, e); err != nil {
-			return PublishResult{}, err
-		}
-		audited = true
-	}
-	if err := s.d.notify(ctx, tx); err != nil {
-		return PublishResult{}, fmt.Errorf("store: publish: notify: %w", err)
-	}
-	if err := s.commit(tx); err != nil {
-		return PublishResult{}, fmt.Errorf("store: publish: commit: %w", err)
-	}
-	s.wakeWatchers()
-	return PublishResult{Version: v, Created: v.N == 1, Seq: seq, Audited: audited}, nil
+	return s.publishGrouped(&publishJob{ctx: ctx, in: in, pl: pl, underLock: underLock})
 }
 
 // beginWrite begins a write transaction holding the store-wide write lock.
@@ -302,33 +237,6 @@ func sameFields(v models.Version, in PublishInput) bool {
 		v.StaleAfter.Equal(in.StaleAfter) && v.Priority == in.Priority && sameClip
 }
 
-// checkHead confirms, inside tx (holding the write lock), that in's fact
-// still has the head pl was planned against; errHeadMoved if not. An
-// audience change committed meanwhile is ErrAudienceChange (P-3).
-func (s *Store) checkHead(ctx context.Context, tx *sql.Tx, in PublishInput, pl plan) error {
-	var (
-		audience, hash string
-		latest         int
-	)
-	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT f.audience, f.latest, v.hash FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
-		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain).Scan(&audience, &latest, &hash)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if pl.found {
-			return errHeadMoved
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("store: publish: %w", err)
-	case models.Audience(audience) != in.Audience:
-		return ErrAudienceChange
-	case !pl.found || latest != pl.head.v.N || hash != pl.head.v.Hash:
-		return errHeadMoved
-	}
-	return nil
-}
-
 // appendVersion chains and inserts version n+1 of in's fact, written at
 // writtenAt, inside tx (which holds the write lock), sealing under the
 // lock. The audience check comes first, before any statement that changes
@@ -346,6 +254,48 @@ func (s *Store) appendVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 // bytes, chained to pl's head, written at writtenAt, inside tx (which holds
 // the write lock and in which pl's head is current).
 func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan) (models.Version, int64, error) {
+	var seq int64
+	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
+		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
+	}
+	v, err := s.insertVersionAt(ctx, tx, in, writtenAt, pl, seq)
+	return v, seq, err
+}
+
+// insertVersionAt is insertVersion with the version's sequence number seq
+// (MAX(seq)+1 under the write lock, allocated by the caller).
+func (s *Store) insertVersionAt(ctx context.Context, tx *sql.Tx, in PublishInput, writtenAt time.Time, pl plan, seq int64) (models.Version, error) {
+	v := s.nextVersion(in, writtenAt, pl)
+	latest := v.N - 1
+	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
+	stored, sealed := pl.stored, pl.sealed
+	a := audioColumnsOf(v, pl)
+	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
+		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
+		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
+		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey,
+		a.mimeType, a.size, a.ms, sqlBool(a.alexa), a.sha256, a.stored); err != nil {
+		return models.Version{}, fmt.Errorf("store: publish: %w", err)
+	}
+	var err error
+	if latest == 0 {
+		_, err = s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`),
+			v.Patient, v.Domain, string(v.Audience))
+	} else {
+		_, err = s.execPrepared(ctx, tx, s.d.rebind(`UPDATE facts SET latest = ? WHERE patient = ? AND domain = ?`),
+			v.N, v.Patient, v.Domain)
+	}
+	if err != nil {
+		return models.Version{}, fmt.Errorf("store: publish: %w", err)
+	}
+	return v, nil
+}
+
+// nextVersion is version head+1 of in's fact as pl planned it, written at
+// writtenAt, chained to pl's head and hashed (P-5).
+func (s *Store) nextVersion(in PublishInput, writtenAt time.Time, pl plan) models.Version {
 	latest, prevHash := 0, ""
 	if pl.found {
 		latest, prevHash = pl.head.v.N, pl.head.v.Hash
@@ -364,75 +314,26 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, in PublishInput, 
 		PrevHash:    prevHash,
 		Audio:       audioOf(in),
 	}
-	v.Hash = hashOf(v)                                             // AudioVersionHash over the clip's bytes when it has one (P-5)
-	headSig, headKey := s.sign(chainHeadPreimage(v.URI(), v.Hash)) // P-26: the new head, signed at commit
-	stored, sealed := pl.stored, pl.sealed
-	var seq int64
-	if err := s.queryRowPrepared(ctx, tx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM versions`).Scan(&seq); err != nil {
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
-	}
-	var (
-		audioType, audioSHA string
-		audioSize, audioMs  int64
-		audioAlexa          bool
-		audioStored         []byte // NULL for a text-only version
-	)
-	if a := v.Audio; a != nil {
-		audioType, audioSHA, audioSize, audioMs, audioAlexa, audioStored = a.MIMEType, a.SHA256, int64(a.Size), a.Duration.Milliseconds(), a.AlexaPlayable, pl.audio
-	}
-	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
-		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		seq, v.Patient, v.Domain, v.N, string(v.Audience), stored, sqlBool(sealed), v.AuthorID, v.AuthorLabel,
-		v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, headSig, headKey,
-		audioType, audioSize, audioMs, sqlBool(audioAlexa), audioSHA, audioStored); err != nil {
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
-	}
-	var err error
-	if latest == 0 {
-		_, err = s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO facts (patient, domain, audience, latest) VALUES (?, ?, ?, 1)`),
-			v.Patient, v.Domain, string(v.Audience))
-	} else {
-		_, err = s.execPrepared(ctx, tx, s.d.rebind(`UPDATE facts SET latest = ? WHERE patient = ? AND domain = ?`),
-			v.N, v.Patient, v.Domain)
-	}
-	if err != nil {
-		return models.Version{}, 0, fmt.Errorf("store: publish: %w", err)
-	}
-	return v, seq, nil
+	v.Hash = hashOf(v) // AudioVersionHash over the clip's bytes when it has one (P-5)
+	return v
 }
 
-// replayed returns the first result for key if it was used within the
-// replay window, pruning expired keys.
-func (s *Store) replayed(ctx context.Context, tx *sql.Tx, key string, now time.Time) (PublishResult, bool, error) {
-	cutoff := now.Add(-replayWindow).UnixMilli()
-	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
-		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
-	}
-	var seq int64
-	err := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ?`), key).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return PublishResult{}, false, nil
-	}
-	if err != nil {
-		return PublishResult{}, false, fmt.Errorf("store: publish: %w", err)
-	}
-	row := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
-		ON f.patient = v.patient AND f.domain = v.domain WHERE v.seq = ?`), seq)
-	r, err := s.scanVersion(ctx, row)
-	if err != nil {
-		return PublishResult{}, false, fmt.Errorf("store: publish: replay: %w", err)
-	}
-	return PublishResult{Version: r.v, Created: r.v.N == 1, Replayed: true, Seq: seq}, true, nil
+// audioColumns are the versions table's audio columns for one version:
+// zero values and a NULL clip for a text-only version.
+type audioColumns struct {
+	mimeType, sha256 string
+	size, ms         int64
+	alexa            bool
+	stored           []byte // the clip sealed with the value's AAD; nil (NULL) for text only
 }
 
-func (s *Store) rememberKey(ctx context.Context, tx *sql.Tx, key string, now time.Time, seq int64) error {
-	_, err := s.execPrepared(ctx, tx, s.d.rebind(`INSERT INTO idempotency (key, at_ms, seq) VALUES (?, ?, ?)`), key, now.UnixMilli(), seq)
-	if err != nil {
-		return fmt.Errorf("store: publish: idempotency key: %w", err)
+func audioColumnsOf(v models.Version, pl plan) audioColumns {
+	a := v.Audio
+	if a == nil {
+		return audioColumns{}
 	}
-	return nil
+	return audioColumns{mimeType: a.MIMEType, sha256: a.SHA256, size: int64(a.Size), ms: a.Duration.Milliseconds(),
+		alexa: a.AlexaPlayable, stored: pl.audio}
 }
 
 func msOrZero(t time.Time) int64 {

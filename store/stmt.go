@@ -40,6 +40,25 @@ func (s *Store) queryRowPrepared(ctx context.Context, q queryRower, query string
 	return st.QueryRowContext(ctx, args...)
 }
 
+// queryPrepared runs query on the database through its cached prepared
+// statement (the change feed's catch-up query runs after every commit).
+func (s *Store) queryPrepared(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return s.db.QueryContext(ctx, query, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// queryTxPrepared runs query in tx through its cached prepared statement.
+func (s *Store) queryTxPrepared(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+}
+
 // execPrepared runs query in tx through its cached prepared statement.
 func (s *Store) execPrepared(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
 	st, err := s.prepared(ctx, query)

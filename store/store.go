@@ -70,6 +70,11 @@ type Store struct {
 	// factMu stripes serialize this process's Publishes per fact (see
 	// Publish), taken before writeMu and never while holding it.
 	factMu [factLocks]sync.Mutex
+	links  linkCache // LinkedPatient's answers on SQLite (linkcache.go)
+
+	// group queues Publishes for the write lock: those that reach it
+	// together commit together (group.go), taken before writeMu.
+	group committer
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced after every commit

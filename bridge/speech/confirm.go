@@ -40,7 +40,6 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 		return models.Snapshot{}, fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
 	var up upstream
-	var known []models.Version
 	var synced bool
 	heard := map[string]bool{} // versioned URIs he heard that are in memory
 	p.do(func(st *state) {
@@ -48,7 +47,6 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 			up = st.up
 		}
 		synced = st.synced[patient] && st.patients[patient]
-		known = st.factsOf(patient)
 		for _, r := range rows {
 			if r.From > 0 {
 				u, err := models.ParseURI(r.URI)
@@ -61,7 +59,7 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	if up == nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, ErrNotConnected)
 	}
-	facts, err := p.confirm(ctx, up, patient, synced, known, rows, heard)
+	facts, err := p.confirm(ctx, up, patient, synced, rows, heard)
 	if err != nil {
 		if asked.Err() == nil { // not the caller giving up
 			p.confirmFailed(up, err)
@@ -167,64 +165,38 @@ func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient stri
 }
 
 // confirm reads, concurrently, the current version of each of patient's
-// facts, each version he heard of a pending announcement that is not in
-// memory, and the list of resources (listing and reading everything
-// afresh when his facts are not yet known); a fact the list names that is
-// not yet known is read too. A fact the server no longer serves to this
-// principal is left out; any other failure is returned.
-func (p *Principal) confirm(ctx context.Context, up upstream, patient string, synced bool, known []models.Version, rows []row, inMemory map[string]bool) ([]models.Version, error) {
+// facts with the list of resources (a fact the list names that is not yet
+// known is read too), in a round of reads shared with the turns confirming
+// at the same moment that began after this call (confirmCurrent), and each
+// version he heard of a pending announcement that is not in memory; when
+// his facts are not yet known it lists and reads everything afresh. A
+// fact the server no longer serves to this principal is left out; any
+// other failure is returned.
+func (p *Principal) confirm(ctx context.Context, up upstream, patient string, synced bool, rows []row, inMemory map[string]bool) ([]models.Version, error) {
 	if !synced {
 		return p.listFacts(ctx, up, patient, p.cfg.ConfirmTimeout)
 	}
-	var targets []models.URI
-	isKnown := map[string]bool{}
-	for _, v := range known {
-		targets = append(targets, v.FactURI())
-		isKnown[v.FactURI().String()] = true
-	}
+	var heard []models.URI
 	for _, r := range rows {
 		if r.From == 0 {
 			continue
 		}
 		if u, err := models.ParseURI(r.URI); err == nil && !inMemory[u.WithVersion(r.From).String()] {
-			targets = append(targets, u.WithVersion(r.From))
+			heard = append(heard, u.WithVersion(r.From))
 		}
 	}
-	type listed struct {
-		uris []string
-		err  error
-	}
-	lists := make(chan listed, 1)
+	heardErr := make(chan error, 1)
 	go func() {
-		uris, err := up.List(ctx)
-		lists <- listed{uris, err}
+		_, err := p.readAll(ctx, up, heard) // versioned reads only fill the cache
+		heardErr <- err
 	}()
-	facts, err := p.readAll(ctx, up, targets)
-	l := <-lists
+	facts, err := p.confirmCurrent(ctx, patient)
+	if herr := <-heardErr; err == nil {
+		err = herr
+	}
 	if err != nil {
 		return nil, err
 	}
-	if l.err != nil {
-		return nil, l.err
-	}
-	var fresh []models.URI
-	for _, s := range l.uris {
-		u, err := models.ParseURI(s)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || isKnown[s] {
-			continue
-		}
-		fresh = append(fresh, u)
-	}
-	if len(fresh) > 0 {
-		more, err := p.readAll(ctx, up, fresh)
-		if err != nil {
-			return nil, err
-		}
-		facts = append(facts, more...)
-		// The worker watches them too (list_changed may be on its way).
-		p.do(func(st *state) { st.work.relist = true })
-	}
-	sortByURI(facts)
 	return facts, nil
 }
 

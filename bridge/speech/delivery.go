@@ -61,7 +61,7 @@ func (l *ledger) Delivery(ctx context.Context, patient, uri string) (models.Deli
 		return models.DeliveryRecord{}, err
 	}
 	var p models.PendingDelivery
-	err = l.db.QueryRowContext(ctx, l.q(`SELECT a.from_version, a.to_version, o.version IS NOT NULL
+	err = l.queryRow(ctx, l.db, l.q(`SELECT a.from_version, a.to_version, o.version IS NOT NULL
 FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri AND o.version > a.from_version
 WHERE a.patient = ? AND a.uri = ? AND a.state = 'pending'`), patient, uri).Scan(&p.From, &p.To, &p.Offered)
 	switch {
@@ -70,7 +70,7 @@ WHERE a.patient = ? AND a.uri = ? AND a.state = 'pending'`), patient, uri).Scan(
 	case !errors.Is(err, sql.ErrNoRows):
 		return models.DeliveryRecord{}, fmt.Errorf("speech: ledger: delivery: %w", err)
 	}
-	rows, err := l.db.QueryContext(ctx, l.q(`SELECT version, event, at_ms, device, via FROM speech_delivery
+	rows, err := l.query(ctx, l.q(`SELECT version, event, at_ms, device, via FROM speech_delivery
 WHERE patient = ? AND uri = ? ORDER BY id`), patient, uri)
 	if err != nil {
 		return models.DeliveryRecord{}, fmt.Errorf("speech: ledger: delivery: %w", err)
@@ -101,7 +101,7 @@ type deliveryChange struct {
 // DeliveryChanges returns the delivery-log rows after id after, oldest
 // first, at most limit.
 func (l *ledger) DeliveryChanges(ctx context.Context, after int64, limit int) ([]deliveryChange, error) {
-	rows, err := l.db.QueryContext(ctx, l.q(`SELECT id, uri FROM speech_delivery WHERE id > ? ORDER BY id LIMIT ?`), after, limit)
+	rows, err := l.query(ctx, l.q(`SELECT id, uri FROM speech_delivery WHERE id > ? ORDER BY id LIMIT ?`), after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("speech: ledger: delivery changes: %w", err)
 	}

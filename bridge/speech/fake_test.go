@@ -40,6 +40,9 @@ type fakeCare struct {
 	unauthorized atomic.Int64
 	readDelay    atomic.Int64 // nanoseconds each resources/read waits first (a slow or frozen server)
 	readFail     atomic.Bool  // resources/read answers an internal error (a broken server)
+	// readHold, when set, holds every resources/read after its answer is
+	// decided (and recorded) until the channel is closed: a read in flight.
+	readHold atomic.Pointer[chan struct{}]
 
 	// dual makes the fake serve 2026-07-28 too, statelessly, as the real
 	// bridge does (newDualFakeCare); without it the fake is a legacy-only
@@ -276,6 +279,11 @@ func (f *fakeCare) read(asked string) (*mcp.ReadResourceResult, error) {
 		n = u.Version
 	}
 	fv := vs[n-1]
+	if h := f.readHold.Load(); h != nil {
+		f.mu.Unlock()
+		<-*h
+		f.mu.Lock()
+	}
 	// The read contract of bridge/resources.go, from models.
 	v := models.Version{Patient: u.Patient, Domain: u.Domain, N: n, Audience: f.audience[fact], Value: fv.value,
 		AuthorID: fv.authorID, AuthorLabel: fv.authorLabel, WrittenAt: fv.writtenAt,

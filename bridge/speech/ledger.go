@@ -51,6 +51,8 @@ type ledger struct {
 	// onWrite, when set, is called after every committed write (the
 	// delivery log may have moved): OnDelivery.
 	onWrite atomic.Pointer[func()]
+	// stmts caches prepared read statements by query (stmt.go).
+	stmts sync.Map
 }
 
 // row is one announcement as stored.
@@ -186,7 +188,7 @@ type querier interface {
 // heardIn returns the version Ray last heard of uri, 0 if never.
 func (l *ledger) heardIn(ctx context.Context, db querier, patient, uri string) (int, error) {
 	var v int
-	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_heard WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	err := l.queryRow(ctx, db, l.q("SELECT version FROM speech_heard WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -203,7 +205,7 @@ func (l *ledger) Heard(ctx context.Context, patient, uri string) (int, error) {
 
 func (l *ledger) pendingIn(ctx context.Context, db querier, patient, uri string) (row, bool, error) {
 	r := row{Patient: patient, URI: uri, State: statePending}
-	err := db.QueryRowContext(ctx, l.q("SELECT id, from_version, to_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'"), patient, uri).
+	err := l.queryRow(ctx, db, l.q("SELECT id, from_version, to_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'"), patient, uri).
 		Scan(&r.ID, &r.From, &r.To)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, false, nil
@@ -248,7 +250,7 @@ func (l *ledger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri stri
 // response whose delivery was never confirmed — 0 if none.
 func (l *ledger) offeredIn(ctx context.Context, db querier, patient, uri string) (int, error) {
 	var v int
-	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_offered_version WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	err := l.queryRow(ctx, db, l.q("SELECT version FROM speech_offered_version WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -504,17 +506,25 @@ func (l *ledger) advancePending(ctx context.Context, tx *sql.Tx, patient, uri st
 // heard, and one that reaches further now withdraws version; the delivery
 // log records how.
 func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
+	_, err := l.markTold(ctx, patient, uri, version, how)
+	return err
+}
+
+// markTold is MarkTold, reporting whether it changed the ledger (false
+// when he heard this version or newer, or a retraction stays owed).
+func (l *ledger) markTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error) {
 	p, ok, err := l.pendingIn(ctx, l.db, patient, uri)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if ok && p.From > 0 && version > p.From {
-		return nil // the retraction stays owed; the write below would re-check it anyway
+		return false, nil // the retraction stays owed; the write below would re-check it anyway
 	}
 	if h, err := l.heardIn(ctx, l.db, patient, uri); err == nil && h >= version {
-		return nil // fast path: he heard this version or newer (its offer was never written)
+		return false, nil // fast path: he heard this version or newer (its offer was never written)
 	}
-	return l.write(ctx, func(tx *sql.Tx) error {
+	wrote := false
+	err = l.write(ctx, func(tx *sql.Tx) error {
 		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
 		if err != nil {
 			return err
@@ -536,11 +546,13 @@ func (l *ledger) MarkTold(ctx context.Context, patient, uri string, version int,
 		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
 			return err
 		}
+		wrote = true
 		if retraction {
 			return nil // it already withdraws version or what he may have heard after it
 		}
 		return l.advancePending(ctx, tx, patient, uri, version)
 	})
+	return wrote && err == nil, err
 }
 
 // marked is what one response marked of one fact (models.Marked).
@@ -607,7 +619,7 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 func (l *ledger) Drop(ctx context.Context, id int64) error {
 	return l.write(ctx, func(tx *sql.Tx) error {
 		r := row{ID: id}
-		err := tx.QueryRowContext(ctx, l.q("SELECT patient, uri, to_version FROM speech_announcements WHERE id = ? AND state = 'pending'"), id).Scan(&r.Patient, &r.URI, &r.To)
+		err := l.queryRow(ctx, tx, l.q("SELECT patient, uri, to_version FROM speech_announcements WHERE id = ? AND state = 'pending'"), id).Scan(&r.Patient, &r.URI, &r.To)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -627,7 +639,7 @@ func (l *ledger) Drop(ctx context.Context, id int64) error {
 // Pending returns the patient's pending announcements, oldest first (by
 // id), each with Offered set while an offer of its fact is unconfirmed.
 func (l *ledger) Pending(ctx context.Context, patient string) ([]row, error) {
-	rows, err := l.db.QueryContext(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.version IS NOT NULL
+	rows, err := l.query(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.version IS NOT NULL
 FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri
 WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 	if err != nil {
@@ -665,7 +677,7 @@ func (l *ledger) Facts(ctx context.Context, patient string) (map[string]factLedg
 		{"speech_offered_version", func(f *factLedger, v int) { f.Offered = v }},
 		{"speech_baseline", func(f *factLedger, v int) { f.Baseline = v }},
 	} {
-		rows, err := l.db.QueryContext(ctx, l.q("SELECT uri, version FROM "+t.table+" WHERE patient = ?"), patient)
+		rows, err := l.query(ctx, l.q("SELECT uri, version FROM "+t.table+" WHERE patient = ?"), patient)
 		if err != nil {
 			return nil, fmt.Errorf("speech: ledger: facts: %w", err)
 		}

@@ -212,10 +212,13 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 	if err := checkFact(patient, uri, version); err != nil {
 		return err
 	}
-	if err := p.ledger.MarkTold(ctx, patient, uri.String(), version, how); err != nil {
+	changed, err := p.ledger.markTold(ctx, patient, uri.String(), version, how)
+	if err != nil {
 		return err
 	}
-	p.ledgerChanged(ctx)
+	if changed { // a told answer he had heard already changes nothing to wake for
+		p.ledgerChanged(ctx)
+	}
 	return nil
 }
 

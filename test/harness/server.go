@@ -375,3 +375,6 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// PID is the server process's id (for CPU accounting from /proc).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
