@@ -15,6 +15,11 @@ type Announcement struct {
 	// confirmed (a failed write, a crash before the heard ledger's commit),
 	// so it is spoken again saying so (P-24).
 	Again bool
+	// HeardUnsure: Heard is the version he may have heard — offered in a
+	// response whose delivery was never confirmed — not one he heard for
+	// certain, so the retraction quotes it as "I may have told you: …",
+	// never as words he was told (P-24).
+	HeardUnsure bool
 }
 
 // Offer is something put in a response about to be written to Alexa
@@ -59,7 +64,7 @@ func (a Announcement) URI() URI { return a.Current.FactURI() }
 // ErrAssistantAudience for an assistant-only version.
 func (a Announcement) Render(now time.Time) (string, error) {
 	if a.Heard != nil {
-		return renderRetraction(*a.Heard, a.Current, now, a.Again)
+		return renderRetraction(*a.Heard, a.Current, now, a.Again, a.HeardUnsure)
 	}
 	s, err := RenderFirstHearing(a.Current, now)
 	if err != nil || !a.Again {

@@ -143,7 +143,12 @@
 //     TestServeHTTP_AReplayedRequestIsRefusedAndUsesUpNothing,
 //     TestSpeechRace_ARevisionDuringRaysTurnWithdrawsWhatTheTurnSaid,
 //     TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction,
-//     TestSpeechReplay_ACapturedSignedRequestReplayedIsRefusedAndRaysNextTurnHearsTheRetraction.
+//     TestSpeechReplay_ACapturedSignedRequestReplayedIsRefusedAndRaysNextTurnHearsTheRetraction,
+//     TestDelivery_AResponseWrittenIntoAClosedConnectionIsNotHeard,
+//     TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction,
+//     TestCard_AFactReadOnTheScreenIsWithdrawnWhenRevised,
+//     TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain,
+//     TestAnnouncement_WordsHeMayHaveHeardAreNeverQuotedAsTold.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

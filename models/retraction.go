@@ -48,10 +48,19 @@ const (
 // "Stop — your exercise count has changed. …"), and ErrUnchanged needs the
 // same sound as well as the same words.
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
-	return renderRetraction(heard, current, now, false)
+	return renderRetraction(heard, current, now, false, false)
 }
 
-func renderRetraction(heard, current Version, now time.Time, again bool) (string, error) {
+// toldYou introduces the withdrawn words: "I told you: " when he heard them
+// for certain, "I may have told you: " when they were only offered (P-24).
+func toldYou(unsure bool) string {
+	if unsure {
+		return "I may have told you: "
+	}
+	return "I told you: "
+}
+
+func renderRetraction(heard, current Version, now time.Time, again, unsure bool) (string, error) {
 	if heard.Audience != AudienceUser || current.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
@@ -59,7 +68,7 @@ func renderRetraction(heard, current Version, now time.Time, again bool) (string
 		return "", ErrDifferentFact
 	}
 	if current.Audio != nil {
-		return renderClipRetraction(heard, current, now, again) // audio.go
+		return renderClipRetraction(heard, current, now, again, unsure) // audio.go
 	}
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) {
 		return "", ErrUnchanged
@@ -68,7 +77,7 @@ func renderRetraction(heard, current Version, now time.Time, again bool) (string
 	if again {
 		stop = fmt.Sprintf("Stop — %s: your %s instruction has changed.", RedeliveryPhrase, Topic(current.Domain))
 	}
-	parts := []string{stop, fmt.Sprintf("I told you: %s", Quote(heard.Value))}
+	parts := []string{stop, toldYou(unsure) + Quote(heard.Value)}
 	age := SpokenAge(now.Sub(current.WrittenAt))
 	g := GlossSentence(current.Value)
 	if current.IsStale(now) {
@@ -118,9 +127,9 @@ func RenderRecap(a Announcement, now time.Time) (string, error) {
 	case cur.Audio != nil:
 		return fmt.Sprintf("Your %s recording changed %s.", topic, age), nil
 	case a.Heard != nil && stale:
-		s = fmt.Sprintf("%s, %s changed your %s instruction. I told you %s; it is now %s %s", capitalize(age), who, topic, Quote(a.Heard.Value), Quote(cur.Value), PastReviewSentence)
+		s = fmt.Sprintf("%s, %s changed your %s instruction. %s %s; it is now %s %s", capitalize(age), who, topic, strings.TrimSuffix(toldYou(a.HeardUnsure), ": "), Quote(a.Heard.Value), Quote(cur.Value), PastReviewSentence)
 	case a.Heard != nil:
-		s = fmt.Sprintf("Your %s instruction changed %s: I told you %s; %s changed it to %s", topic, age, Quote(a.Heard.Value), who, Quote(cur.Value))
+		s = fmt.Sprintf("Your %s instruction changed %s: %s %s; %s changed it to %s", topic, age, strings.TrimSuffix(toldYou(a.HeardUnsure), ": "), Quote(a.Heard.Value), who, Quote(cur.Value))
 	case stale:
 		s = fmt.Sprintf("%s, %s wrote a new %s instruction: %s %s", capitalize(age), who, topic, Quote(cur.Value), PastReviewSentence)
 	default:

@@ -243,6 +243,28 @@ func TestAnnouncement_AgainSaysItMayNotHaveBeenToldProperly(t *testing.T) {
 	}
 }
 
+// P-24: a retraction of words he only may have heard (offered, delivery
+// never confirmed) quotes them as such — "I may have told you: …" — never
+// as words he was told, in the retraction and in the recap.
+// Twin: words he heard for certain are "I told you: …".
+func TestAnnouncement_WordsHeMayHaveHeardAreNeverQuotedAsTold(t *testing.T) {
+	t.Parallel()
+	heard := wb(2, "Full weight-bearing, no frame needed.", "Sarah Okafor, physio", time.Hour)
+	cur := wb(3, "Partial weight-bearing with the frame.", "Sarah Okafor, physio", time.Minute)
+	unsure := Announcement{Heard: &heard, Current: cur, Again: true, HeardUnsure: true}
+	r, err := unsure.Render(demoNow)
+	if err != nil || !strings.Contains(r, "I may have told you: “Full weight-bearing") || strings.Contains(r, "I told you") {
+		t.Errorf("unsure retraction = %q, %v", r, err)
+	}
+	if rc, err := RenderRecap(unsure, demoNow); err != nil || !strings.Contains(rc, "I may have told you “Full") || strings.Contains(rc, "I told you") {
+		t.Errorf("unsure recap = %q, %v", rc, err)
+	}
+	sure := Announcement{Heard: &heard, Current: cur, Again: true}
+	if r, err := sure.Render(demoNow); err != nil || !strings.Contains(r, "I told you: “Full weight-bearing") || strings.Contains(r, "may have told") {
+		t.Errorf("retraction of words heard for certain = %q, %v", r, err)
+	}
+}
+
 // MaxSpeakableValueRunes holds: the longest frame a value is spoken in —
 // a repeated retraction, a 64-character topic, a 200-byte author label,
 // the stale words and a gloss — stays within SpeechFrameChars even when

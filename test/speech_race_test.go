@@ -185,7 +185,7 @@ func TestSpeechRace_AKillDuringTheHoldThenARevertWithdrawsTheWordsHeMayHaveHeard
 
 	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args})
 	next := askUntilConfirmed(t, s, func() harness.Request { return dev.Intent("WhatsChangedIntent", nil) }).Speech()
-	want := "Stop — as I may not have told you properly: your blood thinner instruction has changed. I told you: “" + stopRivaroxaban + "”"
+	want := "Stop — as I may not have told you properly: your blood thinner instruction has changed. I may have told you: “" + stopRivaroxaban + "”"
 	if !strings.HasPrefix(next, want) || !strings.Contains(next, "“"+old[0]+"”") {
 		t.Fatalf("after the kill the next turn = %q\nwant it to open %q and give %q", next, want, old[0])
 	}

@@ -172,7 +172,7 @@ func TestSpeechSafety_KillAfterAPlainAnswerBeforeTheLedgerCommitTheRevisionIsARe
 	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args})
 	write(t, s, "weight_bearing", revision)
 	next := askUntilConfirmed(t, s, func() harness.Request { return dev.Intent("WhatsChangedIntent", nil) }).Speech()
-	want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + old[0] + "”"
+	want := "Stop — as I may not have told you properly: your walking instruction has changed. I may have told you: “" + old[0] + "”"
 	if !strings.HasPrefix(next, want) || !strings.Contains(next, revision) {
 		t.Fatalf("after the kill and the revision the next turn = %q\nwant it to open %q and give %q", next, want, revision)
 	}

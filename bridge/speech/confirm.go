@@ -96,6 +96,11 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 			snap.Heard[u] = v
 		}
 	}
+	for i, a := range snap.Pending {
+		// A retraction from a version he only may have heard quotes it as
+		// such ("I may have told you: …", P-24).
+		snap.Pending[i].HeardUnsure = a.Heard != nil && snap.Heard[a.URI()] != a.Heard.N
+	}
 	return snap, nil
 }
 
