@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -93,28 +92,9 @@ func (s *Store) loadAudio(ctx context.Context, q queryRower, r *row, forRekey bo
 // and every ErrNotFound is Read's (P-1, P-2, P-21). A text-only version is
 // returned as Read returns it.
 func (s *Store) ReadAudio(ctx context.Context, p models.Principal, rawURI string) (ReadResult, error) {
-	u, err := parseReadable(p, rawURI)
+	r, err := s.readRow(ctx, p, rawURI)
 	if err != nil {
 		return ReadResult{}, err
-	}
-	var sr *sql.Row
-	if u.Version == 0 {
-		sr = s.readLatest.QueryRowContext(ctx, u.Patient, u.Domain)
-	} else {
-		sr = s.readN.QueryRowContext(ctx, u.Patient, u.Domain, u.Version)
-	}
-	r, err := scanRaw(sr)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ReadResult{}, ErrNotFound
-	}
-	if err != nil {
-		return ReadResult{}, fmt.Errorf("store: read: %w", err)
-	}
-	if r.v.Audience != u.Audience() || !p.CanRead(r.v.Patient, r.v.Audience) { // P-1's second check
-		return ReadResult{}, ErrNotFound
-	}
-	if r.v.Value, err = s.open(ctx, r); err != nil {
-		return ReadResult{}, s.failClosed(ctx, "read", r, err)
 	}
 	if err := s.loadAudio(ctx, s.db, &r, false); err != nil {
 		return ReadResult{}, s.failClosed(ctx, "read audio", r, err)

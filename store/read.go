@@ -98,9 +98,20 @@ func parseReadable(p models.Principal, rawURI string) (models.URI, error) {
 // ErrNotFound: the MCP server answers them as an internal error rather than
 // claiming the fact is absent.
 func (s *Store) Read(ctx context.Context, p models.Principal, rawURI string) (ReadResult, error) {
-	u, err := parseReadable(p, rawURI)
+	r, err := s.readRow(ctx, p, rawURI)
 	if err != nil {
 		return ReadResult{}, err
+	}
+	return ReadResult{Version: r.v, Latest: r.latest}, nil
+}
+
+// readRow is the read path Read and ReadAudio share: the URI's scope check
+// (parseReadable), the row, P-1's second check and the value opened — so
+// both apply the same two checks and the same not-found shape (P-1, P-2).
+func (s *Store) readRow(ctx context.Context, p models.Principal, rawURI string) (row, error) {
+	u, err := parseReadable(p, rawURI)
+	if err != nil {
+		return row{}, err
 	}
 	var sr *sql.Row
 	if u.Version == 0 {
@@ -110,20 +121,21 @@ func (s *Store) Read(ctx context.Context, p models.Principal, rawURI string) (Re
 	}
 	r, err := scanRaw(sr)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ReadResult{}, ErrNotFound
+		return row{}, ErrNotFound
 	}
 	if err != nil {
-		return ReadResult{}, fmt.Errorf("store: read: %w", err)
+		return row{}, fmt.Errorf("store: read: %w", err)
 	}
 	// P-1's second check: the stored record's own audience must be the one
-	// the URI scheme names. care:// never reaches an assistant record.
-	if r.v.Audience != u.Audience() {
-		return ReadResult{}, ErrNotFound
+	// the URI scheme names (care:// never reaches an assistant record), and
+	// the principal may read that audience of that patient.
+	if r.v.Audience != u.Audience() || !p.CanRead(r.v.Patient, r.v.Audience) {
+		return row{}, ErrNotFound
 	}
 	if r.v.Value, err = s.open(ctx, r); err != nil {
-		return ReadResult{}, s.failClosed(ctx, "read", r, err)
+		return row{}, s.failClosed(ctx, "read", r, err)
 	}
-	return ReadResult{Version: r.v, Latest: r.latest}, nil
+	return r, nil
 }
 
 // readableFilter returns the SQL condition (over facts f) and its args
