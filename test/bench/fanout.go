@@ -122,14 +122,8 @@ func (c *mcpClient) open(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// memory reads the server's heap and stack in use after a GC
+// memoryParts reads the server's heap in use and stacks in use after a GC
 // (/debug/pprof/heap?gc=1&debug=1 on the admin listener, --admin-pprof).
-func memory(ctx context.Context, admin string) (uint64, error) {
-	heap, stack, err := memoryParts(ctx, admin)
-	return heap + stack, err
-}
-
-// memoryParts is memory split into heap in use and stacks in use.
 func memoryParts(ctx context.Context, admin string) (heap, stack uint64, err error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/pprof/heap?gc=1&debug=1", nil)
 	resp, err := http.DefaultClient.Do(req)
