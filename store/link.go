@@ -145,22 +145,52 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 	}
 	defer tx.Rollback()
 
+	patient, err = s.takeLinkCode(ctx, tx, alexaUserID, code, nowMS)
+	if err != nil {
+		return "", err
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`DELETE FROM linked_users WHERE alexa_user_id = ?`, []any{alexaUserID}},
+		{`INSERT INTO linked_users (alexa_user_id, patient, api_endpoint, linked_ms) VALUES (?, ?, ?, ?)`,
+			[]any{alexaUserID, patient, apiEndpoint, nowMS}},
+	} {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q.sql), q.args...); err != nil {
+			return "", fmt.Errorf("store: redeem link code: %w", err)
+		}
+	}
+	if err := s.commit(tx); err != nil {
+		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
+	}
+	return patient, nil
+}
+
+// takeLinkCode is what every redemption of a link code shares (the
+// Echo's RedeemLinkCode and the consent page's RedeemLinkCodeForConsent),
+// in tx under writeMu: actor's block (ErrLinkBlocked), the global pause
+// (*LinkPausedError), then the code. A wrong, expired or used code is
+// counted against actor and that count committed at once, and it returns
+// ErrLinkCodeInvalid (tx is then done). A right one is used up and actor's
+// failures and block are cleared; it returns the code's patient and the
+// caller adds its own writes to tx and commits.
+func (s *Store) takeLinkCode(ctx context.Context, tx *sql.Tx, actor, code string, nowMS int64) (string, error) {
 	var until int64
-	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT until_ms FROM link_blocks WHERE alexa_user_id = ?`), alexaUserID).Scan(&until)
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT until_ms FROM link_blocks WHERE alexa_user_id = ?`), actor).Scan(&until)
 	switch {
 	case err == nil && until > nowMS:
 		return "", ErrLinkBlocked
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return "", fmt.Errorf("store: redeem link code: %w", err)
 	}
-
 	if err := s.globalPause(ctx, tx, nowMS); err != nil {
-		return "", err
+		return "", err // a *LinkPausedError: errors.Is(err, ErrLinkBlocked) too
 	}
-
+	var patient string
 	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT patient FROM link_codes WHERE code = ? AND expires_ms > ?`), code, nowMS).Scan(&patient)
 	if errors.Is(err, sql.ErrNoRows) {
-		if err := s.linkFailure(ctx, tx, alexaUserID, nowMS); err != nil {
+		if err := s.linkFailure(ctx, tx, actor, nowMS); err != nil {
 			return "", err
 		}
 		if err := s.commit(tx); err != nil {
@@ -172,22 +202,16 @@ func (s *Store) RedeemLinkCode(ctx context.Context, alexaUserID, apiEndpoint, co
 		return "", fmt.Errorf("store: redeem link code: %w", err)
 	}
 	for _, q := range []struct {
-		sql  string
-		args []any
+		sql string
+		arg string
 	}{
-		{`DELETE FROM link_codes WHERE code = ?`, []any{code}},
-		{`DELETE FROM link_attempts WHERE alexa_user_id = ?`, []any{alexaUserID}},
-		{`DELETE FROM link_blocks WHERE alexa_user_id = ?`, []any{alexaUserID}},
-		{`DELETE FROM linked_users WHERE alexa_user_id = ?`, []any{alexaUserID}},
-		{`INSERT INTO linked_users (alexa_user_id, patient, api_endpoint, linked_ms) VALUES (?, ?, ?, ?)`,
-			[]any{alexaUserID, patient, apiEndpoint, nowMS}},
+		{`DELETE FROM link_codes WHERE code = ?`, code},
+		{`DELETE FROM link_attempts WHERE alexa_user_id = ?`, actor},
+		{`DELETE FROM link_blocks WHERE alexa_user_id = ?`, actor},
 	} {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(q.sql), q.args...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q.sql), q.arg); err != nil {
 			return "", fmt.Errorf("store: redeem link code: %w", err)
 		}
-	}
-	if err := s.commit(tx); err != nil {
-		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 	}
 	return patient, nil
 }

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -18,12 +16,13 @@ import (
 // LinkGlobalMaxFailures wrong codes from every actor together (Alexa users
 // and consent pages alike) stop all redemptions while they are in the
 // window. Nothing is linked to an Alexa user. Errors: ErrLinkCodeInvalid,
-// ErrLinkBlocked, a *ValidationError for an empty or oversized actor.
+// ErrLinkBlocked, a *ValidationError for an empty or oversized actor, and,
+// as for every write, an *UnavailableError when writes cannot commit.
 func (s *Store) RedeemLinkCodeForConsent(ctx context.Context, actor, code string, now time.Time) (patient string, err error) {
+	defer func() { err = s.writeErr(err) }()
 	if actor == "" || len(actor) > 512 {
 		return "", &ValidationError{Field: "actor", Reason: "must be 1–512 bytes"}
 	}
-	nowMS := now.UnixMilli()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.beginWrite(ctx)
@@ -31,43 +30,10 @@ func (s *Store) RedeemLinkCodeForConsent(ctx context.Context, actor, code string
 		return "", err
 	}
 	defer tx.Rollback()
-
-	var until int64
-	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT until_ms FROM link_blocks WHERE alexa_user_id = ?`), actor).Scan(&until)
-	switch {
-	case err == nil && until > nowMS:
-		return "", ErrLinkBlocked
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
-		return "", fmt.Errorf("store: redeem link code: %w", err)
+	if patient, err = s.takeLinkCode(ctx, tx, actor, code, now.UnixMilli()); err != nil {
+		return "", err
 	}
-	if err := s.globalPause(ctx, tx, nowMS); err != nil {
-		return "", err // a *LinkPausedError: errors.Is(err, ErrLinkBlocked) too
-	}
-	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT patient FROM link_codes WHERE code = ? AND expires_ms > ?`), code, nowMS).Scan(&patient)
-	if errors.Is(err, sql.ErrNoRows) {
-		if err := s.linkFailure(ctx, tx, actor, nowMS); err != nil {
-			return "", err
-		}
-		if err := tx.Commit(); err != nil {
-			return "", fmt.Errorf("store: redeem link code: commit: %w", err)
-		}
-		return "", ErrLinkCodeInvalid
-	}
-	if err != nil {
-		return "", fmt.Errorf("store: redeem link code: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM link_codes WHERE code = ?`), code); err != nil {
-		return "", fmt.Errorf("store: redeem link code: %w", err)
-	}
-	for _, q := range []string{
-		`DELETE FROM link_attempts WHERE alexa_user_id = ?`,
-		`DELETE FROM link_blocks WHERE alexa_user_id = ?`,
-	} {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(q), actor); err != nil {
-			return "", fmt.Errorf("store: redeem link code: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commit(tx); err != nil {
 		return "", fmt.Errorf("store: redeem link code: commit: %w", err)
 	}
 	return patient, nil
