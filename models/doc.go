@@ -21,10 +21,11 @@
 //     TestRead_P1_SchemeMustMatchTheRecordsOwnAudience, TestList_P1_FiltersByScopeBeforeAnythingElse,
 //     TestPrincipal_P1_ReadScopeFollowsTheAudience, TestNotifications_UserSessionNeverSeesAnInternalURI.
 //   - P-2. Forbidden, absent, malformed and missing-version URIs are
-//     indistinguishable to the caller: the same JSON-RPC error -32002 and
+//     indistinguishable to the caller: the same JSON-RPC error (-32002 on
+//     MCP 2025-11-25, -32602 on 2026-07-28, whose clients accept both) and
 //     the same message shape on every channel — read, list, pagination,
-//     subscribe, both notification channels, replay after Last-Event-ID,
-//     /verify. Tests: TestRead_P2_ForbiddenAbsentMalformedAndMissingVersionAreIndistinguishable,
+//     subscribe and subscriptions/listen, both notification channels,
+//     replay after Last-Event-ID, /verify. Tests: TestRead_P2_ForbiddenAbsentMalformedAndMissingVersionAreIndistinguishable,
 //     TestErrorShapes_P2_EveryChannelAnswersTheSameGoldenShapes, TestRead_EveryFailureIsTheSameNotFound,
 //     TestSubscribe_RefusesNonCanonicalAndUnreadable, TestVerify_UnreadableURIIs404WithTheSameShapeAsAnAbsentOne.
 //   - P-3. A domain's audience never changes; a write that tries is
