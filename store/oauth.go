@@ -220,7 +220,7 @@ func nullBytes(b []byte) any {
 const oauthClientCols = `id, kind, name, secret_hash, redirect_uris, grant_types, approved_scopes, approved_by, approved_ms,
 	metadata, created_ms, fetched_ms, disabled_ms`
 
-func scanOAuthClient(sc interface{ Scan(...any) error }) (OAuthClient, error) {
+func scanOAuthClient(sc scanner) (OAuthClient, error) {
 	var c OAuthClient
 	var redirects, grants, approved, meta string
 	var approvedMS, createdMS, fetchedMS, disabledMS int64
@@ -245,32 +245,50 @@ func scanOAuthClient(sc interface{ Scan(...any) error }) (OAuthClient, error) {
 // OAuthClient returns the client with id (disabled ones too: check
 // Disabled), or ErrOAuthNotFound.
 func (s *Store) OAuthClient(ctx context.Context, id string) (OAuthClient, error) {
-	c, err := scanOAuthClient(s.db.QueryRowContext(ctx, s.d.rebind(`SELECT `+oauthClientCols+` FROM oauth_clients WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return OAuthClient{}, ErrOAuthNotFound
-	}
-	if err != nil {
-		return OAuthClient{}, fmt.Errorf("store: oauth client: %w", err)
-	}
-	return c, nil
+	return oauthOne(ctx, s, "oauth client", scanOAuthClient, `SELECT `+oauthClientCols+` FROM oauth_clients WHERE id = ?`, id)
 }
 
 // OAuthClients returns every client, by creation time then id.
 func (s *Store) OAuthClients(ctx context.Context) ([]OAuthClient, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+oauthClientCols+` FROM oauth_clients ORDER BY created_ms, id`)
+	return oauthAll(ctx, s, "oauth clients", scanOAuthClient, `SELECT `+oauthClientCols+` FROM oauth_clients ORDER BY created_ms, id`)
+}
+
+// oauthOne runs the one-row query q (its "?" rebound for the dialect) and
+// scans the row with scan; no row is ErrOAuthNotFound, other errors are
+// wrapped naming what.
+func oauthOne[T any](ctx context.Context, s *Store, what string, scan func(scanner) (T, error), q string, args ...any) (T, error) {
+	v, err := scan(s.db.QueryRowContext(ctx, s.d.rebind(q), args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		var zero T
+		return zero, ErrOAuthNotFound
+	}
 	if err != nil {
-		return nil, fmt.Errorf("store: oauth clients: %w", err)
+		var zero T
+		return zero, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// oauthAll runs q (its "?" rebound for the dialect) and scans every row
+// with scan, in the query's order; errors are wrapped naming what.
+func oauthAll[T any](ctx context.Context, s *Store, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []OAuthClient
+	var out []T
 	for rows.Next() {
-		c, err := scanOAuthClient(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: oauth clients: %w", err)
+			return nil, fmt.Errorf("store: %s: %w", what, err)
 		}
-		out = append(out, c)
+		out = append(out, v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return out, nil
 }
 
 // ApproveOAuthClient records that a clinician (by) approved scopes for the
@@ -360,7 +378,7 @@ func (s *Store) EnsureOAuthGrant(ctx context.Context, g OAuthGrant) (OAuthGrant,
 
 const oauthGrantCols = `id, client_id, kind, subject, patient, scopes, resource, consent, created_ms, revoked_ms, revoked_by`
 
-func scanOAuthGrant(sc interface{ Scan(...any) error }) (OAuthGrant, error) {
+func scanOAuthGrant(sc scanner) (OAuthGrant, error) {
 	var g OAuthGrant
 	var scopes string
 	var createdMS, revokedMS int64
@@ -375,14 +393,7 @@ func scanOAuthGrant(sc interface{ Scan(...any) error }) (OAuthGrant, error) {
 
 // OAuthGrant returns the grant with id (revoked ones too), or ErrOAuthNotFound.
 func (s *Store) OAuthGrant(ctx context.Context, id string) (OAuthGrant, error) {
-	g, err := scanOAuthGrant(s.db.QueryRowContext(ctx, s.d.rebind(`SELECT `+oauthGrantCols+` FROM oauth_grants WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return OAuthGrant{}, ErrOAuthNotFound
-	}
-	if err != nil {
-		return OAuthGrant{}, fmt.Errorf("store: oauth grant: %w", err)
-	}
-	return g, nil
+	return oauthOne(ctx, s, "oauth grant", scanOAuthGrant, `SELECT `+oauthGrantCols+` FROM oauth_grants WHERE id = ?`, id)
 }
 
 // OAuthGrantRevoked is the resource server's per-request check: nil while
@@ -425,20 +436,7 @@ func (s *Store) OAuthGrants(ctx context.Context, f OAuthGrantFilter) ([]OAuthGra
 	if f.ActiveOnly {
 		q += ` AND revoked_ms = 0`
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(q+` ORDER BY created_ms DESC, id`), args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: oauth grants: %w", err)
-	}
-	defer rows.Close()
-	var out []OAuthGrant
-	for rows.Next() {
-		g, err := scanOAuthGrant(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: oauth grants: %w", err)
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return oauthAll(ctx, s, "oauth grants", scanOAuthGrant, q+` ORDER BY created_ms DESC, id`, args...)
 }
 
 // GrantedPatients returns every patient with an active authorization-code
