@@ -199,8 +199,8 @@ func TestLongValue_AtTheLimitSpokenWholeAcrossMoreWithoutBlockingALaterRetractio
 
 	first, raw := r.turn(reqOpts{Session: "sL"})
 	s := plain(first)
-	if runes(ssml(first)) > MaxSSMLChars {
-		t.Fatalf("response of %d characters", runes(ssml(first)))
+	if speechLen(ssml(first)) > MaxSSMLChars {
+		t.Fatalf("response of %d characters", speechLen(ssml(first)))
 	}
 	if !strings.HasPrefix(s, "Stop — your blood thinner instruction has changed.") || !strings.Contains(s, "“Stop the rivaroxaban today.”") {
 		t.Fatalf("the short retraction is not spoken first: %.200q", s)
@@ -220,8 +220,8 @@ func TestLongValue_AtTheLimitSpokenWholeAcrossMoreWithoutBlockingALaterRetractio
 	for i := 0; i < 5; i++ {
 		out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "sL"})
 		part := plain(out)
-		if runes(ssml(out)) > MaxSSMLChars {
-			t.Fatalf("part of %d characters", runes(ssml(out)))
+		if speechLen(ssml(out)) > MaxSSMLChars {
+			t.Fatalf("part of %d characters", speechLen(ssml(out)))
 		}
 		if strings.Contains(part, "Stop —") {
 			t.Fatalf("more restarted an announcement: %.120q", part)

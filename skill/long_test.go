@@ -33,7 +33,7 @@ func sayAll(t *testing.T, value, author string) []string {
 	var parts []string
 	out, _ := r.turn(reqOpts{Session: "sLong"})
 	for i := 0; ; i++ {
-		if n := runes(ssml(out)); n > MaxSSMLChars {
+		if n := speechLen(ssml(out)); n > MaxSSMLChars {
 			t.Fatalf("part %d of %d characters", i, n)
 		}
 		p := plain(out)
@@ -64,7 +64,7 @@ func TestLongValue_EveryPartCarriesTheValuesWordsAndNoPartIsWasted(t *testing.T)
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			parts := sayAll(t, tt.value, tt.author)
-			escaped := runes(EscapeSSML(tt.value)) + runes(EscapeSSML(tt.author)) + 200 // the frame
+			escaped := speechLen(EscapeSSML(tt.value)) + speechLen(EscapeSSML(tt.author)) + 200 // the frame
 			if most := escaped/cutBudget(MaxSSMLChars) + 1; len(parts) > most {
 				t.Errorf("%d parts, want at most %d for %d escaped characters", len(parts), most, escaped)
 			}

@@ -17,7 +17,7 @@ import (
 // Speech limits.
 const (
 	// MaxSSMLChars caps outputSpeech.ssml, tags included (8,000 characters,
-	// models.MaxSpeechChars).
+	// models.MaxSpeechChars), measured by speechLen (UTF-16 code units).
 	MaxSSMLChars = models.MaxSpeechChars
 	// MoreCue ends a cut answer; "more" speaks the rest.
 	MoreCue = "Say more to continue."
@@ -198,12 +198,12 @@ func renderSSML(segs []segment, closing string) string {
 	return b.String()
 }
 
-// runes is the length of s against Alexa's 8,000-character limit on
+// speechLen is the length of s against Alexa's 8,000-character limit on
 // outputSpeech, counted in UTF-16 code units: a character outside the
 // Basic Multilingual Plane (an emoji, many CJK ideographs) counts twice,
 // the larger of the two ways the limit may be counted, so a response
 // within it is within either.
-func runes(s string) int {
+func speechLen(s string) int {
 	n := 0
 	for _, r := range s {
 		n += utf16.RuneLen(r)
@@ -216,21 +216,21 @@ func runes(s string) int {
 func cost(s segment) int {
 	c := 0
 	if s.Audio != "" {
-		c = runes(audioTag(s.Audio))
+		c = speechLen(audioTag(s.Audio))
 	}
 	t := strings.TrimSpace(s.Text)
 	if t == "" {
 		return c
 	}
-	c += runes(EscapeSSML(t)) + 1
+	c += speechLen(EscapeSSML(t)) + 1
 	if s.Pause {
-		c += runes(pause)
+		c += speechLen(pause)
 	}
 	return c
 }
 
 // cutBudget is what a response cut for "more" has for its segments.
-func cutBudget(max int) int { return max - runes(renderSSML(nil, MoreCue)) - 1 }
+func cutBudget(max int) int { return max - speechLen(renderSSML(nil, MoreCue)) - 1 }
 
 // ahead orders a turn's speech when it does not fit in one response, so
 // that no announcement blocks the ones queued behind it (P-24): after the
@@ -240,7 +240,7 @@ func cutBudget(max int) int { return max - runes(renderSSML(nil, MoreCue)) - 1 }
 func ahead(prefix, anns, answer []segment, closing string, max int) []segment {
 	all := make([]segment, 0, len(prefix)+len(anns)+len(answer))
 	all = append(append(append(all, prefix...), anns...), answer...)
-	if runes(renderSSML(all, closing)) <= max {
+	if speechLen(renderSSML(all, closing)) <= max {
 		return all
 	}
 	budget, used := cutBudget(max), 0
@@ -267,10 +267,10 @@ func ahead(prefix, anns, answer []segment, closing string, max int) []segment {
 // marks on the remainder (it was not heard in full), and the cut falls at
 // the last sentence boundary that fits (else the last space, else a rune).
 func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment) {
-	if runes(renderSSML(segs, closing)) <= max {
+	if speechLen(renderSSML(segs, closing)) <= max {
 		return segs, nil
 	}
-	budget := max - runes(renderSSML(nil, MoreCue)) - 1 // the joining space
+	budget := max - speechLen(renderSSML(nil, MoreCue)) - 1 // the joining space
 	used := 0
 	for i, s := range segs {
 		t := strings.TrimSpace(s.Text)
@@ -297,7 +297,7 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 	return spoken, nil
 }
 
-// cutText splits text so that the escaped head has at most max runes, at
+// cutText splits text so that the escaped head is at most max long (speechLen), at
 // the last sentence boundary that fits, else the last space, else a rune —
 // and so that each side carries words of the value (P-24): when text
 // quotes a value (“…”), the head takes at least the opening quote and one
@@ -309,9 +309,9 @@ func cutText(text string, max int) (head, tail string) {
 		return "", text
 	}
 	rs := []rune(text)
-	fit, n := 0, 0 // fit: how many runes of text fit escaped in max
+	fit, n := 0, 0 // fit: how many runes of text fit escaped in max (n: their speechLen)
 	for fit < len(rs) {
-		c := runes(EscapeSSML(string(rs[fit])))
+		c := speechLen(EscapeSSML(string(rs[fit])))
 		if n+c > max {
 			break
 		}

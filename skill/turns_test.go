@@ -398,7 +398,7 @@ func TestLongAnswer_CutAtSentenceAndRestHeardOnlyWithMore(t *testing.T) {
 	r.care.facts["ray"][0].Value = long // weight_bearing
 	out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "sL"})
 	s := ssml(out)
-	if n := runes(s); n > MaxSSMLChars {
+	if n := speechLen(s); n > MaxSSMLChars {
 		t.Fatalf("speech of %d chars, over %d", n, MaxSSMLChars)
 	}
 	if !strings.HasSuffix(s, "carefully. "+MoreCue+"</speak>") {
