@@ -146,19 +146,23 @@ func (s *Server) listEntries(ctx context.Context, p models.Principal) ([]*mcp.Re
 		return nil, err
 	}
 	out := make([]*mcp.Resource, 0, len(facts)+1)
+	now := s.now()
 	for _, f := range facts {
 		// Defence in depth: the store filtered already (P-1).
 		if !p.CanRead(f.Current.Patient, f.Current.Audience) {
 			continue
 		}
-		out = append(out, factResource(f))
+		out = append(out, factResource(f, now))
 	}
 	out = append(out, echoResource())
 	slices.SortFunc(out, func(a, b *mcp.Resource) int { return strings.Compare(a.URI, b.URI) })
 	return out, nil
 }
 
-func factResource(f models.Fact) *mcp.Resource {
+// factResource is f's list entry at the server clock now. Its _meta
+// (models.ListMeta) names the current version, its hash and its staleness,
+// so a client holding that version confirms it without reading it again.
+func factResource(f models.Fact, now time.Time) *mcp.Resource {
 	v := f.Current
 	roles := []mcp.Role{"user", "assistant"}
 	desc := fmt.Sprintf("%s's %s instruction, version %d, from %s. Speakable.", v.Patient, models.Topic(v.Domain), v.N, v.AuthorLabel)
@@ -184,6 +188,7 @@ func factResource(f models.Fact) *mcp.Resource {
 			LastModified: v.WrittenAt.UTC().Format(time.RFC3339),
 			Priority:     v.Priority,
 		},
+		Meta: models.NewListMeta(v, now).Map(),
 	}
 }
 

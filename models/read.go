@@ -142,6 +142,51 @@ func ParseReadMeta(meta map[string]any) (ReadMeta, error) {
 	return m, nil
 }
 
+// ListMeta is the _meta of a care fact's resources/list entry: the version
+// current when the list was served, its chain hash, and whether it was past
+// its review date at the server clock then (P-7). Versions are immutable
+// and named by their hash (P-5), so a client already holding that version
+// with that hash holds the current words without reading them again, and
+// learns their staleness from Stale (P-24: the speech principal's
+// confirmation round at speak time). Same keys as ReadMeta.
+type ListMeta struct {
+	Version     int
+	VersionHash string
+	Stale       bool
+}
+
+// NewListMeta describes v, a fact's latest version, listed at the server
+// clock now.
+func NewListMeta(v Version, now time.Time) ListMeta {
+	return ListMeta{Version: v.N, VersionHash: v.Hash, Stale: v.IsStale(now)}
+}
+
+// Map returns the list entry's _meta object: unsay/version,
+// unsay/versionHash and unsay/stale.
+func (m ListMeta) Map() map[string]any {
+	return map[string]any{MetaVersion: m.Version, MetaVersionHash: m.VersionHash, MetaStale: m.Stale}
+}
+
+// ParseListMeta decodes a _meta object written by ListMeta.Map, after a
+// JSON round trip or not. It refuses, wrapping ErrReadFormat, a missing
+// key, a version < 1 or not an integer, an empty hash, or a key of the
+// wrong type — the entry of a server that does not describe its versions,
+// whose facts the client then reads.
+func ParseListMeta(meta map[string]any) (ListMeta, error) {
+	var m ListMeta
+	var ok bool
+	if m.Version, ok = metaInt(meta[MetaVersion]); !ok || m.Version < 1 {
+		return ListMeta{}, fmt.Errorf("%w: %s missing or not a version", ErrReadFormat, MetaVersion)
+	}
+	if m.VersionHash, ok = meta[MetaVersionHash].(string); !ok || m.VersionHash == "" {
+		return ListMeta{}, fmt.Errorf("%w: %s missing or not a hash", ErrReadFormat, MetaVersionHash)
+	}
+	if m.Stale, ok = meta[MetaStale].(bool); !ok {
+		return ListMeta{}, fmt.Errorf("%w: %s missing or not a bool", ErrReadFormat, MetaStale)
+	}
+	return m, nil
+}
+
 // metaInt reads an integer-valued key: a Go int, or a JSON number decoded
 // as float64 with no fraction.
 func metaInt(v any) (int, bool) {

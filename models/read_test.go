@@ -259,3 +259,42 @@ func ExampleDecodeRead() {
 	// Rivaroxaban 10 mg once daily.
 	// "Rivaroxaban 10 mg once daily." stale=true
 }
+
+// A list entry's _meta round-trips through JSON to the version, hash and
+// staleness at the list's time (fresh and past its review date), and
+// what is not that shape is refused — so a client confirms a version from
+// a list only when the server described it.
+func TestListMeta_RoundTripsAndRefusesWhatIsNotTheContract(t *testing.T) {
+	t.Parallel()
+	for _, stale := range []bool{false, true} {
+		staleAfter := demoNow.Add(time.Hour)
+		if stale {
+			staleAfter = demoNow.Add(-time.Minute)
+		}
+		v := readVersion(3, "x", staleAfter)
+		got, err := ParseListMeta(jsonRoundTrip(t, NewListMeta(v, demoNow).Map()))
+		if err != nil {
+			t.Fatalf("stale=%v: %v", stale, err)
+		}
+		if want := (ListMeta{Version: 3, VersionHash: v.Hash, Stale: stale}); got != want {
+			t.Fatalf("stale=%v: ParseListMeta = %+v, want %+v", stale, got, want)
+		}
+	}
+	good := func() map[string]any {
+		return jsonRoundTrip(t, NewListMeta(readVersion(2, "x", time.Time{}), demoNow).Map())
+	}
+	for name, edit := range map[string]func(map[string]any){
+		"no meta at all":     func(m map[string]any) { clear(m) },
+		"no version":         func(m map[string]any) { delete(m, MetaVersion) },
+		"fractional version": func(m map[string]any) { m[MetaVersion] = 2.5 },
+		"empty hash":         func(m map[string]any) { m[MetaVersionHash] = "" },
+		"no stale":           func(m map[string]any) { delete(m, MetaStale) },
+		"stale as a string":  func(m map[string]any) { m[MetaStale] = "true" },
+	} {
+		m := good()
+		edit(m)
+		if _, err := ParseListMeta(m); !errors.Is(err, ErrReadFormat) {
+			t.Errorf("%s: ParseListMeta = %v, want ErrReadFormat", name, err)
+		}
+	}
+}

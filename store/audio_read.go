@@ -58,7 +58,7 @@ func (s *Store) openAudio(ctx context.Context, r row, stored []byte, forRekey bo
 // storedAudio reads the audio column of row r through q.
 func (s *Store) storedAudio(ctx context.Context, q queryRower, r row) ([]byte, error) {
 	var b []byte
-	if err := q.QueryRowContext(ctx, s.d.rebind(`SELECT audio FROM versions WHERE seq = ?`), r.seq).Scan(&b); err != nil {
+	if err := s.queryRowPrepared(ctx, q, s.d.rebind(`SELECT audio FROM versions WHERE seq = ?`), r.seq).Scan(&b); err != nil {
 		return nil, fmt.Errorf("store: read audio: %w", err)
 	}
 	return b, nil

@@ -176,7 +176,9 @@ func (s *Store) List(ctx context.Context, p models.Principal) ([]models.Fact, er
 	if !ok {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
+	// Prepared once per filter shape (how many patients p is bound to):
+	// every resources/list page runs it.
+	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
 		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest WHERE `+cond), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list: %w", err)

@@ -403,6 +403,10 @@ func (a *App) seed(ctx context.Context) error {
 	return nil
 }
 
+// speechIdleConns is how many idle connections the speech principal keeps
+// to its MCP server.
+const speechIdleConns = 32
+
 // buildSpeech creates the speech principal: an MCP client of this server
 // (or SpeechMCPURL) holding a token with care.read.user and nothing else,
 // bound to the followed patients (P-18).
@@ -413,7 +417,12 @@ func (a *App) buildSpeech(ctx context.Context) error {
 	}
 	db, dialect := a.Store.DB()
 	mcpURL := a.cfg.SpeechMCPURL
-	hc := &http.Client{}
+	// One round of a turn's confirmation sends its reads at once: keep a
+	// connection for each idle between rounds instead of dialling anew
+	// (net/http keeps 2 per host by default).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = speechIdleConns
+	hc := &http.Client{Transport: tr}
 	if mcpURL == "" {
 		// Over loopback to a listener of its own (so the public listener's
 		// connection cap never keeps it out), presenting the public host so
@@ -423,7 +432,7 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 		mcpURL = "http://" + a.speechLn.Addr().String() + "/mcp"
 		if pu, err := url.Parse(a.publicURL); err == nil {
-			hc.Transport = hostRewriter{host: pu.Host, next: http.DefaultTransport}
+			hc.Transport = hostRewriter{host: pu.Host, next: tr}
 		}
 	}
 	sc := speech.Config{

@@ -68,7 +68,7 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	}
 	p.do(func(st *state) { st.confirmFailing = false })
 
-	facts, rows, err = p.reconcileTurn(ctx, up, patient, facts, rows)
+	facts, rows, lf, err := p.reconcileTurn(ctx, up, patient, facts, rows)
 	if err != nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
@@ -86,14 +86,10 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	if err != nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
-	heardOf, err := p.ledger.heardOf(ctx, patient)
-	if err != nil {
-		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
-	}
 	snap := models.Snapshot{Facts: facts, Pending: anns, Heard: map[models.URI]int{}}
-	for uri, v := range heardOf {
-		if u, err := models.ParseURI(uri); err == nil {
-			snap.Heard[u] = v
+	for uri, f := range lf {
+		if u, err := models.ParseURI(uri); err == nil && f.Heard > 0 {
+			snap.Heard[u] = f.Heard
 		}
 	}
 	for i, a := range snap.Pending {
@@ -116,13 +112,15 @@ const reconcileRounds = 3
 // version of than the turn's read (the principal read it meanwhile: a
 // pending announcement, or a heard or offered version beyond it) is read
 // again, so what is said is the newest confirmed — never words the ledger
-// has already settled past. It returns the facts and the pending rows to speak from, or an
+// has already settled past. It returns the facts and the pending rows to
+// speak from, with what the ledger holds of each fact as last read (after
+// this turn's reconciling: Heard is what he heard for certain), or an
 // error when they cannot be brought to agree.
-func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, error) {
+func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, map[string]factLedger, error) {
 	for round := 0; ; round++ {
 		lf, err := p.ledger.Facts(ctx, patient)
 		if err != nil {
-			return facts, rows, err
+			return facts, rows, nil, err
 		}
 		pendingTo := map[string]int{}
 		for _, r := range rows {
@@ -140,29 +138,29 @@ func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient stri
 				// decided before: heard, pending, or his starting point
 			default:
 				if err := p.reconcile(ctx, up, v); err != nil {
-					return facts, rows, err
+					return facts, rows, nil, err
 				}
 				moved = true
 			}
 		}
 		if moved {
 			if rows, err = p.ledger.Pending(ctx, patient); err != nil {
-				return facts, rows, err
+				return facts, rows, nil, err
 			}
 		}
 		if len(ahead) == 0 && !moved {
-			return facts, rows, nil
+			return facts, rows, lf, nil
 		}
 		if round+1 >= reconcileRounds {
 			if len(ahead) == 0 {
-				return facts, rows, nil
+				return facts, rows, lf, nil // reconciling queues announcements; what he heard is as lf read it
 			}
-			return facts, rows, fmt.Errorf("%w: %s is being revised", errNotCurrent, facts[ahead[0]].FactURI())
+			return facts, rows, nil, fmt.Errorf("%w: %s is being revised", errNotCurrent, facts[ahead[0]].FactURI())
 		}
 		for _, i := range ahead {
 			v, err := p.readAt(ctx, up, facts[i].FactURI(), true)
 			if err != nil {
-				return facts, rows, err
+				return facts, rows, nil, err
 			}
 			facts[i] = v
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/unsay/unsay/models"
 )
@@ -83,64 +84,76 @@ func (p *Principal) runRound(patient string, r *confirmRound) {
 	}
 }
 
-// readRound is one round: with the connection and the facts of patient
-// the principal knows when it begins, it reads each one's current version
-// and the list of resources concurrently, then reads the facts the list
-// names that are not yet known.
+// readRound is one round: it lists the resources over the current
+// connection, then confirms each of patient's facts the list names. A fact
+// the principal holds at the version and hash the list describes
+// (models.ListMeta) is confirmed by the list itself — a version never
+// changes once written (P-5) — with the list's judgement of its review
+// date (P-7, P-24); every other fact (a newer version, a new fact, an entry
+// a server does not describe, an audio fact whose signed URL is near its
+// end) is read afresh, concurrently. A fact the list no longer names is
+// left out, as a read the server refuses would be.
 func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConfirmTimeout)
 	defer cancel()
 	var up upstream
-	var known []models.Version
+	held := map[string]models.Version{}
 	p.do(func(st *state) {
 		if st.connected {
 			up = st.up
 		}
-		known = st.factsOf(patient)
+		for _, v := range st.factsOf(patient) {
+			held[v.FactURI().String()] = v
+		}
 	})
 	if up == nil {
 		return nil, ErrNotConnected
 	}
-	targets := make([]models.URI, 0, len(known))
-	isKnown := make(map[string]bool, len(known))
-	for _, v := range known {
-		targets = append(targets, v.FactURI())
-		isKnown[v.FactURI().String()] = true
-	}
-	type listed struct {
-		uris []string
-		err  error
-	}
-	lists := make(chan listed, 1)
-	go func() {
-		uris, err := up.List(ctx)
-		lists <- listed{uris, err}
-	}()
-	facts, err := p.readAll(ctx, up, targets)
-	l := <-lists
+	listed, err := up.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if l.err != nil {
-		return nil, l.err
-	}
-	var fresh []models.URI
-	for _, s := range l.uris {
-		u, err := models.ParseURI(s)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || isKnown[s] {
+	now := p.cfg.Clock()
+	var facts []models.Version
+	var toRead []models.URI
+	newFact := false
+	for _, r := range listed {
+		u, err := models.ParseURI(r.URI)
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient {
 			continue
 		}
-		fresh = append(fresh, u)
+		v, ok := held[r.URI]
+		if !ok {
+			newFact = true
+		} else if m, err := models.ParseListMeta(r.Meta); err == nil && m.Version == v.N && m.VersionHash == v.Hash && audioURLLasts(v, now) {
+			v.ServedStale = m.Stale
+			facts = append(facts, v)
+			continue
+		}
+		toRead = append(toRead, u)
 	}
-	if len(fresh) > 0 {
-		more, err := p.readAll(ctx, up, fresh)
+	if len(toRead) > 0 {
+		more, err := p.readAll(ctx, up, toRead)
 		if err != nil {
 			return nil, err
 		}
 		facts = append(facts, more...)
+	}
+	if newFact {
 		// The worker watches them too (list_changed may be on its way).
 		p.do(func(st *state) { st.work.relist = true })
 	}
 	sortByURI(facts)
 	return facts, nil
+}
+
+// audioURLMargin is how long, at least, the signed URL of an audio fact
+// confirmed from a list must still be served (models.Audio.URLExpires):
+// Alexa fetches it while it plays the response, seconds after the turn.
+const audioURLMargin = time.Minute
+
+// audioURLLasts reports whether v carries no signed audio URL, or one
+// served for at least audioURLMargin after now.
+func audioURLLasts(v models.Version, now time.Time) bool {
+	return v.Audio == nil || v.Audio.URL == "" || v.Audio.URLExpires.Sub(now) >= audioURLMargin
 }

@@ -2,6 +2,7 @@ package speech
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,13 @@ import (
 func readsSoFar(f *fakeCare) int {
 	reads, _ := f.recorded()
 	return len(reads)
+}
+
+// listsSoFar counts the whole lists the fake has begun serving.
+func listsSoFar(f *fakeCare) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
 }
 
 // P-24 with shared rounds: a turn that asks while a round of reads is
@@ -31,10 +39,10 @@ func TestTurn_ARoundUnderWayWhenATurnAsksDoesNotConfirmIt(t *testing.T) {
 
 	hold := make(chan struct{})
 	f.readHold.Store(&hold)
-	before := readsSoFar(f)
+	before := listsSoFar(f)
 	first := make(chan error, 1)
 	go func() { _, err := p.Turn(context.Background(), "ray"); first <- err }()
-	eventually(t, "the first turn's round has read every fact", func() bool { return readsSoFar(f) >= before+4 })
+	eventually(t, "the first turn's round has begun listing the facts", func() bool { return listsSoFar(f) >= before+1 })
 	f.publishSilently(wb, "Full weight-bearing as tolerated.") // v2; nobody is told
 	type answer struct {
 		s   models.Snapshot
@@ -65,39 +73,147 @@ func TestTurn_ARoundUnderWayWhenATurnAsksDoesNotConfirmIt(t *testing.T) {
 }
 
 // Turns that ask at the same moment share rounds: twenty concurrent turns
-// cost a few rounds of four reads, not twenty, and every one of them is
-// answered with the four facts confirmed.
+// cost a few rounds, not twenty, and every one of them is answered with the
+// four facts confirmed — whether a round confirms from the list's
+// description of each version (the bridge: one list, no reads) or by
+// reading every fact (a server that does not describe them).
 func TestTurn_ConcurrentTurnsShareRoundsOfReads(t *testing.T) {
+	for _, described := range []bool{true, false} {
+		t.Run(map[bool]string{true: "described list", false: "undescribed list"}[described], func(t *testing.T) {
+			f := newFakeCare(t)
+			f.undescribedList.Store(!described)
+			seedRay(f)
+			p := startPrincipal(t, f, tempDBPath(t), "ray")
+			waitConnected(t, p)
+			hearAll(t, p, "ray")
+			f.readDelay.Store(int64(100 * time.Millisecond))
+			reads0, lists0 := readsSoFar(f), listsSoFar(f)
+			const turns = 20
+			var wg sync.WaitGroup
+			errs := make(chan error, turns)
+			for range turns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s, err := p.Turn(context.Background(), "ray")
+					if err == nil && len(s.Facts) != 4 {
+						t.Errorf("a turn was confirmed %d facts, want 4", len(s.Facts))
+					}
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			reads, rounds := readsSoFar(f)-reads0, listsSoFar(f)-lists0
+			if rounds > 3 || rounds < 1 {
+				t.Fatalf("%d concurrent turns made %d rounds; want them to share at most three", turns, rounds)
+			}
+			if want := map[bool]int{true: 0, false: 4 * rounds}[described]; reads != want {
+				t.Fatalf("%d rounds made %d reads; want %d", rounds, reads, want)
+			}
+		})
+	}
+}
+
+// readsOf counts the fake's reads of uri (any version).
+func readsOf(f *fakeCare, uri string) int {
+	reads, _ := f.recorded()
+	n := 0
+	for _, r := range reads {
+		if r == uri || strings.HasPrefix(r, uri+"/v") {
+			n++
+		}
+	}
+	return n
+}
+
+// P-24 from a described list: a fact held at the listed version and hash is
+// confirmed without a read, and carries the list's judgement of its review
+// date at speak time — a review date that passes between two turns is said
+// in the second, and one that has not passed is not.
+func TestTurn_AListedVersionHeldIsConfirmedWithTheListsStaleness(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
 	p := startPrincipal(t, f, tempDBPath(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
-	f.readDelay.Store(int64(100 * time.Millisecond))
-	before := readsSoFar(f)
-	const turns = 20
-	var wg sync.WaitGroup
-	errs := make(chan error, turns)
-	for range turns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := p.Turn(context.Background(), "ray")
-			if err == nil && len(s.Facts) != 4 {
-				t.Errorf("a turn was confirmed %d facts, want 4", len(s.Facts))
-			}
-			errs <- err
-		}()
+	now := time.Now()
+	if v, _ := factOf(turnOf(t, p, "ray"), "weight_bearing"); v.IsStale(now) {
+		t.Fatalf("walking stale before its review date: %+v", v)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	before := readsOf(f, wb)
+	f.setStale(wb, true)
+	s := turnOf(t, p, "ray")
+	if v, ok := factOf(s, "weight_bearing"); !ok || !v.IsStale(now) || v.N != 1 {
+		t.Fatalf("walking after its review date passed = %+v, want v1 stale", v)
+	}
+	if c, _ := factOf(s, "contact"); c.IsStale(now) {
+		t.Fatalf("contact stale too: %+v", c)
+	}
+	if n := readsOf(f, wb) - before; n != 0 {
+		t.Fatalf("walking read %d times to confirm a version held; want 0 (the list describes it)", n)
+	}
+}
+
+// The twin: a list entry that describes another version — or the same
+// version number with other words (another hash: a server restored from
+// elsewhere) — is not confirmation; the fact is read afresh, and what is
+// confirmed is what the read served.
+func TestTurn_AListedVersionNotHeldIsReadAfresh(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+
+	before := readsOf(f, wb)
+	f.mu.Lock()
+	f.facts[wb][0].value = "Non-weight-bearing for six weeks." // v1, other words
+	f.mu.Unlock()
+	if v, _ := factOf(turnOf(t, p, "ray"), "weight_bearing"); v.Value != "Non-weight-bearing for six weeks." {
+		t.Fatalf("walking confirmed as %q, want the words the server serves now", v.Value)
+	}
+	if readsOf(f, wb) == before {
+		t.Fatal("a version whose hash changed was confirmed without a read")
+	}
+
+	f.publishSilently(wb, "Full weight-bearing as tolerated.") // v2; nobody is told
+	s := turnOf(t, p, "ray")
+	if v, _ := factOf(s, "weight_bearing"); v.N != 2 {
+		t.Fatalf("walking confirmed at v%d, want v2", v.N)
+	}
+	if len(s.Pending) != 1 || s.Pending[0].Current.N != 2 {
+		t.Fatalf("pending = %+v, want the announcement of v2", s.Pending)
+	}
+}
+
+// An audio fact confirmed from a list keeps a signed URL Alexa can still
+// fetch: one that ends within audioURLMargin is read afresh instead.
+func TestAudioURLLasts(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clip := func(url string, expires time.Time) models.Version {
+		return models.Version{Audio: &models.Audio{URL: url, URLExpires: expires}}
+	}
+	tests := []struct {
+		name string
+		v    models.Version
+		want bool
+	}{
+		{"no audio", models.Version{}, true},
+		{"audio without a URL (not Alexa-playable over http)", clip("", time.Time{}), true},
+		{"URL served for five more minutes", clip("https://x/audio/t", now.Add(5*time.Minute)), true},
+		{"URL served for exactly the margin", clip("https://x/audio/t", now.Add(audioURLMargin)), true},
+		{"URL ending in 30 s", clip("https://x/audio/t", now.Add(30*time.Second)), false},
+		{"URL already ended", clip("https://x/audio/t", now.Add(-time.Second)), false},
+	}
+	for _, tt := range tests {
+		if got := audioURLLasts(tt.v, now); got != tt.want {
+			t.Errorf("%s: audioURLLasts = %v, want %v", tt.name, got, tt.want)
 		}
-	}
-	reads := readsSoFar(f) - before
-	if reads > 3*4 || reads < 4 {
-		t.Fatalf("%d concurrent turns made %d reads; want them to share at most three rounds of 4", turns, reads)
 	}
 }

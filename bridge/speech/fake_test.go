@@ -2,6 +2,7 @@ package speech
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
@@ -38,10 +39,15 @@ type fakeCare struct {
 	keepAlive    time.Duration // the principal's Config.KeepAlive; -1 (off) unless a test sets it
 	listenIdle   time.Duration // the principal's Config.ListenIdle; 0 (the default) unless a test sets it
 	unauthorized atomic.Int64
-	readDelay    atomic.Int64 // nanoseconds each resources/read waits first (a slow or frozen server)
-	readFail     atomic.Bool  // resources/read answers an internal error (a broken server)
-	// readHold, when set, holds every resources/read after its answer is
-	// decided (and recorded) until the channel is closed: a read in flight.
+	readDelay    atomic.Int64 // nanoseconds each resources/read and list page waits first (a slow or frozen server)
+	readFail     atomic.Bool  // resources/read and list answer an internal error (a broken server)
+	// undescribedList: resources/list entries carry no models.ListMeta (a
+	// server that does not describe its versions; the principal reads
+	// every fact to confirm it).
+	undescribedList atomic.Bool
+	// readHold, when set, holds every resources/read and list page after
+	// its answer is decided (and recorded) until the channel is closed: a
+	// request in flight.
 	readHold atomic.Pointer[chan struct{}]
 
 	// dual makes the fake serve 2026-07-28 too, statelessly, as the real
@@ -58,6 +64,7 @@ type fakeCare struct {
 	audience   map[string]models.Audience
 	extra      []string // listed non-care resources (ui://unsay/echo)
 	reads      []string
+	lists      int // resources/list requests for a first page: whole lists begun
 	subscribes []string
 	listens    [][]string      // each subscriptions/listen's resourceSubscriptions, as asked
 	refuse     map[string]bool // URIs a listen leaves unacknowledged
@@ -73,6 +80,13 @@ type fakeVersion struct {
 	authorLabel string
 	writtenAt   time.Time
 	stale       bool
+}
+
+// fakeHash stands in for the chain hash of version n of fact (P-5): it
+// names the version's words, so two versions that differ never share it.
+func fakeHash(fact string, vs []fakeVersion, n int) string {
+	fv := vs[n-1]
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprint(fact, n, fv.value, fv.authorID, fv.writtenAt.UnixNano()))))
 }
 
 var fakeEpoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
@@ -225,8 +239,18 @@ func notFound(uri string) error {
 
 // list pages at 3 over URI order; the cursor is the last URI emitted.
 func (f *fakeCare) list(cursor string) (*mcp.ListResourcesResult, error) {
+	// A slow, broken or held server is slow, broken or held for lists too.
+	if d := time.Duration(f.readDelay.Load()); d > 0 {
+		time.Sleep(d)
+	}
+	if f.readFail.Load() {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if cursor == "" {
+		f.lists++
+	}
 	all := slices.Clone(f.extra)
 	for uri := range f.facts {
 		all = append(all, uri)
@@ -244,10 +268,20 @@ func (f *fakeCare) list(cursor string) (*mcp.ListResourcesResult, error) {
 	end := min(start+3, len(all))
 	res := &mcp.ListResourcesResult{}
 	for _, uri := range all[start:end] {
-		res.Resources = append(res.Resources, &mcp.Resource{URI: uri, Name: uri})
+		r := &mcp.Resource{URI: uri, Name: uri}
+		if vs := f.facts[uri]; len(vs) > 0 && !f.undescribedList.Load() {
+			// As the bridge lists a fact: its current version described (models.ListMeta).
+			r.Meta = models.ListMeta{Version: len(vs), VersionHash: fakeHash(uri, vs, len(vs)), Stale: vs[len(vs)-1].stale}.Map()
+		}
+		res.Resources = append(res.Resources, r)
 	}
 	if end < len(all) {
 		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(all[end-1]))
+	}
+	if h := f.readHold.Load(); h != nil {
+		f.mu.Unlock()
+		<-*h
+		f.mu.Lock()
 	}
 	return res, nil
 }
@@ -287,9 +321,9 @@ func (f *fakeCare) read(asked string) (*mcp.ReadResourceResult, error) {
 	// The read contract of bridge/resources.go, from models.
 	v := models.Version{Patient: u.Patient, Domain: u.Domain, N: n, Audience: f.audience[fact], Value: fv.value,
 		AuthorID: fv.authorID, AuthorLabel: fv.authorLabel, WrittenAt: fv.writtenAt,
-		Hash: fmt.Sprintf("%064x", n)}
+		Hash: fakeHash(fact, vs, n)}
 	if n > 1 {
-		v.PrevHash = fmt.Sprintf("%064x", n-1)
+		v.PrevHash = fakeHash(fact, vs, n-1)
 	}
 	if fv.stale {
 		v.StaleAfter = fakeEpoch

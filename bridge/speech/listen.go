@@ -98,7 +98,9 @@ func (u *listenUpstream) Close() error {
 	return nil
 }
 
-func (u *listenUpstream) List(ctx context.Context) ([]string, error) { return listAll(ctx, u.cs) }
+func (u *listenUpstream) List(ctx context.Context) ([]*mcp.Resource, error) {
+	return listAll(ctx, u.cs)
+}
 
 func (u *listenUpstream) Read(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
 	return readOne(ctx, u.cs, uri)

@@ -49,8 +49,8 @@ func (p *Principal) listFacts(ctx context.Context, up upstream, patient string, 
 		return nil, err
 	}
 	var out []models.Version
-	for _, s := range listed {
-		u, err := models.ParseURI(s)
+	for _, r := range listed {
+		u, err := models.ParseURI(r.URI)
 		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient {
 			continue
 		}

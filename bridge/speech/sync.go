@@ -105,7 +105,8 @@ func (w *worker) sync(ctx context.Context, patients []string, full bool) error {
 	})
 	var fresh, all []models.URI
 	var toWatch []string
-	for _, s := range listed {
+	for _, r := range listed {
+		s := r.URI
 		u, err := models.ParseURI(s)
 		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || !slices.Contains(readable, u.Patient) {
 			continue

@@ -39,8 +39,10 @@ import (
 type upstream interface {
 	// ID names the connection in logs.
 	ID() string
-	// List returns the URI of every resource listed, all pages.
-	List(ctx context.Context) ([]string, error)
+	// List returns every resource listed, all pages, in the server's
+	// order; a care fact's entry may describe its current version
+	// (models.ParseListMeta).
+	List(ctx context.Context) ([]*mcp.Resource, error)
 	// Watch asks to be told (an event) of every later revision of each of
 	// uris, and of new facts (list_changed), in addition to what it
 	// watches already; it returns once the server has accepted them. The
@@ -194,11 +196,11 @@ func (s *mcpSession) Err() error {
 // maxListPages bounds List against a server whose cursors never end.
 const maxListPages = 100000
 
-func (s *mcpSession) List(ctx context.Context) ([]string, error) { return listAll(ctx, s.cs) }
+func (s *mcpSession) List(ctx context.Context) ([]*mcp.Resource, error) { return listAll(ctx, s.cs) }
 
 // listAll lists every page over cs.
-func listAll(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
-	var out []string
+func listAll(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, error) {
+	var out []*mcp.Resource
 	cursor := ""
 	for range maxListPages {
 		res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
@@ -207,7 +209,7 @@ func listAll(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
 		}
 		for _, r := range res.Resources {
 			if r != nil {
-				out = append(out, r.URI)
+				out = append(out, r)
 			}
 		}
 		if res.NextCursor == "" || res.NextCursor == cursor {

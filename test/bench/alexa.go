@@ -390,6 +390,13 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 	cpu0, _ := cpuSeconds(pid)
 	if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && admin != "" {
 		go saveProfile(ctx, admin+fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(o.d.Seconds())-1)), filepath.Join(pd, "launch.cpu.pprof"))
+		go func() { // where requests wait, mid-run: a goroutine dump (what the CPU profile cannot show)
+			select {
+			case <-time.After(o.d / 2):
+				saveProfile(ctx, admin+"/debug/pprof/goroutine?debug=1", filepath.Join(pd, "launch.goroutines.txt"))
+			case <-ctx.Done():
+			}
+		}()
 	}
 	m, err := wrk(o.d, runFile)
 	if err != nil {
