@@ -104,7 +104,6 @@ type (
 	offer      = models.LedgerOffer
 	marked     = models.LedgerMark
 	heardState = models.HeardState
-	factLedger = models.FactLedger
 )
 
 // errHeardMoved: the heard or offered version changed between the
