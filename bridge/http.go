@@ -237,9 +237,7 @@ func (s *Server) readiness(ctx context.Context) (ok bool, reasons []string, deta
 			storeState["writable"] = true
 		}
 	}
-	if _, dialect := s.st.DB(); dialect != "" {
-		storeState["backend"] = dialect
-	}
+	storeState["backend"] = s.st.Backend()
 	details = map[string]any{
 		"store":                storeState,
 		"mcp":                  map[string]any{"sessions": s.sessions.len(), "protocolVersion": ProtocolVersion},

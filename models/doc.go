@@ -101,8 +101,9 @@
 //     What he heard is what was delivered, and what he may have heard (a
 //     response offered whose delivery is unconfirmed) is withdrawn too.
 //     Tests: TestDecide_WithdrawsWhatRayHeardOrMayHaveHeardOnceAndNeverHisStartingPoint,
-//     TestLedger_AnnouncementSemantics, TestLedger_PostgresAnnouncementSemantics,
-//     TestLedger_SurvivesReopeningTheDatabase, TestLedger_MigrationKeepsOffersRecordedByAnnouncementID,
+//     TestHeardLedger_KeepsTheLedgerContract (SQLite and Postgres: the ledgertest suite),
+//     TestMemLedger_KeepsTheLedgerContract, TestHeardLedger_OpensTheLedgerAPreviousBuildCreated,
+//     TestLedger_MigrationKeepsOffersRecordedByAnnouncementID,
 //     TestRestart_NothingLostAndNothingRepeated, TestRun_OnPostgresNothingLostAndNothingRepeated,
 //     TestMainJob_RetractsExactlyWhatRayHeardOnceOverRealSockets,
 //     TestMainJob_RetractionSurvivesARestartBetweenWriteAndLaunch,

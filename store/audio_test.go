@@ -337,7 +337,7 @@ func TestRekey_ResealsClipsWithTheirValues(t *testing.T) {
 	if err != nil || !bytes.Equal(g.Version.Audio.Data, seedGaitNote) {
 		t.Fatalf("ReadAudio after rekey = %v", err)
 	}
-	db, _ := s.DB()
+	db := s.db
 	var raw []byte
 	if err := db.QueryRow(`SELECT audio FROM versions WHERE domain = 'gait_note' AND n = 2`).Scan(&raw); err != nil {
 		t.Fatal(err)

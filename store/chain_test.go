@@ -264,7 +264,7 @@ func TestOpen_DurableSQLitePragmas(t *testing.T) {
 		t.Skip("SQLite pragmas; the Postgres pass checks TestOpen_PostgresCommitsDurably")
 	}
 	s, _ := openTest(t, nil)
-	db, dialect := s.DB()
+	db, dialect := s.db, s.d.name()
 	if dialect != "sqlite" {
 		t.Fatalf("dialect %q", dialect)
 	}

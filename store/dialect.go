@@ -35,7 +35,7 @@ import (
 //     so every instance's watchers catch up;
 //   - transactions run at READ COMMITTED (the locks serialize writers).
 type dialect interface {
-	// name is "sqlite" or "postgres" (Store.DB's second result).
+	// name is "sqlite" or "postgres" (Store.Backend).
 	name() string
 	// migrations returns the ordered migration scripts (name, SQL).
 	migrations() ([]migration, error)

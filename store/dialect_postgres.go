@@ -426,12 +426,10 @@ func sqlBool(b bool) int {
 }
 
 // WithMigrationLock runs fn while this instance holds the store's
-// migration lock, for packages that create their own tables through DB()
-// (the speech ledger, the audible budget): on Postgres, concurrent
-// CREATE TABLE IF NOT EXISTS from two instances starting at once can fail
-// with a duplicate-key error on the catalog, so the first instance creates
-// the tables while the others wait (a session advisory lock, the same one
-// Open migrates under). On SQLite the database's own write lock already
+// migration lock, for start-up work that must not race another instance
+// starting at once (bridge/app builds its token verification under it): on
+// Postgres the first instance runs fn while the others wait (a session
+// advisory lock, the same one Open migrates under). On SQLite the database's own write lock already
 // serializes DDL and fn simply runs. It returns fn's error, or the error
 // taking the lock.
 func (s *Store) WithMigrationLock(ctx context.Context, fn func(ctx context.Context) error) error {

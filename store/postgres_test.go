@@ -201,7 +201,7 @@ func TestRebindDollar_NumbersPlaceholdersOutsideQuotesAndComments(t *testing.T) 
 // P-20 on Postgres: a commit is acknowledged only once it is durable.
 func TestOpen_PostgresCommitsDurably(t *testing.T) {
 	s := openDSN(t, pgOnlyDSN(t))
-	db, dialect := s.DB()
+	db, dialect := s.db, s.d.name()
 	if dialect != "postgres" {
 		t.Fatalf("dialect %q, want postgres", dialect)
 	}
@@ -246,7 +246,7 @@ func TestOpen_PostgresInstancesStartingAtOnceMigrateOnce(t *testing.T) {
 		defer stores[i].Close()
 	}
 	ms, _ := postgresDialect{}.migrations()
-	db, _ := stores[0].DB()
+	db := stores[0].db
 	var applied, heads int
 	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != len(ms) {
 		t.Fatalf("schema_migrations has %d rows (%v), want %d", applied, err, len(ms))
@@ -389,7 +389,7 @@ func TestFeed_PostgresListenerReconnectsAndWatchersMissNothing(t *testing.T) {
 	defer cancel()
 	ch := b.Watch(ctx, 0)
 	channel := b.d.(postgresDialect).channel
-	db, _ := a.DB()
+	db := a.db
 	listeners := func() []int {
 		rows, err := db.Query(`SELECT pid FROM pg_stat_activity WHERE query = $1`, `LISTEN `+pgx.Identifier{channel}.Sanitize())
 		if err != nil {
@@ -476,7 +476,7 @@ func BenchmarkPublishPostgres(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "publishes/s")
 }
 
-// Two instances creating the same tables at once through DB(): without the
+// Two instances creating the same tables at once: without the
 // migration lock one can fail; under WithMigrationLock both succeed.
 func TestWithMigrationLock_PostgresSerializesTableCreationAcrossInstances(t *testing.T) {
 	ddl := []string{
@@ -494,7 +494,7 @@ func TestWithMigrationLock_PostgresSerializesTableCreationAcrossInstances(t *tes
 			go func() {
 				defer wg.Done()
 				errs <- s.WithMigrationLock(context.Background(), func(ctx context.Context) error {
-					db, _ := s.DB()
+					db := s.db
 					for _, q := range ddl {
 						if _, err := db.ExecContext(ctx, q); err != nil {
 							return err

@@ -81,7 +81,7 @@ func TestSeal_P6_ValuesSealedUnderTheirRecordsAADAndHashesOverPlaintext(t *testi
 	if got := seededHashesOf(t, s); !equalStrings(got, goldenDemoHashes) {
 		t.Fatalf("sealed seed hashes differ from the plaintext golden hashes:\n%v", got)
 	}
-	db, _ := s.DB()
+	db := s.db
 	var raw []byte
 	var sealed int
 	if err := db.QueryRow(`SELECT value, sealed FROM versions WHERE domain = 'risk'`).Scan(&raw, &sealed); err != nil {

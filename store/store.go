@@ -84,6 +84,9 @@ type Store struct {
 	readLatest *sql.Stmt
 	readN      *sql.Stmt
 	stmts      sync.Map // query → *sql.Stmt, the write path's prepared statements (stmt.go)
+
+	heard  HeardLedger // the speech principal's heard ledger (heardledger.go)
+	budget AlertBudget // the audible budget's slots (budget.go)
 }
 
 // Open opens (creating and migrating if needed) the store at opts.DSN.
@@ -123,6 +126,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		wake:   make(chan struct{}),
 		closed: make(chan struct{}),
 	}
+	s.heard.s, s.budget.s = s, s
 	s.health.faultEvery, s.health.healthyEvery = writeProbeInterval, writeHealthInterval
 	if s.clock == nil {
 		s.clock = time.Now
@@ -172,11 +176,8 @@ func (s *Store) Close() error {
 	return err
 }
 
-// DB is the underlying database handle, for packages that keep their own
-// tables through database/sql (the speech ledger, link codes, the audible
-// budget). Dialect says "sqlite" or "postgres". On SQLite every
-// transaction begins IMMEDIATE (it takes the write lock at BEGIN).
-func (s *Store) DB() (*sql.DB, string) { return s.db, s.d.name() }
+// Backend names the database backend: "sqlite" or "postgres".
+func (s *Store) Backend() string { return s.d.name() }
 
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.clock() }

@@ -279,9 +279,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 
-	// Parts that create their own tables do so under the store's migration
-	// lock, so instances starting at once on Postgres do not race.
-	if err := a.Store.WithMigrationLock(ctx, a.buildSpeech); err != nil {
+	if err := a.buildSpeech(ctx); err != nil {
 		return nil, err
 	}
 	links := &linkAdapter{st: a.Store, speech: a.Speech, log: a.log, verifier: a.verifier}
@@ -340,7 +338,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
-	if err := a.Store.WithMigrationLock(ctx, a.buildNotifier); err != nil {
+	if err := a.buildNotifier(); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -415,7 +413,6 @@ func (a *App) buildSpeech(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, dialect := a.Store.DB()
 	mcpURL := a.cfg.SpeechMCPURL
 	// One round of a turn's confirmation sends its reads at once: keep a
 	// connection for each idle between rounds instead of dialling anew
@@ -436,7 +433,7 @@ func (a *App) buildSpeech(ctx context.Context) error {
 		}
 	}
 	sc := speech.Config{
-		MCPURL: mcpURL, Patients: patients, DB: db, Dialect: dialect, Compete: a.compete,
+		MCPURL: mcpURL, Patients: patients, Ledger: a.Store.HeardLedger(), Compete: a.compete,
 		Clock: a.cfg.Clock, Logger: a.log.With("part", "speech"), HTTPClient: hc,
 		// A stalled stream is noticed within two pings, so Ray is never told
 		// an old instruction for long while a revision waits (Pending refuses
@@ -486,7 +483,7 @@ func (a *App) speechPatients(ctx context.Context) ([]string, error) {
 
 // buildNotifier wires proactive notifications when an Alexa client id is
 // configured (P-23).
-func (a *App) buildNotifier(ctx context.Context) error {
+func (a *App) buildNotifier() error {
 	if a.cfg.AlexaClientID == "" {
 		a.notes = append(a.notes, "proactive notifications off (no --alexa-client-id)")
 		return nil
@@ -506,8 +503,7 @@ func (a *App) buildNotifier(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--quiet-hours: %w", err)
 	}
-	db, dialect := a.Store.DB()
-	budget, err := proactive.NewBudget(ctx, proactive.BudgetConfig{DB: db, Dialect: dialect, Max: a.cfg.AlertBudget, Quiet: quiet, Clock: a.cfg.Clock})
+	budget, err := proactive.NewBudget(proactive.BudgetConfig{Slots: a.Store.AlertBudget(), Max: a.cfg.AlertBudget, Quiet: quiet, Clock: a.cfg.Clock})
 	if err != nil {
 		return err
 	}
@@ -568,10 +564,9 @@ func (a *App) TokenConfig() auth.Config { return a.tokenCfg }
 // the encryption mode (PLAINTEXT when none), Alexa verification, any
 // development default secret, and other notes.
 func (a *App) StartupLine() string {
-	_, dialect := a.Store.DB()
 	parts := []string{
 		"unsay serving " + a.publicURL,
-		"store " + dialect,
+		"store " + a.Store.Backend(),
 		"encryption " + envelope.Describe(a.sealer),
 	}
 	parts = append(parts, a.Skill.StartupNotes()...)

@@ -40,6 +40,12 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigOn(t, "")
+}
+
+// newRigOn is newRig on the database dsn ("": a SQLite file in t.TempDir()).
+func newRigOn(t *testing.T, dsn string) *rig {
+	t.Helper()
 	pki, err := alexatest.NewPKI()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +55,10 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, dbPath: filepath.Join(dir, "unsay.db"), pki: pki, root: root, chain: chain}
+	if dsn == "" {
+		dsn = filepath.Join(dir, "unsay.db")
+	}
+	r := &rig{t: t, dbPath: dsn, pki: pki, root: root, chain: chain}
 	r.start()
 	t.Cleanup(r.stop)
 	return r

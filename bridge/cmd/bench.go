@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/bridge/speech"
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 )
 
 // cmdBench measures the main job's latency: `unsay bench [--n 200]
@@ -67,16 +67,17 @@ func cmdBench(ctx context.Context, args []string) error {
 		cfg.BaseURL = strings.TrimRight(*target, "/")
 		tokenCfg = auth.Config{Secret: secretFromEnv("UNSAY_TOKEN_SECRET", auth.DevTokenSecret, "token"), PublicURL: cfg.BaseURL}
 		cfg.WriteSecret = secretFromEnv("UNSAY_WRITE_SECRET", httpapi.DevWriteSecret, "write")
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "speech.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+		// Its heard ledger lives in a store of its own on a temporary file.
+		ledger, err := store.Open(ctx, store.Options{DSN: filepath.Join(dir, "speech.db"), Logger: logger})
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer ledger.Close()
 		tok, err := auth.Mint(tokenCfg, "unsay-bench-speech", []models.Scope{models.ScopeReadUser}, []string{*patient}, time.Hour)
 		if err != nil {
 			return err
 		}
-		sp, err := speech.New(speech.Config{MCPURL: cfg.BaseURL + "/mcp", Token: tok, Patients: []string{*patient}, DB: db, Logger: logger})
+		sp, err := speech.New(speech.Config{MCPURL: cfg.BaseURL + "/mcp", Token: tok, Patients: []string{*patient}, Ledger: ledger.HeardLedger(), Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ var everything = models.System("test", models.ScopeReadUser, models.ScopeReadAss
 type fixture struct {
 	t      testing.TB
 	st     *store.Store
+	dsn    string // the store's SQLite file
 	srv    *httptest.Server
 	router http.Handler
 	api    *API
@@ -80,7 +81,8 @@ func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Second)
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "unsay.db"), AuditKey: []byte("audit-key-for-tests"), Sealer: sealer})
+	dsn := filepath.Join(t.TempDir(), "unsay.db")
+	st, err := store.Open(ctx, store.Options{DSN: dsn, AuditKey: []byte("audit-key-for-tests"), Sealer: sealer})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
@@ -114,7 +116,7 @@ func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	api.Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, st: st, srv: srv, router: r, api: api, now: now, clock: clock, logs: logs, tokCfg: tokCfg}
+	return &fixture{t: t, st: st, dsn: dsn, srv: srv, router: r, api: api, now: now, clock: clock, logs: logs, tokCfg: tokCfg}
 }
 
 func (f *fixture) token(sub string, patients []string, scopes ...models.Scope) string {

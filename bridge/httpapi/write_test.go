@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -339,17 +340,12 @@ func withFullDisk(t *testing.T, f *fixture) (restore func()) {
 	for range 2 { // a refused attempt, then its repeat (the collapse path)
 		f.do(http.MethodPost, "/write", []byte("{}"), map[string]string{HeaderTimestamp: "1", HeaderSignature: "v1=00"})
 	}
-	db, _ := f.st.DB()
-	db.SetMaxOpenConns(1)
-	var pages int
-	if err := db.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
+	undo, err := f.st.SimulateFullDisk(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 	return func() {
-		if _, err := db.Exec(`PRAGMA max_page_count = 1073741823`); err != nil {
+		if err := undo(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -447,8 +443,13 @@ func TestVerify_P26_ShowsTheSignedHeadAndFailsARewrittenChain(t *testing.T) {
 		}
 	}
 
-	// The attacker rewrites v1 and recomputes v1's and v2's hashes.
-	db, _ := f.st.DB()
+	// The attacker rewrites v1 and recomputes v1's and v2's hashes, on a
+	// connection of its own to the database file.
+	db, err := sql.Open("sqlite", "file:"+f.dsn+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	var (
 		writtenAt [2]int64
 		author    [2]string

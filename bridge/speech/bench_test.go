@@ -18,9 +18,8 @@ import (
 func BenchmarkRevisionToPending(b *testing.B) {
 	f := newFakeCare(b)
 	f.seed(wb, "Partial weight-bearing with crutches.")
-	db := openDB(b, tempDBPath(b))
-	b.Cleanup(func() { db.Close() })
-	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, KeepAlive: -1})
+	db := openDB(b, newTestDB(b))
+	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db, KeepAlive: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,9 +65,8 @@ func BenchmarkTurn(b *testing.B) {
 	f.seed("care://ray/contact", "Call the ward on 0161 555 0100.")
 	f.seed("care://ray/exercise", "Hip flexion exercises twice a day.")
 	f.seed(wb, "Partial weight-bearing with crutches.")
-	db := openDB(b, tempDBPath(b))
-	b.Cleanup(func() { db.Close() })
-	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, KeepAlive: -1})
+	db := openDB(b, newTestDB(b))
+	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db, KeepAlive: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

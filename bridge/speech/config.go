@@ -2,7 +2,6 @@ package speech
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,13 +33,9 @@ type Config struct {
 	// subscribed. Each must be a valid id (models.ValidID). More can be
 	// added at run time with AddPatient.
 	Patients []string
-	// DB holds the heard ledger and the announcement queue (tables
-	// speech_heard and speech_announcements, created by New). Required.
-	// On SQLite, open it with a busy timeout (e.g. _pragma=busy_timeout(5000)).
-	DB *sql.DB
-	// Dialect is DialectSQLite ("sqlite", the default when empty) or
-	// DialectPostgres ("postgres"); it picks the migrations and placeholders.
-	Dialect string
+	// Ledger keeps the heard ledger, the announcement queue and the
+	// delivery log durable (store.HeardLedger; LedgerStore). Required.
+	Ledger LedgerStore
 	// Clock is the time source for ages, LastEventAt and the lag behind
 	// the store. Default time.Now.
 	Clock func() time.Time
@@ -131,15 +126,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: patient %q is not a valid id", ErrConfig, p)
 		}
 	}
-	if c.DB == nil {
-		return c, fmt.Errorf("%w: DB is required", ErrConfig)
-	}
-	switch c.Dialect {
-	case "":
-		c.Dialect = DialectSQLite
-	case DialectSQLite, DialectPostgres:
-	default:
-		return c, fmt.Errorf("%w: dialect %q (want sqlite or postgres)", ErrConfig, c.Dialect)
+	if c.Ledger == nil {
+		return c, fmt.Errorf("%w: Ledger is required", ErrConfig)
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

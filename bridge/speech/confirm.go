@@ -116,7 +116,7 @@ const reconcileRounds = 3
 // speak from, with what the ledger holds of each fact as last read (after
 // this turn's reconciling: Heard is what he heard for certain), or an
 // error when they cannot be brought to agree.
-func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, map[string]factLedger, error) {
+func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, map[string]models.FactLedger, error) {
 	for round := 0; ; round++ {
 		lf, err := p.ledger.Facts(ctx, patient)
 		if err != nil {

@@ -34,7 +34,7 @@ func factOf(s models.Snapshot, domain string) (models.Version, bool) {
 func TestTurn_ConfirmsAtSpeakTimeSoAFrozenStreamCannotMakeItStale(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	// Twin first: with nothing changed, the turn owes nothing.
@@ -63,7 +63,7 @@ func TestTurn_ConfirmsAtSpeakTimeSoAFrozenStreamCannotMakeItStale(t *testing.T) 
 func TestTurn_AReviewDatePassingBetweenTwoTurnsIsSeenOnTheSecond(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	ex := "care://ray/exercise"
 	first, _ := factOf(turnOf(t, p, "ray"), "exercise")
@@ -84,7 +84,7 @@ func TestTurn_AReviewDatePassingBetweenTwoTurnsIsSeenOnTheSecond(t *testing.T) {
 func TestTurn_AStaleNewSentenceInsideARetraction(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
@@ -112,15 +112,15 @@ func TestTurn_AStaleNewSentenceInsideARetraction(t *testing.T) {
 func TestTurn_UnconfirmedWhenTheServerIsTooSlowAndReadyAgainAfter(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	db := openDB(t, tempDBPath(t))
-	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db,
+	db := openDB(t, newTestDB(t))
+	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db,
 		Backoff: Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, RequestTimeout: 5 * time.Second,
 		KeepAlive: -1, ConfirmTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &testPrincipal{Principal: pr, db: db, cancel: cancel, done: make(chan error, 1)}
+	p := &testPrincipal{Principal: pr, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- pr.Run(ctx) }()
 	t.Cleanup(p.stop)
 	waitConnected(t, p)
@@ -154,7 +154,7 @@ func TestTurn_UnconfirmedWhenTheServerIsTooSlowAndReadyAgainAfter(t *testing.T) 
 func TestTurn_UnconfirmedWhenReadsFail(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	f.readFail.Store(true)
 	if _, err := p.Turn(context.Background(), "ray"); !errors.Is(err, ErrUnconfirmed) {
@@ -170,8 +170,8 @@ func TestTurn_UnconfirmedWhenReadsFail(t *testing.T) {
 func TestReconnect_TheBaselineIsNeverAnnouncedAsNew(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	path := tempDBPath(t)
-	p := startPrincipal(t, f, path, "ray")
+	db := newTestDB(t)
+	p := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p)
 	before := f.sessionIDs()
 	f.restart()
@@ -186,7 +186,7 @@ func TestReconnect_TheBaselineIsNeverAnnouncedAsNew(t *testing.T) {
 		t.Fatalf("after a reconnect the turn owes %+v", s.Pending)
 	}
 	p.stop()
-	p2 := startPrincipal(t, f, path, "ray")
+	p2 := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p2)
 	if got := pendingOf(t, p2, "ray"); len(got) != 0 {
 		t.Fatalf("after a restart pending = %+v", got)
@@ -206,8 +206,8 @@ func TestReconnect_TheBaselineIsNeverAnnouncedAsNew(t *testing.T) {
 func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	path := tempDBPath(t)
-	p := startPrincipal(t, f, path, "ray")
+	db := newTestDB(t)
+	p := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
@@ -221,7 +221,7 @@ func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 	}
 	// The process dies before the ledger's commit: a new life owes it, again.
 	p.stop()
-	p = startPrincipal(t, f, path, "ray")
+	p = startPrincipal(t, f, db, "ray")
 	waitConnected(t, p)
 	s = turnOf(t, p, "ray")
 	if len(s.Pending) != 1 || !s.Pending[0].Again || s.Pending[0].Current.N != n {
@@ -245,7 +245,7 @@ func TestOffered_StaysOwedAndComesBackAgainUntilHeard(t *testing.T) {
 func TestReadiness_NotReadyWhileBehindTheStoreThenCatchesUp(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	now := time.Now()
 	p.Committed(mustURI(t, wb), 1, now.Add(-time.Minute))                          // read already
@@ -277,7 +277,7 @@ func TestReadiness_NotReadyWhileBehindTheStoreThenCatchesUp(t *testing.T) {
 func TestTurn_AVersionReadButNotYetReconciledStillCarriesItsRetraction(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	f.publishSilently(wb, "Full weight-bearing as tolerated.")

@@ -29,7 +29,7 @@ func listsSoFar(f *fakeCare) int {
 func TestTurn_ARoundUnderWayWhenATurnAsksDoesNotConfirmIt(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	// Twin: a turn alone, nothing changed, owes nothing.
@@ -83,7 +83,7 @@ func TestTurn_ConcurrentTurnsShareRoundsOfReads(t *testing.T) {
 			f := newFakeCare(t)
 			f.undescribedList.Store(!described)
 			seedRay(f)
-			p := startPrincipal(t, f, tempDBPath(t), "ray")
+			p := startPrincipal(t, f, newTestDB(t), "ray")
 			waitConnected(t, p)
 			hearAll(t, p, "ray")
 			f.readDelay.Store(int64(100 * time.Millisecond))
@@ -139,7 +139,7 @@ func readsOf(f *fakeCare, uri string) int {
 func TestTurn_AListedVersionHeldIsConfirmedWithTheListsStaleness(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	now := time.Now()
@@ -167,7 +167,7 @@ func TestTurn_AListedVersionHeldIsConfirmedWithTheListsStaleness(t *testing.T) {
 func TestTurn_AListedVersionNotHeldIsReadAfresh(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 

@@ -15,8 +15,6 @@
 //	              2025-11-25 session (a remote legacy-only Unsay)
 //	listen.go     the 2026-07-28 connection: one subscriptions/listen stream
 //	sync.go       the session's worker: list, subscribe, read, reconcile
-//	rule.go       decide: the P-19 rule, one pure function, over what he
-//	              heard and what he may have heard
 //	read.go       a resources/read decoded by the read contract (models)
 //	confirm.go    Turn: every fact confirmed current at speak time and
 //	              reconciled before it is said (P-24); Offered
@@ -25,20 +23,21 @@
 //	speaker.go    who speaks for the patient: SpeaksFor, the speaker lease
 //	              competition (Config.Compete, P-23)
 //	readiness.go  Committed, State, Collectors (/readyz and /metrics)
-//	ledger.go, baseline.go, migrations/  the heard ledger
+//	ledger.go     LedgerStore: the durable heard ledger it needs, and the
+//	              principal's handle on it (its clock on every write)
 //	delivery.go   the delivery log: when and how each version reached Ray
 //	              (the clinician's timeline; Delivery, DeliveryChanges, Notified)
+//	ledgertest/   the ledger's contract as one suite, run on the store's SQL
+//	              and on this package's in-memory test ledger
 //
-// It reaches facts only over MCP: it imports models, the MCP SDK,
-// database/sql and the standard library, never store or bridge (P-18, a
-// test runs go list -deps to hold it). The ledger tables (speech_heard:
-// the version he last heard for certain; speech_offered_version: the one
-// he may have heard, offered in a response whose delivery is unconfirmed;
-// speech_announcements, speech_followed, speech_baseline; speech_delivery:
-// when, where and how each version reached him; speech_offered is read
-// once, by migration 004) hold only patient, URI, versions, state, times
-// and device kinds — never clinical text, which is read back over MCP when
-// it is spoken.
+// It reaches facts only over MCP: it imports models, the MCP SDK and the
+// standard library, never store or bridge (P-18, a test runs go list -deps
+// to hold it). The heard ledger is a LedgerStore the caller hands it
+// (Config.Ledger; bridge/app hands it store.HeardLedger, whose tables,
+// store migration 040, live in the store's database). It applies the P-19
+// rule (models.Decide) inside the transaction that read its inputs and
+// holds only patient, URI, versions, state, times and device kinds — never
+// clinical text, which is read back over MCP when it is spoken.
 //
 // The skill reads it through Turn, Offered, MarkHeard and MarkTold; bridge/app runs
 // Run, feeds Committed from the store's change feed, and serves State and

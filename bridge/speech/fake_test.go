@@ -3,13 +3,11 @@ package speech
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	_ "modernc.org/sqlite"
 
 	"github.com/unsay/unsay/models"
 )
@@ -473,40 +470,22 @@ func (f *fakeCare) recorded() (reads, subscribes []string) {
 	return slices.Clone(f.reads), slices.Clone(f.subscribes)
 }
 
-// openDB opens (or reopens) the SQLite file at path.
-func openDB(t testing.TB, path string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-func tempDBPath(t testing.TB) string { return filepath.Join(t.TempDir(), "speech.db") }
-
-// testPrincipal is a running principal against f on the SQLite file at path.
+// testPrincipal is a running principal against f on a ledger database.
 type testPrincipal struct {
 	*Principal
-	db     *sql.DB
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startPrincipal(t *testing.T, f *fakeCare, path string, patients ...string) *testPrincipal {
-	t.Helper()
-	return startPrincipalOn(t, f, openDB(t, path), DialectSQLite, patients...)
-}
-
-// startPrincipalOn runs a principal over db (closed when it stops).
-func startPrincipalOn(t *testing.T, f *fakeCare, db *sql.DB, dialect string, patients ...string) *testPrincipal {
+// startPrincipal runs a principal over a new handle on db: starting
+// another on the same db is a restart, or a second instance.
+func startPrincipal(t *testing.T, f *fakeCare, db *memDB, patients ...string) *testPrincipal {
 	t.Helper()
 	p, err := New(Config{
 		MCPURL:         f.url(),
 		Token:          f.clientToken,
 		Patients:       patients,
-		DB:             db,
-		Dialect:        dialect,
+		Ledger:         openDB(t, db),
 		Backoff:        Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		RequestTimeout: 5 * time.Second,
 		KeepAlive:      f.keepAlive,
@@ -516,19 +495,18 @@ func startPrincipalOn(t *testing.T, f *fakeCare, db *sql.DB, dialect string, pat
 		t.Fatalf("New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	tp := &testPrincipal{Principal: p, db: db, cancel: cancel, done: make(chan error, 1)}
+	tp := &testPrincipal{Principal: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { tp.done <- p.Run(ctx) }()
 	t.Cleanup(tp.stop)
 	return tp
 }
 
-// stop ends Run and closes the database; safe to call twice.
+// stop ends Run; safe to call twice.
 func (tp *testPrincipal) stop() {
 	tp.cancel()
 	if tp.done != nil {
 		<-tp.done
 		tp.done = nil
-		tp.db.Close()
 	}
 }
 

@@ -56,18 +56,17 @@ func (r *leaseRing) grant(t *testing.T, id string) {
 	r.won[id]()
 }
 
-// startLeased runs a competing principal over the ledger at path for ray, counting OnQueued calls.
-func startLeased(t *testing.T, f *fakeCare, path string, ring *leaseRing, id string, told *atomic.Int32) *testPrincipal {
+// startLeased runs a competing principal over the ledger database db for ray, counting OnQueued calls.
+func startLeased(t *testing.T, f *fakeCare, db *memDB, ring *leaseRing, id string, told *atomic.Int32) *testPrincipal {
 	t.Helper()
-	db := openDB(t, path)
-	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db, Compete: ring.compete(id),
+	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: openDB(t, db), Compete: ring.compete(id),
 		Backoff: Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, RequestTimeout: 5 * time.Second, KeepAlive: f.keepAlive})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pr.OnQueued(func(string) { told.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &testPrincipal{Principal: pr, db: db, cancel: cancel, done: make(chan error, 1)}
+	p := &testPrincipal{Principal: pr, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- pr.Run(ctx) }()
 	t.Cleanup(p.stop)
 	waitConnected(t, p)
@@ -77,11 +76,11 @@ func startLeased(t *testing.T, f *fakeCare, path string, ring *leaseRing, id str
 func TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	path := tempDBPath(t)
+	db := newTestDB(t)
 	ring := newLeaseRing()
 	var toldA, toldB atomic.Int32
-	a := startLeased(t, f, path, ring, "a", &toldA)
-	b := startLeased(t, f, path, ring, "b", &toldB)
+	a := startLeased(t, f, db, ring, "a", &toldA)
+	b := startLeased(t, f, db, ring, "b", &toldB)
 	if got := a.SpeaksFor(); len(got) != 0 {
 		t.Fatalf("a competing principal speaks for %v before winning a lease", got)
 	}

@@ -15,7 +15,7 @@ import (
 func TestListen_OnA2026ServerOneListenStreamCarriesTheRevisions(t *testing.T) {
 	f := newDualFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -47,7 +47,7 @@ func TestListen_OnA2026ServerOneListenStreamCarriesTheRevisions(t *testing.T) {
 func TestListen_ANewFactIsWatchedOnANewStreamWithNoGap(t *testing.T) {
 	f := newDualFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -72,7 +72,7 @@ func TestListen_ANewFactIsWatchedOnANewStreamWithNoGap(t *testing.T) {
 func TestListen_AStreamThatEndsIsListenedAgainAndWhatChangedMeanwhileIsAnnounced(t *testing.T) {
 	f := newDualFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -98,7 +98,7 @@ func TestListen_ASilentStreamIsTakenForDead(t *testing.T) {
 		f := newDualFakeCare(t)
 		seedRay(f)
 		f.listenIdle = tc.idle
-		p := startPrincipal(t, f, tempDBPath(t), "ray")
+		p := startPrincipal(t, f, newTestDB(t), "ray")
 		waitConnected(t, p)
 		if tc.cut {
 			eventually(t, "a silent stream to be replaced", func() bool { return f.listenCount() >= 2 })
@@ -121,7 +121,7 @@ func TestListen_AURIThatIsNotAcknowledgedIsNotCountedAsWatched(t *testing.T) {
 	f.mu.Lock()
 	f.refuse["care://ray/contact"] = true
 	f.mu.Unlock()
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
@@ -148,7 +148,7 @@ func TestListen_AURIThatIsNotAcknowledgedIsNotCountedAsWatched(t *testing.T) {
 func TestDial_FallsBackTo2025AgainstALegacyServerAndRemembersIt(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	probes := f.probes.Load()
 	if probes == 0 {

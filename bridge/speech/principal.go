@@ -71,20 +71,16 @@ type Principal struct {
 	parked  chan *state       // holds the state while no Run is active
 }
 
-// New validates cfg, creates the ledger tables if missing and returns a
-// principal that is not yet connected (call Run). Errors wrap ErrConfig
-// for a bad configuration, or the database's error.
+// New validates cfg and returns a principal that is not yet connected
+// (call Run). Errors wrap ErrConfig for a bad configuration, or the
+// ledger's error reading its backlog.
 func New(cfg Config) (*Principal, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	l, err := newLedger(ctx, cfg.DB, cfg.Dialect)
-	if err != nil {
-		return nil, err
-	}
-	l.now = cfg.Clock
+	l := &ledger{LedgerStore: cfg.Ledger, now: cfg.Clock}
 	p := &Principal{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "speech"),

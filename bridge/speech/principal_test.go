@@ -67,7 +67,7 @@ func hearAll(t *testing.T, p *testPrincipal, patient string) {
 func TestRun_SubscribesToEveryCareFactOfItsPatientsAcrossPages(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 
 	reads, subs := f.recorded()
@@ -106,7 +106,7 @@ func TestRun_NeverHoldsAnAssistantRecord(t *testing.T) {
 	f.extra = append(f.extra, "care-internal://ray/risk") // a server that lists too much
 	f.mu.Unlock()
 	f.publishAs("care://ray/mislabelled", "Assistant-only words.", models.AudienceAssistant, false, false)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 
 	reads, subs := f.recorded()
@@ -133,7 +133,7 @@ func TestRun_NeverHoldsAnAssistantRecord(t *testing.T) {
 func TestRun_RevisionQueuesARetractionOfTheVersionHeard(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray") // Launch: Ray hears everything once
 	if got := pendingOf(t, p, "ray"); len(got) != 0 {
@@ -179,7 +179,7 @@ func TestRun_RevisionQueuesARetractionOfTheVersionHeard(t *testing.T) {
 func TestRun_StackedRevisionsBecomeOneAnnouncementFromHeardToLatest(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -199,7 +199,7 @@ func TestRun_StackedRevisionsBecomeOneAnnouncementFromHeardToLatest(t *testing.T
 func TestRun_AFactNeverHeardIsAFirstHearing(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -226,7 +226,7 @@ func TestRun_AFactNeverHeardIsAFirstHearing(t *testing.T) {
 func TestRun_UnchangedWordsAreNotAnnounced(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -251,7 +251,7 @@ func TestRun_UnchangedWordsAreNotAnnounced(t *testing.T) {
 func TestPending_DropsAnAnnouncementWhoseWordsDidNotChange(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	// A queue entry made before its words were compared (an older build, or
@@ -272,7 +272,7 @@ func TestPending_DropsAnAnnouncementWhoseWordsDidNotChange(t *testing.T) {
 func TestRun_ReconnectsAfterServerRestartAndAnnouncesWhatChangedMeanwhile(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	before := f.sessionIDs()
@@ -298,7 +298,7 @@ func TestRun_ReconnectsAfterServerRestartAndAnnouncesWhatChangedMeanwhile(t *tes
 func TestRun_ReconnectsAfterSessionDeleteAndAnnouncesWhatChangedMeanwhile(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -315,9 +315,9 @@ func TestRun_ReconnectsAfterSessionDeleteAndAnnouncesWhatChangedMeanwhile(t *tes
 func TestRestart_NothingLostAndNothingRepeated(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	path := tempDBPath(t)
+	db := newTestDB(t)
 
-	p1 := startPrincipal(t, f, path, "ray")
+	p1 := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p1)
 	hearAll(t, p1, "ray")
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
@@ -326,7 +326,7 @@ func TestRestart_NothingLostAndNothingRepeated(t *testing.T) {
 
 	// A second life: the queued retraction is still there, its heard text
 	// read back over MCP (nothing kept in memory across the restart).
-	p2 := startPrincipal(t, f, path, "ray")
+	p2 := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p2)
 	as := pendingOf(t, p2, "ray")
 	if len(as) != 1 || as[0].Heard == nil || as[0].Heard.N != 1 || as[0].Current.N != 2 {
@@ -341,7 +341,7 @@ func TestRestart_NothingLostAndNothingRepeated(t *testing.T) {
 	p2.stop()
 
 	// A third life: what he heard is not repeated.
-	p3 := startPrincipal(t, f, path, "ray")
+	p3 := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p3)
 	if got := pendingOf(t, p3, "ray"); len(got) != 0 {
 		t.Fatalf("after hearing and restarting, pending = %+v", got)
@@ -356,7 +356,7 @@ func TestRestart_NothingLostAndNothingRepeated(t *testing.T) {
 func TestAddPatient_SubscribesTheNewlyLinkedPatient(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	if _, subs := f.recorded(); contains(subs, "care://bob/weight_bearing") {
 		t.Fatal("subscribed to bob before he was linked")
@@ -389,7 +389,7 @@ func TestRun_SendsTheBearerTokenAndRetriesWhenRefused(t *testing.T) {
 	good := f.token
 	f.token = "something else" // the server now refuses our token
 	f.mu.Unlock()
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	eventually(t, "two refused attempts", func() bool { return f.unauthorized.Load() >= 2 })
 	if p.State().Connected {
 		t.Fatal("connected with a refused token")
@@ -407,16 +407,15 @@ func TestRun_SendsTheBearerTokenAndRetriesWhenRefused(t *testing.T) {
 func TestState_AndMetricsReportConnectionAndBacklog(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	db := openDB(t, tempDBPath(t))
-	t.Cleanup(func() { db.Close() })
-	idle, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db})
+	db := openDB(t, newTestDB(t))
+	idle, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st := idle.State(); st.Connected || !st.LastEventAt.IsZero() || st.Backlog != 0 || !slices.Equal(st.Patients, []string{"ray"}) {
 		t.Errorf("before Run: %+v", st)
 	}
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	reg := prometheus.NewRegistry()
 	for _, c := range p.Collectors() {
@@ -461,9 +460,8 @@ func TestState_AndMetricsReportConnectionAndBacklog(t *testing.T) {
 }
 
 func TestNew_RejectsBadConfiguration(t *testing.T) {
-	db := openDB(t, tempDBPath(t))
-	t.Cleanup(func() { db.Close() })
-	good := Config{MCPURL: "http://127.0.0.1:1/mcp", Token: "t", Patients: []string{"ray"}, DB: db}
+	db := openDB(t, newTestDB(t))
+	good := Config{MCPURL: "http://127.0.0.1:1/mcp", Token: "t", Patients: []string{"ray"}, Ledger: db}
 	tests := []struct {
 		name string
 		edit func(c *Config)
@@ -473,8 +471,7 @@ func TestNew_RejectsBadConfiguration(t *testing.T) {
 		{"ftp URL", func(c *Config) { c.MCPURL = "ftp://x/mcp" }},
 		{"no token", func(c *Config) { c.Token = "" }},
 		{"bad patient", func(c *Config) { c.Patients = []string{"Ray Smith"} }},
-		{"no DB", func(c *Config) { c.DB = nil }},
-		{"unknown dialect", func(c *Config) { c.Dialect = "mysql" }},
+		{"no ledger", func(c *Config) { c.Ledger = nil }},
 		{"client timeout", func(c *Config) { c.HTTPClient = &httpClientWithTimeout }},
 		{"backoff inverted", func(c *Config) { c.Backoff = Backoff{Min: time.Second, Max: time.Millisecond} }},
 	}
@@ -501,7 +498,7 @@ func TestNew_RejectsBadConfiguration(t *testing.T) {
 
 func TestMarkHeard_RejectsMalformedArguments(t *testing.T) {
 	f := newFakeCare(t)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	ctx := context.Background()
 	tests := []struct {
 		name    string
@@ -538,7 +535,7 @@ func TestMarkHeard_RejectsMalformedArguments(t *testing.T) {
 
 func TestRun_RefusesASecondConcurrentRun(t *testing.T) {
 	f := newFakeCare(t)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	if err := p.Run(context.Background()); !errors.Is(err, ErrRunning) {
 		t.Fatalf("second Run = %v, want ErrRunning", err)
@@ -551,7 +548,7 @@ func TestFacts_ServesAStaleFactWithoutItsHeaderButStale(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
 	f.publishAs("care://ray/diet", "Eat normally.", models.AudienceUser, false, true)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	facts, err := p.Facts(context.Background(), "ray")
 	if err != nil {
@@ -575,7 +572,7 @@ func TestFacts_ServesAStaleFactWithoutItsHeaderButStale(t *testing.T) {
 func TestFacts_ReadsOverMCPForAPatientNotFollowed(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	facts, err := p.Facts(context.Background(), "bob")
 	if err != nil {
@@ -604,7 +601,7 @@ func TestRun_KeepAliveNoticesASessionTheServerForgot(t *testing.T) {
 	f := newFakeCare(t)
 	f.keepAlive = 50 * time.Millisecond
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 
@@ -619,8 +616,8 @@ func TestRun_KeepAliveNoticesASessionTheServerForgot(t *testing.T) {
 func TestFirstSync_AnnouncesNothingButLaterRevisionsAndNewFactsAreNews(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	path := tempDBPath(t)
-	p := startPrincipal(t, f, path, "ray")
+	db := newTestDB(t)
+	p := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p)
 	if got := pendingOf(t, p, "ray"); len(got) != 0 {
 		t.Fatalf("first sync queued %d announcements, want 0: the facts he was discharged with are not news", len(got))
@@ -640,15 +637,15 @@ func TestOnQueued_IsToldOfEachNewAnnouncementAndNotOfTheFirstSync(t *testing.T) 
 	seedRay(f)
 	var mu sync.Mutex
 	var told []string
-	db := openDB(t, tempDBPath(t))
-	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, DB: db,
+	db := openDB(t, newTestDB(t))
+	pr, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db,
 		Backoff: Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, RequestTimeout: 5 * time.Second, KeepAlive: f.keepAlive})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pr.OnQueued(func(patient string) { mu.Lock(); told = append(told, patient); mu.Unlock() })
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &testPrincipal{Principal: pr, db: db, cancel: cancel, done: make(chan error, 1)}
+	p := &testPrincipal{Principal: pr, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- pr.Run(ctx) }()
 	t.Cleanup(p.stop)
 	waitConnected(t, p)
@@ -669,7 +666,7 @@ func TestOnQueued_IsToldOfEachNewAnnouncementAndNotOfTheFirstSync(t *testing.T) 
 func TestPending_RefusesToAnswerWhileDisconnectedRatherThanSayNothingChanged(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	if _, err := p.Pending(context.Background(), "ray"); err != nil {
@@ -693,7 +690,7 @@ func TestPending_RefusesToAnswerWhileDisconnectedRatherThanSayNothingChanged(t *
 func TestPending_PutsEveryRetractionBeforeNewsHeNeverHeard(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	// He heard the walking instruction only.
 	if err := p.MarkHeard(context.Background(), "ray", mustURI(t, wb), 1, models.Hearing{}); err != nil {

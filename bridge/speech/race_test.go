@@ -3,7 +3,6 @@ package speech
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +55,7 @@ func spoken(t *testing.T, s models.Snapshot) string {
 func TestRevert_DuringHisTurnTheNextTurnWithdrawsWhatTheTurnSaid(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	const stop = "STOP taking rivaroxaban today."
 	said := heardThenOffered(t, p, f, stop)
@@ -90,15 +89,15 @@ func TestRevert_DuringHisTurnTheNextTurnWithdrawsWhatTheTurnSaid(t *testing.T) {
 func TestRevert_AfterACrashBeforeTheLedgersCommitTheOfferedWordsAreWithdrawnSayingSo(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	path := tempDBPath(t)
-	p := startPrincipal(t, f, path, "ray")
+	db := newTestDB(t)
+	p := startPrincipal(t, f, db, "ray")
 	waitConnected(t, p)
 	const stop = "STOP taking rivaroxaban today."
 	heardThenOffered(t, p, f, stop)
 	p.stop() // no MarkHeard: the ledger never heard of the delivery
 
 	n := f.publishSilently(anti, "Take rivaroxaban 10 mg once a day.")
-	p = startPrincipal(t, f, path, "ray")
+	p = startPrincipal(t, f, db, "ray")
 	waitConnected(t, p)
 	s := turnOf(t, p, "ray")
 	got := spoken(t, s)
@@ -115,7 +114,7 @@ func TestRevert_AfterACrashBeforeTheLedgersCommitTheOfferedWordsAreWithdrawnSayi
 func TestOvertaken_ATurnOvertakenByARevisionIsQuotedByTheNextRetraction(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	const two = "Take TWO tablets of apixaban today."
 	said := heardThenOffered(t, p, f, two)
@@ -143,7 +142,7 @@ func TestOvertaken_ATurnOvertakenByARevisionIsQuotedByTheNextRetraction(t *testi
 func TestTurn_ARevisionReadButNotYetQueuedIsARetractionInThisTurn(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	n := f.publishSilently(wb, "Walking K1.")
@@ -180,7 +179,7 @@ func TestTurn_ARevisionReadButNotYetQueuedIsARetractionInThisTurn(t *testing.T) 
 func TestTurn_AFactCreatedJustBeforeTheTurnIsAnnouncedInIt(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	// Twin first: nothing new, nothing said.
@@ -208,7 +207,7 @@ func TestTurn_AFactCreatedJustBeforeTheTurnIsAnnouncedInIt(t *testing.T) {
 func TestTurn_AFactServedStaleIsStaleAtTheTurnsNowTakenBeforeTheRead(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	f.setStale(anti, true)
 	hearAll(t, p, "ray")
@@ -240,7 +239,7 @@ func TestTurn_AFactServedStaleIsStaleAtTheTurnsNowTakenBeforeTheRead(t *testing.
 func TestTurn_APendingAnnouncementAheadOfTheTurnsReadIsReadAgain(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
@@ -264,91 +263,6 @@ func TestTurn_APendingAnnouncementAheadOfTheTurnsReadIsReadAgain(t *testing.T) {
 	}
 }
 
-// offeredTold records that version v of wb is told plainly in a response
-// about to be written.
-func offeredTold(t *testing.T, l *ledger, v int) {
-	t.Helper()
-	if err := l.Offered(context.Background(), "ray", []offer{{URI: wb, Version: v, Told: true}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// P-24: a plain answer is offered before its write, so a crash before
-// MarkTold leaves it offered and the next revision withdraws it, said
-// again ("as I may not have told you properly"). Twins: confirmed by
-// MarkTold, the revision withdraws it plainly; never told, it is a first
-// hearing; told at a version he heard, nothing is written.
-func TestLedger_AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T) {
-	ctx := context.Background()
-	for _, tt := range []struct {
-		name    string
-		steps   func(t *testing.T, l *ledger)
-		want    []span
-		offered bool // the pending announcement says it again
-		heard   int
-	}{
-		{"told, crash before MarkTold", func(t *testing.T, l *ledger) { offeredTold(t, l, 1) }, []span{{1, 2}}, true, 0},
-		{"told and confirmed", func(t *testing.T, l *ledger) { offeredTold(t, l, 1); markTold(t, l, 1) }, []span{{1, 2}}, false, 1},
-		{"never told: his starting point, then news", func(t *testing.T, l *ledger) {}, []span{{0, 2}}, false, 0},
-		{"told, the revision read before MarkTold, then confirmed: not said again", func(t *testing.T, l *ledger) {
-			offeredTold(t, l, 1)
-			observeWords(t, l, 2, false, false)
-			markTold(t, l, 1)
-		}, []span{{1, 2}}, false, 1},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newTestLedger(t, tempDBPath(t))
-			if err := l.Follow(ctx, "ray", map[string]int{wb: 1}); err != nil {
-				t.Fatal(err)
-			}
-			tt.steps(t, l)
-			observeWords(t, l, 2, false, false)
-			rows, err := l.Pending(ctx, "ray")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []span
-			for _, r := range rows {
-				got = append(got, span{r.From, r.To})
-				if r.Offered != tt.offered {
-					t.Errorf("offered = %v, want %v", r.Offered, tt.offered)
-				}
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("pending = %v, want %v", got, tt.want)
-			}
-			if h, _ := l.Heard(ctx, "ray", wb); h != tt.heard {
-				t.Errorf("heard = %d, want %d", h, tt.heard)
-			}
-		})
-	}
-	t.Run("told at a version he heard writes nothing", func(t *testing.T) {
-		l := newTestLedger(t, tempDBPath(t))
-		markHeard(t, l, 2)
-		var writes int
-		fn := func() { writes++ }
-		l.onWrite.Store(&fn)
-		offeredTold(t, l, 2)
-		offeredTold(t, l, 1)
-		if hs, _ := l.HeardState(ctx, "ray", wb); writes != 0 || hs.Offered != 0 {
-			t.Errorf("%d writes, offered v%d: want none", writes, hs.Offered)
-		}
-		offeredTold(t, l, 3) // twin: a version he has not heard is written
-		if hs, _ := l.HeardState(ctx, "ray", wb); writes != 1 || hs.Offered != 3 {
-			t.Errorf("%d writes, offered v%d: want one, v3", writes, hs.Offered)
-		}
-	})
-	t.Run("told never touches a pending retraction", func(t *testing.T) {
-		l := newTestLedger(t, tempDBPath(t))
-		markHeard(t, l, 1)
-		observe(t, l, 2, false)
-		offeredTold(t, l, 2)
-		if hs, _ := l.HeardState(ctx, "ray", wb); hs.Offered != 0 {
-			t.Errorf("offered v%d while the retraction is pending", hs.Offered)
-		}
-	})
-}
-
 // The principal's side of a crash after a plain answer: Ray was told his
 // walking instruction (his starting point) and the process died before
 // MarkTold; the physio's revision is then a retraction of what he was
@@ -358,8 +272,8 @@ func TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction(t
 		t.Run(map[bool]string{false: "crash before MarkTold", true: "confirmed"}[confirmed], func(t *testing.T) {
 			f := newFakeCare(t)
 			seedRay(f)
-			path := tempDBPath(t)
-			p := startPrincipal(t, f, path, "ray")
+			db := newTestDB(t)
+			p := startPrincipal(t, f, db, "ray")
 			waitConnected(t, p)
 			s := turnOf(t, p, "ray")
 			v, ok := factOf(s, "weight_bearing")
@@ -377,7 +291,7 @@ func TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction(t
 			}
 			p.stop()
 			n := f.publishSilently(wb, "Full weight-bearing as tolerated.")
-			p = startPrincipal(t, f, path, "ray")
+			p = startPrincipal(t, f, db, "ray")
 			waitConnected(t, p)
 			s = turnOf(t, p, "ray")
 			if len(s.Pending) != 1 || !s.Pending[0].IsRetraction() || s.Pending[0].Heard.N != v.N || s.Pending[0].Current.N != n || s.Pending[0].Again == confirmed {
@@ -394,105 +308,13 @@ func TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction(t
 	}
 }
 
-// notPlayed re-opens what a response marked of wb: heard before, from, version.
-func notPlayed(t *testing.T, l *ledger, before, from, version int) int {
-	t.Helper()
-	n, err := l.NotPlayed(context.Background(), "ray", []marked{{URI: wb, HeardBefore: before, From: from, Version: version}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// P-24: Alexa's report that a response was not played re-opens what it
-// marked — heard goes back, the version becomes offered and the
-// announcement is owed again, said again — once, and never past a later
-// confirmed delivery.
-func TestLedger_NotPlayedReopensWhatTheResponseMarked(t *testing.T) {
-	ctx := context.Background()
-	for _, tt := range []struct {
-		name     string
-		steps    func(t *testing.T, l *ledger)
-		reopened int
-		want     []span
-		offered  int // the offered version after
-		heard    int
-	}{
-		{"a retraction delivered, not played: owed again", func(t *testing.T, l *ledger) {
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
-			offered(t, l, 2)
-			markHeard(t, l, 2)
-			notPlayed(t, l, 1, 1, 2)
-		}, 1, []span{{1, 2}}, 2, 1},
-		{"reported twice: re-opened once", func(t *testing.T, l *ledger) {
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
-			markHeard(t, l, 2)
-			notPlayed(t, l, 1, 1, 2)
-			if n := notPlayed(t, l, 1, 1, 2); n != 0 {
-				t.Errorf("second report re-opened %d", n)
-			}
-		}, 1, []span{{1, 2}}, 2, 1},
-		{"a later confirmed delivery is never undone", func(t *testing.T, l *ledger) {
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
-			markHeard(t, l, 2)
-			observe(t, l, 3, false)
-			markHeard(t, l, 3) // the next turn's retraction, delivered
-			if n := notPlayed(t, l, 1, 1, 2); n != 0 {
-				t.Errorf("re-opened %d past a later delivery", n)
-			}
-		}, 0, nil, 0, 3},
-		{"a revision queued since withdraws the version not played, said again", func(t *testing.T, l *ledger) {
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
-			markHeard(t, l, 2)
-			observe(t, l, 3, false)
-			notPlayed(t, l, 1, 1, 2)
-		}, 1, []span{{2, 3}}, 2, 1},
-		{"a fact told, not played: a first hearing owed, said again", func(t *testing.T, l *ledger) {
-			offeredTold(t, l, 1)
-			markTold(t, l, 1)
-			notPlayed(t, l, 0, 0, 1)
-		}, 1, []span{{0, 1}}, 1, 0},
-		{"positive twin: no report, nothing owed", func(t *testing.T, l *ledger) {
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
-			markHeard(t, l, 2)
-		}, 0, nil, 0, 2},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newTestLedger(t, tempDBPath(t))
-			tt.steps(t, l)
-			rows, err := l.Pending(ctx, "ray")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []span
-			for _, r := range rows {
-				got = append(got, span{r.From, r.To})
-				if !r.Offered {
-					t.Errorf("pending %+v not said again", r)
-				}
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("pending = %v, want %v", got, tt.want)
-			}
-			if hs, _ := l.HeardState(ctx, "ray", wb); hs.Heard != tt.heard || hs.Offered != tt.offered {
-				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
-			}
-		})
-	}
-}
-
 // The principal's side: a retraction Ray was marked as having heard is
 // reported not played; the next turn says it again, saying so. Twin: a
 // malformed report changes nothing.
 func TestNotPlayed_TheRetractionIsSpokenAgainSayingSo(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
-	p := startPrincipal(t, f, tempDBPath(t), "ray")
+	p := startPrincipal(t, f, newTestDB(t), "ray")
 	waitConnected(t, p)
 	hearAll(t, p, "ray")
 	n := f.publish(wb, "Full weight-bearing as tolerated.")

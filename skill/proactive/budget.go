@@ -2,12 +2,10 @@ package proactive
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -109,24 +107,37 @@ func (q QuietHours) Until(t time.Time) time.Time {
 	return time.Time{}
 }
 
+// BudgetStore keeps the budget's slots where every instance shares them
+// (store.AlertBudget; P-18: this package never imports the store). Times
+// are the budget's clock. Its methods are safe for concurrent use.
+type BudgetStore interface {
+	// ReserveSlot takes one slot for patient at at, atomically across
+	// every caller and instance, unless max slots are already charged
+	// (reserved and not refunded) after since: then it takes none, and
+	// returns id 0 and when the oldest of them was reserved.
+	ReserveSlot(ctx context.Context, patient string, max int, since, at time.Time) (id int64, oldest time.Time, err error)
+	// RefundSlot gives slot id back: it no longer counts.
+	RefundSlot(ctx context.Context, id int64) error
+	// SlotsUsed counts patient's slots charged after since.
+	SlotsUsed(ctx context.Context, patient string, since time.Time) (int, error)
+}
+
 // Budget is the audible budget: at most Max unasked notifications per
-// patient per sliding Window, kept in the database so every instance shares
-// it (P-23). A slot is reserved atomically before sending and charged unless
-// the API proves nothing was delivered.
+// patient per sliding Window, kept in its BudgetStore so every instance
+// shares it (P-23). A slot is reserved atomically before sending and
+// charged unless the API proves nothing was delivered.
 type Budget struct {
-	db      *sql.DB
-	dialect string // "sqlite" | "postgres"
-	max     int
-	window  time.Duration
-	quiet   QuietHours
-	clock   func() time.Time
-	mu      sync.Mutex // serializes this instance's reservations; the DB lock serializes instances
+	slots  BudgetStore
+	max    int
+	window time.Duration
+	quiet  QuietHours
+	clock  func() time.Time
 }
 
 // BudgetConfig configures NewBudget.
 type BudgetConfig struct {
-	DB      *sql.DB
-	Dialect string // "sqlite" (default) or "postgres"
+	// Slots keeps the reserved slots (store.AlertBudget). Required.
+	Slots BudgetStore
 	// Max is the number of slots per Window (--alert-budget, 3 in the
 	// command); ≤ 0 disables the budget: Reserve returns ErrDisabled.
 	Max int
@@ -136,19 +147,10 @@ type BudgetConfig struct {
 	Clock  func() time.Time // nil is time.Now
 }
 
-const budgetSchema = `CREATE TABLE IF NOT EXISTS alert_budget (
-	id          %s,
-	patient     TEXT   NOT NULL,
-	reserved_at BIGINT NOT NULL,
-	state       TEXT   NOT NULL
-);
-CREATE INDEX IF NOT EXISTS alert_budget_patient ON alert_budget (patient, reserved_at)`
-
-// NewBudget creates the alert_budget table if missing and returns the
-// budget. It fails when cfg.DB is nil or the table cannot be created.
-func NewBudget(ctx context.Context, cfg BudgetConfig) (*Budget, error) {
-	if cfg.DB == nil {
-		return nil, errors.New("proactive: budget needs a database")
+// NewBudget returns the budget. It fails when cfg.Slots is nil.
+func NewBudget(cfg BudgetConfig) (*Budget, error) {
+	if cfg.Slots == nil {
+		return nil, errors.New("proactive: budget needs a slot store")
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = time.Hour
@@ -156,19 +158,7 @@ func NewBudget(ctx context.Context, cfg BudgetConfig) (*Budget, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.Dialect == "" {
-		cfg.Dialect = "sqlite"
-	}
-	idCol := "INTEGER PRIMARY KEY AUTOINCREMENT"
-	if cfg.Dialect == "postgres" {
-		idCol = "BIGSERIAL PRIMARY KEY"
-	}
-	for _, stmt := range strings.Split(fmt.Sprintf(budgetSchema, idCol), ";\n") {
-		if _, err := cfg.DB.ExecContext(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("proactive: create alert_budget: %w", err)
-		}
-	}
-	return &Budget{db: cfg.DB, dialect: cfg.Dialect, max: cfg.Max, window: cfg.Window, quiet: cfg.Quiet, clock: cfg.Clock}, nil
+	return &Budget{slots: cfg.Slots, max: cfg.Max, window: cfg.Window, quiet: cfg.Quiet, clock: cfg.Clock}, nil
 }
 
 // Reservation is one reserved slot. Call Refund only when the API proved
@@ -176,24 +166,6 @@ func NewBudget(ctx context.Context, cfg BudgetConfig) (*Budget, error) {
 type Reservation struct {
 	b  *Budget
 	id int64
-}
-
-// q rewrites ? placeholders as $n for Postgres.
-func (b *Budget) q(s string) string {
-	if b.dialect != "postgres" {
-		return s
-	}
-	var out strings.Builder
-	n := 0
-	for _, c := range s {
-		if c == '?' {
-			n++
-			fmt.Fprintf(&out, "$%d", n)
-			continue
-		}
-		out.WriteRune(c)
-	}
-	return out.String()
 }
 
 // Reserve takes one slot for patient, atomically: two racing callers with
@@ -207,53 +179,14 @@ func (b *Budget) Reserve(ctx context.Context, patient string) (Reservation, erro
 	if until := b.quiet.Until(now); !until.IsZero() {
 		return Reservation{}, &QuietError{Until: until}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-
-	conn, err := b.db.Conn(ctx)
+	id, oldest, err := b.slots.ReserveSlot(ctx, patient, b.max, now.Add(-b.window), now)
 	if err != nil {
 		return Reservation{}, fmt.Errorf("proactive: reserve: %w", err)
 	}
-	defer conn.Close()
-	begin := "BEGIN IMMEDIATE"
-	if b.dialect == "postgres" {
-		begin = "BEGIN"
-	}
-	if _, err := conn.ExecContext(ctx, begin); err != nil {
-		return Reservation{}, fmt.Errorf("proactive: reserve: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-	}()
-	if b.dialect == "postgres" {
-		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "alert_budget/"+patient); err != nil {
-			return Reservation{}, fmt.Errorf("proactive: reserve lock: %w", err)
-		}
-	}
-	since := now.Add(-b.window).UnixMilli()
-	var count int
-	var oldest sql.NullInt64
-	row := conn.QueryRowContext(ctx, b.q(`SELECT COUNT(*), MIN(reserved_at) FROM alert_budget
-		WHERE patient = ? AND reserved_at > ? AND state <> 'refunded'`), patient, since)
-	if err := row.Scan(&count, &oldest); err != nil {
-		return Reservation{}, fmt.Errorf("proactive: reserve count: %w", err)
-	}
-	if count >= b.max {
-		retry := time.UnixMilli(oldest.Int64).Add(b.window).Sub(now)
+	if id == 0 {
+		retry := oldest.Add(b.window).Sub(now)
 		return Reservation{}, &SpentError{RetryAfter: max(retry, time.Second)}
 	}
-	var id int64
-	if err := conn.QueryRowContext(ctx, b.q(`INSERT INTO alert_budget (patient, reserved_at, state) VALUES (?, ?, 'charged') RETURNING id`),
-		patient, now.UnixMilli()).Scan(&id); err != nil {
-		return Reservation{}, fmt.Errorf("proactive: reserve insert: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return Reservation{}, fmt.Errorf("proactive: reserve commit: %w", err)
-	}
-	committed = true
 	return Reservation{b: b, id: id}, nil
 }
 
@@ -263,8 +196,7 @@ func (r Reservation) Refund(ctx context.Context) error {
 	if r.b == nil {
 		return nil
 	}
-	_, err := r.b.db.ExecContext(ctx, r.b.q(`UPDATE alert_budget SET state = 'refunded' WHERE id = ?`), r.id)
-	if err != nil {
+	if err := r.b.slots.RefundSlot(ctx, r.id); err != nil {
 		return fmt.Errorf("proactive: refund: %w", err)
 	}
 	return nil
@@ -273,9 +205,7 @@ func (r Reservation) Refund(ctx context.Context) error {
 // Used reports how many slots patient has charged in the current window
 // (reserved and not refunded).
 func (b *Budget) Used(ctx context.Context, patient string) (int, error) {
-	var n int
-	err := b.db.QueryRowContext(ctx, b.q(`SELECT COUNT(*) FROM alert_budget WHERE patient = ? AND reserved_at > ? AND state <> 'refunded'`),
-		patient, b.clock().Add(-b.window).UnixMilli()).Scan(&n)
+	n, err := b.slots.SlotsUsed(ctx, patient, b.clock().Add(-b.window))
 	if err != nil {
 		return 0, fmt.Errorf("proactive: used: %w", err)
 	}

@@ -114,7 +114,7 @@ func TestNotifier_AForeignAPIEndpointIsUndeliveredAndRefunded(t *testing.T) {
 	ctx := context.Background()
 	for endpoint, charged := range map[string]int{"https://collector.evil.example": 0, "https://api.eu.amazonalexa.com": 1} {
 		clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
-		b := newBudget(t, openDB(t), 3, QuietHours{}, clk)
+		b := newBudget(t, newSlots(t), 3, QuietHours{}, clk)
 		c, err := NewClient(ClientConfig{ClientID: "id", ClientSecret: "s3cret", HTTPClient: &http.Client{Transport: &recordingTransport{}}, Clock: clk.Now})
 		if err != nil {
 			t.Fatal(err)

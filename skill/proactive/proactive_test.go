@@ -2,20 +2,16 @@ package proactive
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	_ "modernc.org/sqlite"
 )
 
 // fakeClock is a settable clock safe for concurrent use.
@@ -27,19 +23,63 @@ type fakeClock struct {
 func (c *fakeClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func openDB(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "b.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+// memSlots is a BudgetStore in memory: one mutex makes each reservation
+// atomic, as the store's database lock does (store.AlertBudget, whose own
+// tests run the SQL on SQLite and Postgres).
+type memSlots struct {
+	mu    sync.Mutex
+	slots []memSlot
 }
 
-func newBudget(t *testing.T, db *sql.DB, max int, q QuietHours, clk *fakeClock) *Budget {
+type memSlot struct {
+	patient  string
+	at       time.Time
+	refunded bool
+}
+
+func newSlots(*testing.T) *memSlots { return &memSlots{} }
+
+func (m *memSlots) charged(patient string, since time.Time) (n int, oldest time.Time) {
+	for _, s := range m.slots {
+		if s.patient == patient && s.at.After(since) && !s.refunded {
+			if n == 0 || s.at.Before(oldest) {
+				oldest = s.at
+			}
+			n++
+		}
+	}
+	return n, oldest
+}
+
+func (m *memSlots) ReserveSlot(_ context.Context, patient string, max int, since, at time.Time) (int64, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n, oldest := m.charged(patient, since); n >= max {
+		return 0, oldest, nil
+	}
+	m.slots = append(m.slots, memSlot{patient: patient, at: at})
+	return int64(len(m.slots)), time.Time{}, nil
+}
+
+func (m *memSlots) RefundSlot(_ context.Context, id int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id >= 1 && int(id) <= len(m.slots) {
+		m.slots[id-1].refunded = true
+	}
+	return nil
+}
+
+func (m *memSlots) SlotsUsed(_ context.Context, patient string, since time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, _ := m.charged(patient, since)
+	return n, nil
+}
+
+func newBudget(t *testing.T, slots BudgetStore, max int, q QuietHours, clk *fakeClock) *Budget {
 	t.Helper()
-	b, err := NewBudget(context.Background(), BudgetConfig{DB: db, Max: max, Quiet: q, Clock: clk.Now})
+	b, err := NewBudget(BudgetConfig{Slots: slots, Max: max, Quiet: q, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +199,7 @@ func TestClient_FourXXIsProvenUndeliveredButFiveXXIsNot(t *testing.T) {
 
 func TestBudget_RefusesPastMaxAndRecoversAsTheWindowSlides(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
-	b := newBudget(t, openDB(t), 3, QuietHours{}, clk)
+	b := newBudget(t, newSlots(t), 3, QuietHours{}, clk)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
 		if _, err := b.Reserve(ctx, "ray"); err != nil {
@@ -187,7 +227,7 @@ func TestBudget_RefusesPastMaxAndRecoversAsTheWindowSlides(t *testing.T) {
 
 func TestBudget_RefundGivesTheSlotBack(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
-	b := newBudget(t, openDB(t), 1, QuietHours{}, clk)
+	b := newBudget(t, newSlots(t), 1, QuietHours{}, clk)
 	ctx := context.Background()
 	r, err := b.Reserve(ctx, "ray")
 	if err != nil {
@@ -206,10 +246,10 @@ func TestBudget_RefundGivesTheSlotBack(t *testing.T) {
 
 func TestBudget_TwoRacingReservationsWithOneSlotLeftGetOne(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
-	db := openDB(t)
-	// Two Budget values over one database stand for two instances.
-	a := newBudget(t, db, 3, QuietHours{}, clk)
-	b := newBudget(t, db, 3, QuietHours{}, clk)
+	slots := newSlots(t)
+	// Two Budget values over one slot store stand for two instances.
+	a := newBudget(t, slots, 3, QuietHours{}, clk)
+	b := newBudget(t, slots, 3, QuietHours{}, clk)
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
 		if _, err := a.Reserve(ctx, "ray"); err != nil {
@@ -257,7 +297,7 @@ func TestQuietHours_DeferUntilTheWindowEnds(t *testing.T) {
 		}
 	}
 	clk := &fakeClock{t: time.Date(2026, 10, 8, 22, 30, 0, 0, london)}
-	b := newBudget(t, openDB(t), 3, q, clk)
+	b := newBudget(t, newSlots(t), 3, q, clk)
 	_, err = b.Reserve(context.Background(), "ray")
 	var qe *QuietError
 	if !errors.As(err, &qe) {
@@ -311,7 +351,7 @@ func TestNotifier_SeveralRevisionsInAMinuteSendOneNotification(t *testing.T) {
 	s := &fakeSender{}
 	var open, pending atomic.Bool
 	pending.Store(true)
-	n := newNotifier(t, newBudget(t, openDB(t), 3, QuietHours{}, clk), s, clk, &open, &pending)
+	n := newNotifier(t, newBudget(t, newSlots(t), 3, QuietHours{}, clk), s, clk, &open, &pending)
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
 		n.Revision("ray")
@@ -338,7 +378,7 @@ func TestNotifier_SilentWhileASessionIsOpenOrNothingIsPending(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
 	s := &fakeSender{}
 	var open, pending atomic.Bool
-	n := newNotifier(t, newBudget(t, openDB(t), 3, QuietHours{}, clk), s, clk, &open, &pending)
+	n := newNotifier(t, newBudget(t, newSlots(t), 3, QuietHours{}, clk), s, clk, &open, &pending)
 	ctx := context.Background()
 
 	open.Store(true)
@@ -371,7 +411,7 @@ func TestNotifier_DefersInQuietHoursAndSendsAfter(t *testing.T) {
 	s := &fakeSender{}
 	var open, pending atomic.Bool
 	pending.Store(true)
-	n := newNotifier(t, newBudget(t, openDB(t), 3, q, clk), s, clk, &open, &pending)
+	n := newNotifier(t, newBudget(t, newSlots(t), 3, q, clk), s, clk, &open, &pending)
 	ctx := context.Background()
 	n.Revision("ray")
 	clk.Advance(10 * time.Second)
@@ -400,7 +440,7 @@ func TestNotifier_RefundsOnlyWhenProvenUndelivered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{t: time.Date(2026, 10, 8, 12, 0, 0, 0, time.UTC)}
-			b := newBudget(t, openDB(t), 3, QuietHours{}, clk)
+			b := newBudget(t, newSlots(t), 3, QuietHours{}, clk)
 			var open, pending atomic.Bool
 			pending.Store(true)
 			n := newNotifier(t, b, &fakeSender{err: tc.err}, clk, &open, &pending)
@@ -440,7 +480,7 @@ func TestNotifier_ToldOnlyForAnAcceptedNotification(t *testing.T) {
 			pending.Store(true)
 			var told []string
 			n, err := NewNotifier(NotifierConfig{
-				Budget: newBudget(t, openDB(t), 3, QuietHours{}, clk), Sender: &fakeSender{err: tc.err}, Clock: clk.Now,
+				Budget: newBudget(t, newSlots(t), 3, QuietHours{}, clk), Sender: &fakeSender{err: tc.err}, Clock: clk.Now,
 				Recipients: func(context.Context, string) ([]Recipient, error) {
 					return []Recipient{{UserID: "amzn1.ask.account.RAY", APIEndpoint: "https://api.eu.amazonalexa.com"}}, nil
 				},

@@ -233,8 +233,8 @@ func TestStore_NeverSpeakableWordsAreNotInTheDatabaseFile(t *testing.T) {
 		{"local envelope hides them", func(t *testing.T) store.Sealer { return newLocal(t, randomKey(t)) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, path := seededStore(t, tc.sealer(t))
-			db, _ := st.DB()
+			_, path := seededStore(t, tc.sealer(t))
+			db := attacker(t, path)
 			if _, err := db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 				t.Fatal(err)
 			}

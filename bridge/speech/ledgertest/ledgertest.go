@@ -1,0 +1,863 @@
+// Package ledgertest is the contract of the speech principal's heard
+// ledger (bridge/speech's LedgerStore; P-19, P-24) as one test suite, run
+// against every implementation: the store's SQL on SQLite and Postgres
+// (store.HeardLedger) and the speech package's in-memory fake, so the fake
+// the principal's tests run on behaves as the real ledger does.
+//
+// It imports only models and the standard library, so both the store's
+// tests and the speech package's own tests can import it (P-18).
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+// Ledger is bridge/speech's LedgerStore, method for method (the speech
+// package asserts that its fake satisfies both).
+type Ledger interface {
+	Heard(ctx context.Context, patient, uri string) (int, error)
+	HeardState(ctx context.Context, patient, uri string) (models.HeardState, error)
+	HeardOf(ctx context.Context, patient string) (map[string]int, error)
+	Facts(ctx context.Context, patient string) (map[string]models.FactLedger, error)
+	Pending(ctx context.Context, patient string) ([]models.QueuedAnnouncement, error)
+	Status(ctx context.Context, patient, uri string) (heard, pendingTo int, err error)
+	Backlog(ctx context.Context) (int, error)
+	Followed(ctx context.Context, patients []string) (map[string]bool, error)
+	Follow(ctx context.Context, patient string, facts map[string]int) error
+	Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (bool, error)
+	Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error
+	MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error
+	MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error)
+	NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error)
+	Drop(ctx context.Context, id int64, at time.Time) error
+	Notified(ctx context.Context, patient string, at time.Time) error
+	Delivery(ctx context.Context, patient, uri string) (models.DeliveryRecord, error)
+	DeliveryChanges(ctx context.Context, after int64, limit int) ([]models.DeliveryChange, error)
+	DeliveryCursor(ctx context.Context) (int64, error)
+	OnWrite(fn func())
+}
+
+// NewDB makes one empty database for one test and returns the function
+// that opens a handle on it: every call is another instance (or the same
+// one after a restart) on the same durable data. Handles are closed at t's
+// cleanup.
+type NewDB func(t *testing.T) (open func() Ledger)
+
+// Run runs the whole contract, one subtest per property.
+func Run(t *testing.T, newDB NewDB) {
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, NewDB)
+	}{
+		{"AnnouncementSemantics", AnnouncementSemantics},
+		{"ObserveRefusesADecisionMadeOnAStaleHeardVersion", ObserveRefusesADecisionMadeOnAStaleHeardVersion},
+		{"SurvivesReopeningTheDatabase", SurvivesReopeningTheDatabase},
+		{"KeepsPatientsApart", KeepsPatientsApart},
+		{"OfferAndRevertAcrossInstances", OfferAndRevertAcrossInstances},
+		{"AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision", AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision},
+		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
+		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
+		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
+		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
+		{"DeliveryLogMarksUnchangedWordsAndKeepsFactsApart", DeliveryLogMarksUnchangedWordsAndKeepsFactsApart},
+		{"DeliveryChangesFollowTheLogFromACursor", DeliveryChangesFollowTheLogFromACursor},
+		{"DeliveryChangesAreSharedAcrossInstances", DeliveryChangesAreSharedAcrossInstances},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newDB) })
+	}
+}
+
+// WB is the fact most steps use: Ray's walking instruction.
+const WB = "care://ray/weight_bearing"
+
+var t10 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+func at(min int) time.Time { return t10.Add(time.Duration(min) * time.Minute) }
+
+// Span is a pending announcement's versions.
+type Span struct{ From, To int }
+
+func pendingSpans(t *testing.T, l Ledger, patient string) []Span {
+	t.Helper()
+	rows, err := l.Pending(context.Background(), patient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Span
+	for _, r := range rows {
+		out = append(out, Span{r.From, r.To})
+	}
+	return out
+}
+
+// observe reads WB's latest version as latest, its words compared with
+// what he heard only (same).
+func observe(t *testing.T, l Ledger, latest int, same bool) {
+	t.Helper()
+	ctx := context.Background()
+	h, err := l.Heard(ctx, "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: h}, latest, same, false, time.Time{}); err != nil {
+		t.Fatalf("Observe(v%d): %v", latest, err)
+	}
+}
+
+// observeWords observes latest with the words compared against what he
+// heard (sameHeard) and what he may have heard (sameOffered).
+func observeWords(t *testing.T, l Ledger, latest int, sameHeard, sameOffered bool) {
+	t.Helper()
+	ctx := context.Background()
+	hs, err := l.HeardState(ctx, "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Observe(ctx, "ray", WB, hs, latest, sameHeard, sameOffered, time.Time{}); err != nil {
+		t.Fatalf("Observe(v%d): %v", latest, err)
+	}
+}
+
+func markHeard(t *testing.T, l Ledger, v int) {
+	t.Helper()
+	if err := l.MarkHeard(context.Background(), "ray", WB, v, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func markTold(t *testing.T, l Ledger, v int) {
+	t.Helper()
+	if _, err := l.MarkTold(context.Background(), "ray", WB, v, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offered records that the pending announcement of WB was put in a
+// response speaking version v.
+func offered(t *testing.T, l Ledger, v int) {
+	t.Helper()
+	rows, err := l.Pending(context.Background(), "ray")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("pending = %v, %v: want one to offer", rows, err)
+	}
+	if err := l.Offered(context.Background(), "ray", []models.LedgerOffer{{ID: rows[0].ID, URI: WB, Version: v}}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offeredTold records that version v of WB is told plainly in a response
+// about to be written.
+func offeredTold(t *testing.T, l Ledger, v int) {
+	t.Helper()
+	if err := l.Offered(context.Background(), "ray", []models.LedgerOffer{{URI: WB, Version: v, Told: true}}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// notPlayed re-opens what a response marked of WB: heard before, from, version.
+func notPlayed(t *testing.T, l Ledger, before, from, version int) int {
+	t.Helper()
+	n, err := l.NotPlayed(context.Background(), "ray", []models.LedgerMark{{URI: WB, HeardBefore: before, From: from, Version: version}}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func heard(t *testing.T, l Ledger) int {
+	t.Helper()
+	h, err := l.Heard(context.Background(), "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func delivery(t *testing.T, l Ledger) models.DeliveryRecord {
+	t.Helper()
+	rec, err := l.Delivery(context.Background(), "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// AnnouncementSemantics: P-19, the ledger's decisions, each step against
+// the previous state.
+func AnnouncementSemantics(t *testing.T, newDB NewDB) {
+	tests := []struct {
+		name  string
+		steps func(t *testing.T, l Ledger)
+		want  []Span
+		heard int
+	}{
+		{"stacked revisions become one announcement from heard to latest", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			observe(t, l, 3, false)
+			observe(t, l, 4, false)
+		}, []Span{{1, 4}}, 1},
+		{"a fact never heard is a first hearing (from 0), creation included", func(t *testing.T, l Ledger) {
+			observe(t, l, 1, false)
+		}, []Span{{0, 1}}, 0},
+		{"a never-heard fact revised is still one first hearing of the latest", func(t *testing.T, l Ledger) {
+			observe(t, l, 1, false)
+			observe(t, l, 2, false)
+		}, []Span{{0, 2}}, 0},
+		{"none twice: the version he heard is not announced again", func(t *testing.T, l Ledger) {
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			observe(t, l, 2, false)
+		}, nil, 2},
+		{"positive twin of none twice: a later revision is announced from what he heard", func(t *testing.T, l Ledger) {
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			observe(t, l, 3, false)
+		}, []Span{{2, 3}}, 2},
+		{"unchanged words queue nothing and the ledger moves on", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, true)
+		}, nil, 2},
+		{"positive twin of unchanged: changed words are announced", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+		}, []Span{{1, 2}}, 1},
+		{"words changed back to what he heard drop the pending announcement", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			observe(t, l, 3, true)
+		}, nil, 3},
+		{"an older version observed late does not shrink the announcement", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 3, false)
+			observe(t, l, 2, false)
+		}, []Span{{1, 3}}, 1},
+		{"hearing part-way moves the announcement's start", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 3, false)
+			markHeard(t, l, 2)
+		}, []Span{{2, 3}}, 2},
+		{"hearing the latest clears the announcement", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 3, false)
+			markHeard(t, l, 3)
+		}, nil, 3},
+		{"telling an older version as a fact never moves the ledger back", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 3)
+			markTold(t, l, 1)
+			observe(t, l, 3, false)
+		}, nil, 3},
+		{"an announcement delivered after a newer one is what he heard last", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 3)
+			markHeard(t, l, 1) // a slower turn's delivery, confirmed last
+			observe(t, l, 3, false)
+		}, []Span{{1, 3}}, 1},
+		// P-19, P-24: a plain fact answer never swallows a retraction.
+		{"a fact told never settles a pending retraction", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markTold(t, l, 2)
+		}, []Span{{1, 2}}, 1},
+		{"positive twin: the retraction delivered settles it", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+		}, nil, 2},
+		{"a fact told settles a first hearing it covers", func(t *testing.T, l Ledger) {
+			observe(t, l, 1, false)
+			markTold(t, l, 1)
+		}, nil, 1},
+		{"a fact told part-way turns a first hearing into a retraction of it", func(t *testing.T, l Ledger) {
+			observe(t, l, 2, false)
+			markTold(t, l, 1)
+		}, []Span{{1, 2}}, 1},
+		// What he may have heard: an offer whose delivery is unconfirmed.
+		{"a revert during the turn withdraws what the turn told him", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, true, false) // v3 has v1's words
+			markHeard(t, l, 2)                 // the turn's response was delivered
+		}, []Span{{2, 3}}, 2},
+		{"a revert after a crash before the ledger's commit withdraws the offered words", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, true, false) // and the process dies: no markHeard
+		}, []Span{{2, 3}}, 1},
+		{"positive twin of the revert: with no offer, changed back to what he heard is nothing", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			observeWords(t, l, 3, true, false)
+		}, nil, 3},
+		{"an offer not confirmed, then the same words again: from what he heard, said again", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, false, true)
+		}, []Span{{1, 3}}, 1},
+		{"a delivered announcement overtaken by a new revision withdraws what it said", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			observeWords(t, l, 3, false, false)
+			markHeard(t, l, 2)
+		}, []Span{{2, 3}}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newDB(t)()
+			tt.steps(t, l)
+			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if h := heard(t, l); h != tt.heard {
+				t.Errorf("heard = %d, want %d", h, tt.heard)
+			}
+		})
+	}
+}
+
+// ObserveRefusesADecisionMadeOnAStaleHeardVersion: a decision made on a
+// heard version that moved since is refused with models.ErrHeardMoved.
+func ObserveRefusesADecisionMadeOnAStaleHeardVersion(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	markHeard(t, l, 2)
+	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 1}, 3, false, false, time.Time{}); !errors.Is(err, models.ErrHeardMoved) {
+		t.Fatalf("Observe with heard 1 after MarkHeard(2) = %v, want ErrHeardMoved", err)
+	}
+	if got := pendingSpans(t, l, "ray"); got != nil {
+		t.Fatalf("a refused Observe queued %v", got)
+	}
+	// Twin: with the right heard version it queues.
+	if changed, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 2}, 3, false, false, time.Time{}); err != nil || !changed {
+		t.Fatalf("Observe = %v, %v; want a change", changed, err)
+	}
+	if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []Span{{2, 3}}) {
+		t.Fatalf("pending = %v", got)
+	}
+	// And reading it again changes nothing.
+	if changed, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 2}, 3, false, false, time.Time{}); err != nil || changed {
+		t.Fatalf("Observe again = %v, %v; want no change", changed, err)
+	}
+}
+
+// SurvivesReopeningTheDatabase: P-19 across a restart.
+func SurvivesReopeningTheDatabase(t *testing.T, newDB NewDB) {
+	open := newDB(t)
+	ctx := context.Background()
+	l := open()
+	markHeard(t, l, 1)
+	observe(t, l, 3, false)
+	other := "care://ray/anticoagulant"
+	if _, err := l.Observe(ctx, "ray", other, models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	l2 := open()
+	rows, err := l2.Pending(ctx, "ray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].URI != WB || rows[0].From != 1 || rows[0].To != 3 || rows[1].URI != other || rows[1].From != 0 || rows[0].ID >= rows[1].ID {
+		t.Fatalf("after reopen pending = %+v", rows)
+	}
+	if err := l2.MarkHeard(ctx, "ray", WB, 3, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+
+	l3 := open()
+	if got := pendingSpans(t, l3, "ray"); !slices.Equal(got, []Span{{0, 1}}) {
+		t.Fatalf("after hearing and reopening, pending = %v, want only the anticoagulant first hearing", got)
+	}
+	if n, err := l3.Backlog(ctx); err != nil || n != 1 {
+		t.Fatalf("backlog = %d, %v", n, err)
+	}
+	if h, to, err := l3.Status(ctx, "ray", other); err != nil || h != 0 || to != 1 {
+		t.Fatalf("status of the anticoagulant = heard %d, pending to %d, %v; want 0 and 1", h, to, err)
+	}
+	if h, to, err := l3.Status(ctx, "ray", WB); err != nil || h != 3 || to != 0 {
+		t.Fatalf("status of walking = heard %d, pending to %d, %v; want 3 and 0", h, to, err)
+	}
+}
+
+// KeepsPatientsApart: one patient's ledger is never another's.
+func KeepsPatientsApart(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	if _, err := l.Observe(ctx, "bob", "care://bob/weight_bearing", models.HeardState{}, 2, false, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingSpans(t, l, "ray"); got != nil {
+		t.Fatalf("ray sees bob's announcement: %v", got)
+	}
+	if got := pendingSpans(t, l, "bob"); !slices.Equal(got, []Span{{0, 2}}) {
+		t.Fatalf("bob's pending = %v", got)
+	}
+	markHeard(t, l, 1)
+	if h, err := l.HeardOf(ctx, "bob"); err != nil || len(h) != 0 {
+		t.Fatalf("bob's heard = %v, %v; want none", h, err)
+	}
+	if h, err := l.HeardOf(ctx, "ray"); err != nil || len(h) != 1 || h[WB] != 1 {
+		t.Fatalf("ray's heard = %v, %v; want walking v1", h, err)
+	}
+}
+
+// OfferAndRevertAcrossInstances: two handles on one database see one
+// ledger — an announcement, stacked revisions, unchanged words, an offer,
+// a revert and the delivery, written through either.
+func OfferAndRevertAcrossInstances(t *testing.T, newDB NewDB) {
+	open := newDB(t)
+	ctx := context.Background()
+	l := open()
+	markHeard(t, l, 1)
+	observe(t, l, 2, false)
+	observe(t, l, 3, false) // stacked
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingSpans(t, l, "ray"); len(got) != 2 || got[0] != (Span{1, 3}) || got[1] != (Span{0, 1}) {
+		t.Fatalf("pending = %v, want [{1 3} {0 1}]", got)
+	}
+	observe(t, l, 4, true) // the words went back to what he heard
+	if got := pendingSpans(t, l, "ray"); len(got) != 1 || got[0] != (Span{0, 1}) {
+		t.Fatalf("after unchanged words pending = %v", got)
+	}
+
+	l2 := open()
+	if h := heard(t, l2); h != 4 {
+		t.Fatalf("the other instance reads heard %d; want 4", h)
+	}
+	if err := l2.MarkHeard(ctx, "ray", "care://ray/exercise", 1, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Backlog(ctx); err != nil || n != 0 {
+		t.Fatalf("backlog = %d, %v; want 0", n, err)
+	}
+
+	// What he may have heard: an offer, a revert, the delivery.
+	observe(t, l2, 5, false)
+	offered(t, l2, 5)
+	if rows, err := l.Pending(ctx, "ray"); err != nil || len(rows) != 1 || !rows[0].Offered {
+		t.Fatalf("offered pending = %+v, %v", rows, err)
+	}
+	if f, err := l.Facts(ctx, "ray"); err != nil || f[WB] != (models.FactLedger{Heard: 4, Offered: 5}) || f["care://ray/exercise"] != (models.FactLedger{Heard: 1}) {
+		t.Fatalf("facts = %+v, %v", f, err)
+	}
+	observeWords(t, l, 6, true, false) // v6 has v4's words
+	markHeard(t, l2, 5)
+	rows, err := l.Pending(ctx, "ray")
+	if err != nil || len(rows) != 1 || rows[0].From != 5 || rows[0].To != 6 || rows[0].Offered {
+		t.Fatalf("after the revert and the delivery pending = %+v, %v; want 5 → 6, not again", rows, err)
+	}
+}
+
+// AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision: P-24, a plain
+// answer is offered before its write, so a crash before MarkTold leaves it
+// offered and the next revision withdraws it, said again. Twins: confirmed
+// by MarkTold, the revision withdraws it plainly; never told, it is a
+// first hearing; told at a version he heard, nothing is written.
+func AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name    string
+		steps   func(t *testing.T, l Ledger)
+		want    []Span
+		offered bool // the pending announcement says it again
+		heard   int
+	}{
+		{"told, crash before MarkTold", func(t *testing.T, l Ledger) { offeredTold(t, l, 1) }, []Span{{1, 2}}, true, 0},
+		{"told and confirmed", func(t *testing.T, l Ledger) { offeredTold(t, l, 1); markTold(t, l, 1) }, []Span{{1, 2}}, false, 1},
+		{"never told: his starting point, then news", func(t *testing.T, l Ledger) {}, []Span{{0, 2}}, false, 0},
+		{"told, the revision read before MarkTold, then confirmed: not said again", func(t *testing.T, l Ledger) {
+			offeredTold(t, l, 1)
+			observeWords(t, l, 2, false, false)
+			markTold(t, l, 1)
+		}, []Span{{1, 2}}, false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newDB(t)()
+			if err := l.Follow(ctx, "ray", map[string]int{WB: 1}); err != nil {
+				t.Fatal(err)
+			}
+			tt.steps(t, l)
+			observeWords(t, l, 2, false, false)
+			rows, err := l.Pending(ctx, "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Span
+			for _, r := range rows {
+				got = append(got, Span{r.From, r.To})
+				if r.Offered != tt.offered {
+					t.Errorf("offered = %v, want %v", r.Offered, tt.offered)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if h := heard(t, l); h != tt.heard {
+				t.Errorf("heard = %d, want %d", h, tt.heard)
+			}
+		})
+	}
+	t.Run("told at a version he heard writes nothing", func(t *testing.T) {
+		l := newDB(t)()
+		markHeard(t, l, 2)
+		var writes atomic.Int32
+		l.OnWrite(func() { writes.Add(1) })
+		offeredTold(t, l, 2)
+		offeredTold(t, l, 1)
+		if hs, _ := l.HeardState(ctx, "ray", WB); writes.Load() != 0 || hs.Offered != 0 {
+			t.Errorf("%d writes, offered v%d: want none", writes.Load(), hs.Offered)
+		}
+		offeredTold(t, l, 3) // twin: a version he has not heard is written
+		if hs, _ := l.HeardState(ctx, "ray", WB); writes.Load() != 1 || hs.Offered != 3 {
+			t.Errorf("%d writes, offered v%d: want one, v3", writes.Load(), hs.Offered)
+		}
+		if changed, err := l.MarkTold(ctx, "ray", WB, 2, models.Hearing{}); err != nil || changed || writes.Load() != 1 {
+			t.Errorf("MarkTold of a version he heard = %v, %v after %d writes; want no change, no write", changed, err, writes.Load())
+		}
+		if changed, err := l.MarkTold(ctx, "ray", WB, 3, models.Hearing{}); err != nil || !changed {
+			t.Errorf("MarkTold of the offered version = %v, %v; want a change", changed, err)
+		}
+	})
+	t.Run("told never touches a pending retraction", func(t *testing.T) {
+		l := newDB(t)()
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offeredTold(t, l, 2)
+		if hs, _ := l.HeardState(ctx, "ray", WB); hs.Offered != 0 {
+			t.Errorf("offered v%d while the retraction is pending", hs.Offered)
+		}
+		if changed, err := l.MarkTold(ctx, "ray", WB, 2, models.Hearing{}); err != nil || changed {
+			t.Errorf("MarkTold past the retraction = %v, %v; want no change", changed, err)
+		}
+	})
+}
+
+// NotPlayedReopensWhatTheResponseMarked: P-24, Alexa's report that a
+// response was not played re-opens what it marked — heard goes back, the
+// version becomes offered and the announcement is owed again, said again —
+// once, and never past a later confirmed delivery.
+func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, l Ledger) int
+		reopened int
+		want     []Span
+		offered  int // the offered version after
+		heard    int
+	}{
+		{"a retraction delivered, not played: owed again", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			markHeard(t, l, 2)
+			return notPlayed(t, l, 1, 1, 2)
+		}, 1, []Span{{1, 2}}, 2, 1},
+		{"reported twice: re-opened once", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			n := notPlayed(t, l, 1, 1, 2)
+			return n + notPlayed(t, l, 1, 1, 2)
+		}, 1, []Span{{1, 2}}, 2, 1},
+		{"a later confirmed delivery is never undone", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			observe(t, l, 3, false)
+			markHeard(t, l, 3) // the next turn's retraction, delivered
+			return notPlayed(t, l, 1, 1, 2)
+		}, 0, nil, 0, 3},
+		{"a revision queued since withdraws the version not played, said again", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			observe(t, l, 3, false)
+			return notPlayed(t, l, 1, 1, 2)
+		}, 1, []Span{{2, 3}}, 2, 1},
+		{"a fact told, not played: a first hearing owed, said again", func(t *testing.T, l Ledger) int {
+			offeredTold(t, l, 1)
+			markTold(t, l, 1)
+			return notPlayed(t, l, 0, 0, 1)
+		}, 1, []Span{{0, 1}}, 1, 0},
+		{"positive twin: no report, nothing owed", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			return 0
+		}, 0, nil, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newDB(t)()
+			if n := tt.steps(t, l); n != tt.reopened {
+				t.Errorf("re-opened %d, want %d", n, tt.reopened)
+			}
+			rows, err := l.Pending(ctx, "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Span
+			for _, r := range rows {
+				got = append(got, Span{r.From, r.To})
+				if !r.Offered {
+					t.Errorf("pending %+v not said again", r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.Offered != tt.offered {
+				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// DropSettlesAPendingAnnouncementOnce: an announcement whose words did not
+// change is dropped, heard moves to its end and the log says unchanged;
+// dropping it again, or an unknown id, changes nothing.
+func DropSettlesAPendingAnnouncementOnce(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	markHeard(t, l, 1)
+	observe(t, l, 3, false)
+	rows, err := l.Pending(ctx, "ray")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("pending = %+v, %v", rows, err)
+	}
+	if err := l.Drop(ctx, rows[0].ID, at(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pendingSpans(t, l, "ray"); got != nil || heard(t, l) != 3 {
+		t.Fatalf("after Drop pending %v, heard %d; want none and 3", got, heard(t, l))
+	}
+	rec := delivery(t, l)
+	last := rec.Events[len(rec.Events)-1]
+	if last.Kind != models.DeliveryUnchanged || last.Version != 3 || !last.At.Equal(at(5)) {
+		t.Fatalf("the log ends %+v, want v3 unchanged at 10:05", last)
+	}
+	before := len(rec.Events)
+	for _, id := range []int64{rows[0].ID, rows[0].ID + 1000} {
+		if err := l.Drop(ctx, id, at(6)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(delivery(t, l).Events); got != before || heard(t, l) != 3 {
+		t.Fatalf("a second Drop logged %d events (had %d), heard %d", got, before, heard(t, l))
+	}
+}
+
+// FollowRecordsTheBaselineOnce: a patient's starting point is recorded
+// once and never moved; facts at or below it are not announced, a later
+// revision is.
+func FollowRecordsTheBaselineOnce(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	if f, err := l.Followed(ctx, []string{"ray", "bob"}); err != nil || len(f) != 0 {
+		t.Fatalf("followed before = %v, %v", f, err)
+	}
+	if err := l.Follow(ctx, "ray", map[string]int{WB: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Follow(ctx, "ray", map[string]int{WB: 5}); err != nil { // never moves
+		t.Fatal(err)
+	}
+	if f, err := l.Followed(ctx, []string{"ray", "bob"}); err != nil || !f["ray"] || f["bob"] {
+		t.Fatalf("followed = %v, %v; want ray only", f, err)
+	}
+	if f, err := l.Facts(ctx, "ray"); err != nil || f[WB] != (models.FactLedger{Baseline: 2}) {
+		t.Fatalf("facts = %+v, %v; want baseline 2", f, err)
+	}
+	observe(t, l, 2, false)
+	if got := pendingSpans(t, l, "ray"); got != nil {
+		t.Fatalf("his starting point was announced: %v", got)
+	}
+	observe(t, l, 3, false)
+	if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []Span{{0, 3}}) {
+		t.Fatalf("after a revision pending = %v, want a first hearing of v3", got)
+	}
+	if rec := delivery(t, l); rec.Baseline != 2 {
+		t.Fatalf("delivery baseline = %d, want 2", rec.Baseline)
+	}
+}
+
+// DeliveryLogRecordsWhenAndHowEachVersionReachedRay: the clinician's
+// story — v1 heard on the Echo Show at 10:00; v2 written, queued at 10:12,
+// a notification at 10:14, offered and heard by the open card at 10:16.
+// The delivery log keeps each step with its time and device, and Timeline
+// reads it back as heard / withdrawn.
+func DeliveryLogRecordsWhenAndHowEachVersionReachedRay(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	var writes atomic.Int64
+	l.OnWrite(func() { writes.Add(1) })
+
+	if err := l.MarkHeard(ctx, "ray", WB, 1, models.Hearing{At: at(0), Device: models.DeviceScreen, Via: models.ViaAsked}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 1}, 2, false, false, at(12)); err != nil {
+		t.Fatal(err)
+	}
+	rec := delivery(t, l)
+	if rec.Pending == nil || rec.Pending.From != 1 || rec.Pending.To != 2 || rec.Pending.Offered {
+		t.Fatalf("after the revision: pending = %+v", rec.Pending)
+	}
+	tl := models.Timeline(2, rec)
+	if tl[0].State != models.StateHeard || tl[1].State != models.StatePending || !tl[1].QueuedAt.Equal(at(12)) || !tl[1].NotifiedAt.IsZero() {
+		t.Fatalf("before the notification: %+v", tl)
+	}
+
+	if err := l.Notified(ctx, "ray", at(14)); err != nil {
+		t.Fatal(err)
+	}
+	tl = models.Timeline(2, delivery(t, l))
+	if tl[1].State != models.StatePending || !tl[1].NotifiedAt.Equal(at(14)) {
+		t.Fatalf("after the notification: %+v", tl[1])
+	}
+	// A second notification keeps the first time.
+	if err := l.Notified(ctx, "ray", at(15)); err != nil {
+		t.Fatal(err)
+	}
+	if tl = models.Timeline(2, delivery(t, l)); !tl[1].NotifiedAt.Equal(at(14)) {
+		t.Fatalf("a second notification moved the first: %+v", tl[1])
+	}
+
+	rows, err := l.Pending(ctx, "ray")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("pending rows %v, %v", rows, err)
+	}
+	if err := l.Offered(ctx, "ray", []models.LedgerOffer{{ID: rows[0].ID, URI: rows[0].URI, Version: rows[0].To}}, at(16)); err != nil {
+		t.Fatal(err)
+	}
+	if tl = models.Timeline(2, delivery(t, l)); !tl[1].Offered || !tl[1].OfferedAt.Equal(at(16)) {
+		t.Fatalf("offered, not yet confirmed: %+v", tl[1])
+	}
+	if err := l.MarkHeard(ctx, "ray", WB, 2, models.Hearing{At: at(16), Device: models.DeviceScreen, Via: models.ViaCard}); err != nil {
+		t.Fatal(err)
+	}
+	rec = delivery(t, l)
+	tl = models.Timeline(2, rec)
+	if rec.Pending != nil || rec.Heard != 2 {
+		t.Fatalf("after hearing: %+v", rec)
+	}
+	if tl[1].State != models.StateHeard || !tl[1].At.Equal(at(16)) || tl[1].Device != models.DeviceScreen || tl[1].Via != models.ViaCard {
+		t.Fatalf("v2 = %+v, want heard at 10:16 on the Echo Show, unasked by the card", tl[1])
+	}
+	if tl[0].State != models.StateHeard || !tl[0].At.Equal(at(0)) || !tl[0].WithdrawnAt.Equal(at(16)) {
+		t.Fatalf("v1 = %+v, want heard at 10:00, withdrawn at 10:16", tl[0])
+	}
+	// Hearing v2 again (a repeat) adds nothing.
+	before := len(rec.Events)
+	if err := l.MarkHeard(ctx, "ray", WB, 2, models.Hearing{At: at(20), Device: models.DeviceVoice}); err != nil {
+		t.Fatal(err)
+	}
+	if rec = delivery(t, l); len(rec.Events) != before {
+		t.Fatalf("a repeat was logged: %+v", rec.Events)
+	}
+	if writes.Load() == 0 {
+		t.Error("OnWrite's function was never called")
+	}
+}
+
+// DeliveryLogMarksUnchangedWordsAndKeepsFactsApart: unchanged words are
+// logged unchanged; each fact's log, and each patient's, is its own.
+func DeliveryLogMarksUnchangedWordsAndKeepsFactsApart(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	markHeard(t, l, 1)
+	observe(t, l, 2, true) // the same words: nothing to say
+	tl := models.Timeline(2, delivery(t, l))
+	if tl[1].State != models.StateUnchanged {
+		t.Fatalf("unchanged words: %+v", tl[1])
+	}
+	// Twin: changed words are pending, and another fact's log is its own.
+	other := "care://ray/exercise"
+	if _, err := l.Observe(ctx, "ray", other, models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := l.Delivery(ctx, "ray", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl := models.Timeline(1, rec); tl[0].State != models.StatePending || len(rec.Events) != 1 {
+		t.Fatalf("the other fact: %+v, events %+v", tl, rec.Events)
+	}
+	if rec, _ := l.Delivery(ctx, "bob", WB); rec.Heard != 0 || len(rec.Events) != 0 || rec.Pending != nil {
+		t.Fatalf("bob sees ray's log: %+v", rec)
+	}
+}
+
+// DeliveryChangesFollowTheLogFromACursor: the log read from a cursor
+// returns what grew after it, in order, and nothing from the latest.
+func DeliveryChangesFollowTheLogFromACursor(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	cur, err := l.DeliveryCursor(ctx)
+	if err != nil || cur != 0 {
+		t.Fatalf("empty log cursor = %d, %v", cur, err)
+	}
+	markHeard(t, l, 1)
+	from, _ := l.DeliveryCursor(ctx)
+	observe(t, l, 2, false)
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.DeliveryChanges(ctx, from, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, c := range got {
+		uris = append(uris, c.URI)
+	}
+	if !slices.Equal(uris, []string{WB, "care://ray/exercise"}) || got[0].ID <= from || got[1].ID <= got[0].ID {
+		t.Fatalf("changes after %d = %+v", from, got)
+	}
+	if lim, err := l.DeliveryChanges(ctx, from, 1); err != nil || len(lim) != 1 || lim[0] != got[0] {
+		t.Fatalf("changes after %d, limit 1 = %+v, %v", from, lim, err)
+	}
+	// Twin: from the latest cursor, nothing.
+	last, _ := l.DeliveryCursor(ctx)
+	if got, err := l.DeliveryChanges(ctx, last, 10); err != nil || len(got) != 0 {
+		t.Fatalf("changes after the last = %+v, %v", got, err)
+	}
+}
+
+// DeliveryChangesAreSharedAcrossInstances: a change one instance commits is
+// seen by the other's DeliveryChanges (the clinician's session may be on
+// either).
+func DeliveryChangesAreSharedAcrossInstances(t *testing.T, newDB NewDB) {
+	open := newDB(t)
+	a, b := open(), open()
+	ctx := context.Background()
+	cur, err := b.DeliveryCursor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.MarkHeard(ctx, "ray", WB, 1, models.Hearing{At: at(1), Device: models.DeviceVoice, Via: models.ViaAsked}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.DeliveryChanges(ctx, cur, 10)
+	if err != nil || len(got) != 1 || got[0].URI != WB {
+		t.Fatalf("instance b sees %+v, %v", got, err)
+	}
+	rec, err := b.Delivery(ctx, "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl := models.Timeline(1, rec); tl[0].State != models.StateHeard || tl[0].Device != models.DeviceVoice || !tl[0].At.Equal(at(1)) {
+		t.Fatalf("instance b reads %+v", tl)
+	}
+}

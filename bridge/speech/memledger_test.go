@@ -1,0 +1,456 @@
+package speech
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/unsay/unsay/bridge/speech/ledgertest"
+	"github.com/unsay/unsay/models"
+)
+
+const wb = ledgertest.WB
+
+// memDB is an in-memory heard ledger database for the principal's tests:
+// the store's tables as maps and slices, one mutex standing for the
+// ledger's write lock. Every memLedger opened on one memDB (openDB) is
+// another instance, or the same one after a restart, on the same durable
+// data. TestMemLedger_KeepsTheLedgerContract holds it to the contract the
+// store's SQL keeps (ledgertest).
+type memDB struct {
+	mu       sync.Mutex
+	heard    map[memKey]int
+	offered  map[memKey]int
+	baseline map[memKey]int
+	followed map[string]bool
+	anns     []memAnn   // by id - 1
+	log      []memEvent // by id - 1
+}
+
+type memKey struct{ patient, uri string }
+
+type memAnn struct {
+	patient, uri string
+	from, to     int
+	state        string // "pending", "heard" or "dropped"
+}
+
+type memEvent struct {
+	key     memKey
+	version int
+	kind    models.DeliveryKind
+	atMS    int64
+	device  models.Device
+	via     models.Via
+}
+
+// newTestDB is an empty ledger database for one test.
+func newTestDB(testing.TB) *memDB {
+	return &memDB{heard: map[memKey]int{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+}
+
+// openDB opens a handle (an instance) on db.
+func openDB(_ testing.TB, db *memDB) *memLedger { return &memLedger{db: db} }
+
+// memLedger is one handle on a memDB; it implements LedgerStore.
+type memLedger struct {
+	db      *memDB
+	onWrite atomic.Pointer[func()]
+}
+
+var (
+	_ LedgerStore       = (*memLedger)(nil)
+	_ ledgertest.Ledger = (*memLedger)(nil)
+)
+
+func TestMemLedger_KeepsTheLedgerContract(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) func() ledgertest.Ledger {
+		db := newTestDB(t)
+		return func() ledgertest.Ledger { return openDB(t, db) }
+	})
+}
+
+func stampMS(at time.Time) int64 {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return at.UnixMilli()
+}
+
+// read runs fn holding the lock.
+func (l *memLedger) read(fn func(d *memDB)) {
+	l.db.mu.Lock()
+	defer l.db.mu.Unlock()
+	fn(l.db)
+}
+
+// write runs fn holding the lock, then calls the OnWrite function.
+func (l *memLedger) write(fn func(d *memDB)) {
+	_ = l.writeOr(func(d *memDB) error { fn(d); return nil })
+}
+
+// writeOr runs fn holding the lock and, unless it fails (a rollback),
+// calls the OnWrite function.
+func (l *memLedger) writeOr(fn func(d *memDB) error) error {
+	var err error
+	l.read(func(d *memDB) { err = fn(d) })
+	if err != nil {
+		return err
+	}
+	if fn := l.onWrite.Load(); fn != nil {
+		(*fn)()
+	}
+	return nil
+}
+
+func (d *memDB) pending(patient, uri string) (int64, *memAnn) {
+	for i := range d.anns {
+		if a := &d.anns[i]; a.patient == patient && a.uri == uri && a.state == "pending" {
+			return int64(i + 1), a
+		}
+	}
+	return 0, nil
+}
+
+func (d *memDB) logOnce(k memKey, version int, kind models.DeliveryKind, atMS int64, device models.Device, via models.Via) {
+	for _, e := range d.log {
+		if e.key == k && e.version == version && e.kind == kind {
+			return
+		}
+	}
+	d.log = append(d.log, memEvent{key: k, version: version, kind: kind, atMS: atMS, device: device, via: via})
+}
+
+// setHeard moves heard forward to v (never back), then clears offers up to v.
+func (d *memDB) setHeard(k memKey, v int) {
+	if v > d.heard[k] {
+		d.heard[k] = v
+	}
+	d.clearOffered(k, v)
+}
+
+func (d *memDB) clearOffered(k memKey, v int) {
+	if o, ok := d.offered[k]; ok && o <= v {
+		delete(d.offered, k)
+	}
+}
+
+func (d *memDB) offerMax(k memKey, v int) {
+	if o, ok := d.offered[k]; !ok || v > o {
+		d.offered[k] = v
+	}
+}
+
+func (d *memDB) advancePending(k memKey, v int) {
+	if _, a := d.pending(k.patient, k.uri); a != nil && a.to <= v {
+		a.state = "heard"
+	}
+	if _, a := d.pending(k.patient, k.uri); a != nil && a.from != v {
+		a.from = v
+	}
+}
+
+func (l *memLedger) Heard(_ context.Context, patient, uri string) (v int, _ error) {
+	l.read(func(d *memDB) { v = d.heard[memKey{patient, uri}] })
+	return v, nil
+}
+
+func (l *memLedger) HeardState(_ context.Context, patient, uri string) (hs models.HeardState, _ error) {
+	l.read(func(d *memDB) {
+		hs = models.HeardState{Heard: d.heard[memKey{patient, uri}], Offered: d.offered[memKey{patient, uri}]}
+	})
+	return hs, nil
+}
+
+func (l *memLedger) HeardOf(_ context.Context, patient string) (map[string]int, error) {
+	out := map[string]int{}
+	l.read(func(d *memDB) {
+		for k, v := range d.heard {
+			if k.patient == patient {
+				out[k.uri] = v
+			}
+		}
+	})
+	return out, nil
+}
+
+func (l *memLedger) Facts(_ context.Context, patient string) (map[string]models.FactLedger, error) {
+	out := map[string]models.FactLedger{}
+	l.read(func(d *memDB) {
+		for _, t := range []struct {
+			m   map[memKey]int
+			set func(*models.FactLedger, int)
+		}{
+			{d.heard, func(f *models.FactLedger, v int) { f.Heard = v }},
+			{d.offered, func(f *models.FactLedger, v int) { f.Offered = v }},
+			{d.baseline, func(f *models.FactLedger, v int) { f.Baseline = v }},
+		} {
+			for k, v := range t.m {
+				if k.patient == patient {
+					f := out[k.uri]
+					t.set(&f, v)
+					out[k.uri] = f
+				}
+			}
+		}
+	})
+	return out, nil
+}
+
+func (l *memLedger) Pending(_ context.Context, patient string) (out []models.QueuedAnnouncement, _ error) {
+	l.read(func(d *memDB) {
+		for i, a := range d.anns {
+			if a.patient == patient && a.state == "pending" {
+				_, off := d.offered[memKey{patient, a.uri}]
+				out = append(out, models.QueuedAnnouncement{ID: int64(i + 1), Patient: patient, URI: a.uri, From: a.from, To: a.to, Offered: off})
+			}
+		}
+	})
+	return out, nil
+}
+
+func (l *memLedger) Status(_ context.Context, patient, uri string) (heard, pendingTo int, _ error) {
+	l.read(func(d *memDB) {
+		heard = d.heard[memKey{patient, uri}]
+		if _, a := d.pending(patient, uri); a != nil {
+			pendingTo = a.to
+		}
+	})
+	return heard, pendingTo, nil
+}
+
+func (l *memLedger) Backlog(context.Context) (n int, _ error) {
+	l.read(func(d *memDB) {
+		for _, a := range d.anns {
+			if a.state == "pending" {
+				n++
+			}
+		}
+	})
+	return n, nil
+}
+
+func (l *memLedger) Followed(_ context.Context, patients []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	l.read(func(d *memDB) {
+		for _, p := range patients {
+			if d.followed[p] {
+				out[p] = true
+			}
+		}
+	})
+	return out, nil
+}
+
+func (l *memLedger) Follow(_ context.Context, patient string, facts map[string]int) error {
+	l.write(func(d *memDB) {
+		for uri, v := range facts {
+			if _, ok := d.baseline[memKey{patient, uri}]; !ok {
+				d.baseline[memKey{patient, uri}] = v
+			}
+		}
+		d.followed[patient] = true
+	})
+	return nil
+}
+
+func (l *memLedger) Observe(_ context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (changed bool, err error) {
+	err = l.writeOr(func(d *memDB) error {
+		k := memKey{patient, uri}
+		h, off := d.heard[k], d.offered[k]
+		if h != expect.Heard || off != expect.Offered {
+			return models.ErrHeardMoved
+		}
+		o := models.Observation{Latest: latest, Heard: h, Offered: off, Baseline: d.baseline[k], SameAsHeard: sameHeard, SameAsOffered: sameOffered}
+		_, p := d.pending(patient, uri)
+		if p != nil {
+			o.Pending = &models.Window{From: p.from, To: p.to}
+		}
+		v := models.Decide(o)
+		switch v.Kind {
+		case models.Settle:
+			if p != nil {
+				p.state = "dropped"
+			}
+			d.setHeard(k, v.At.To)
+			d.logOnce(k, v.At.To, models.DeliveryUnchanged, stampMS(at), "", "")
+		case models.Extend:
+			p.from, p.to = v.At.From, v.At.To
+			d.logOnce(k, v.At.To, models.DeliveryQueued, stampMS(at), "", "")
+		case models.Queue:
+			d.anns = append(d.anns, memAnn{patient: patient, uri: uri, from: v.At.From, to: v.At.To, state: "pending"})
+			d.logOnce(k, v.At.To, models.DeliveryQueued, stampMS(at), "", "")
+		default:
+			return nil
+		}
+		changed = true
+		return nil
+	})
+	return changed, err
+}
+
+func (l *memLedger) Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error {
+	heard, _ := l.HeardOf(ctx, patient)
+	need := slices.DeleteFunc(slices.Clone(offers), func(o models.LedgerOffer) bool { return o.Told && heard[o.URI] >= o.Version })
+	if len(need) == 0 {
+		return nil
+	}
+	l.write(func(d *memDB) {
+		for _, o := range need {
+			k := memKey{patient, o.URI}
+			if o.Told {
+				if d.heard[k] >= o.Version {
+					continue
+				}
+				if _, p := d.pending(patient, o.URI); p != nil && p.from > 0 {
+					continue
+				}
+				d.offerMax(k, o.Version)
+				continue
+			}
+			if o.ID < 1 || int(o.ID) > len(d.anns) {
+				continue
+			}
+			if a := d.anns[o.ID-1]; a.patient == patient && a.uri == o.URI && a.state == "pending" {
+				d.offerMax(k, o.Version)
+				d.logOnce(k, o.Version, models.DeliveryOffered, stampMS(at), "", "")
+			}
+		}
+	})
+	return nil
+}
+
+func (l *memLedger) MarkHeard(_ context.Context, patient, uri string, version int, how models.Hearing) error {
+	k := memKey{patient, uri}
+	quiet := false
+	l.read(func(d *memDB) {
+		_, p := d.pending(patient, uri)
+		quiet = d.heard[k] == version && d.offered[k] == 0 && (p == nil || p.from == version && p.to > version)
+	})
+	if quiet {
+		return nil
+	}
+	l.write(func(d *memDB) {
+		d.heard[k] = version
+		d.clearOffered(k, version)
+		d.logOnce(k, version, models.DeliveryHeard, stampMS(how.At), how.Device, how.Via)
+		d.advancePending(k, version)
+	})
+	return nil
+}
+
+func (l *memLedger) MarkTold(_ context.Context, patient, uri string, version int, how models.Hearing) (wrote bool, _ error) {
+	k := memKey{patient, uri}
+	skip := false
+	l.read(func(d *memDB) {
+		_, p := d.pending(patient, uri)
+		skip = p != nil && p.from > 0 && version > p.from || d.heard[k] >= version
+	})
+	if skip {
+		return false, nil
+	}
+	l.write(func(d *memDB) {
+		_, p := d.pending(patient, uri)
+		retraction := p != nil && p.from > 0
+		if retraction && version > p.from || version <= d.heard[k] {
+			return
+		}
+		d.setHeard(k, version)
+		d.logOnce(k, version, models.DeliveryHeard, stampMS(how.At), how.Device, how.Via)
+		wrote = true
+		if !retraction {
+			d.advancePending(k, version)
+		}
+	})
+	return wrote, nil
+}
+
+func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.LedgerMark, at time.Time) (n int, _ error) {
+	l.write(func(d *memDB) {
+		for _, m := range ms {
+			k := memKey{patient, m.URI}
+			if d.heard[k] != m.Version {
+				continue
+			}
+			if m.HeardBefore == 0 {
+				delete(d.heard, k)
+			} else {
+				d.heard[k] = m.HeardBefore
+			}
+			d.offerMax(k, m.Version)
+			if _, p := d.pending(patient, m.URI); p == nil {
+				d.anns = append(d.anns, memAnn{patient: patient, uri: m.URI, from: m.From, to: m.Version, state: "pending"})
+				d.logOnce(k, m.Version, models.DeliveryQueued, stampMS(at), "", "")
+			}
+			n++
+		}
+	})
+	return n, nil
+}
+
+func (l *memLedger) Drop(_ context.Context, id int64, at time.Time) error {
+	l.write(func(d *memDB) {
+		if id < 1 || int(id) > len(d.anns) || d.anns[id-1].state != "pending" {
+			return
+		}
+		a := &d.anns[id-1]
+		a.state = "dropped"
+		k := memKey{a.patient, a.uri}
+		d.setHeard(k, a.to)
+		d.logOnce(k, a.to, models.DeliveryUnchanged, stampMS(at), "", "")
+	})
+	return nil
+}
+
+func (l *memLedger) Notified(_ context.Context, patient string, at time.Time) error {
+	l.write(func(d *memDB) {
+		for _, a := range d.anns {
+			if a.patient == patient && a.state == "pending" {
+				d.logOnce(memKey{patient, a.uri}, a.to, models.DeliveryNotified, stampMS(at), "", models.ViaNotification)
+			}
+		}
+	})
+	return nil
+}
+
+func (l *memLedger) Delivery(_ context.Context, patient, uri string) (rec models.DeliveryRecord, _ error) {
+	k := memKey{patient, uri}
+	l.read(func(d *memDB) {
+		rec.Heard, rec.Baseline = d.heard[k], d.baseline[k]
+		if _, p := d.pending(patient, uri); p != nil {
+			o, ok := d.offered[k]
+			rec.Pending = &models.PendingDelivery{From: p.from, To: p.to, Offered: ok && o > p.from}
+		}
+		for _, e := range d.log {
+			if e.key == k {
+				rec.Events = append(rec.Events, models.DeliveryEvent{Version: e.version, Kind: e.kind, At: time.UnixMilli(e.atMS).UTC(), Device: e.device, Via: e.via})
+			}
+		}
+	})
+	return rec, nil
+}
+
+func (l *memLedger) DeliveryChanges(_ context.Context, after int64, limit int) (out []models.DeliveryChange, _ error) {
+	l.read(func(d *memDB) {
+		for i := max(after, 0); i < int64(len(d.log)) && len(out) < limit; i++ {
+			out = append(out, models.DeliveryChange{ID: i + 1, URI: d.log[i].key.uri})
+		}
+	})
+	return out, nil
+}
+
+func (l *memLedger) DeliveryCursor(context.Context) (n int64, _ error) {
+	l.read(func(d *memDB) { n = int64(len(d.log)) })
+	return n, nil
+}
+
+func (l *memLedger) OnWrite(fn func()) {
+	if fn == nil {
+		l.onWrite.Store(nil)
+		return
+	}
+	l.onWrite.Store(&fn)
+}

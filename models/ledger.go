@@ -1,0 +1,170 @@
+package models
+
+import "errors"
+
+// The heard ledger's vocabulary (P-19, P-24): what the speech principal
+// (bridge/speech) and the ledger that keeps it durable (store) exchange.
+// Like the ledger it names patients, facts (unversioned care:// URIs as
+// strings), versions, announcement ids and states — never clinical text.
+
+// ErrHeardMoved is returned by a ledger's Observe when the heard or
+// offered version changed between the caller's read and its write; the
+// caller re-reads and decides again. Match with errors.Is.
+var ErrHeardMoved = errors.New("speech: heard version moved")
+
+// HeardState is what Ray heard of one fact: the version he heard for
+// certain (Heard) and the one he may have heard (Offered: put in a
+// response whose delivery is unconfirmed); 0 for none.
+type HeardState struct{ Heard, Offered int }
+
+// FactLedger is what the ledger holds about one fact of a patient: the
+// version he heard for certain, the one he may have heard and his
+// baseline (the version he was first followed at); 0 for none.
+type FactLedger struct{ Heard, Offered, Baseline int }
+
+// QueuedAnnouncement is one pending announcement as the ledger stores it:
+// its queue id (stable across restarts), the patient, the fact (an
+// unversioned care:// URI), the version whose words it withdraws (From; 0
+// for a first hearing) and the latest it reaches (To). Offered: an offer
+// of the fact is unconfirmed — he may have heard it — so it is said again
+// saying so (P-24).
+type QueuedAnnouncement struct {
+	ID      int64
+	Patient string
+	URI     string
+	From    int
+	To      int
+	Offered bool
+}
+
+// LedgerOffer is one Offer as the ledger records it (URI as a string):
+// an announcement (ID, its fact, the version spoken) or, with Told, a
+// version of a fact told plainly (ID 0).
+type LedgerOffer struct {
+	ID      int64
+	URI     string
+	Version int
+	Told    bool
+}
+
+// LedgerMark is one Marked as the ledger re-opens it (URI as a string):
+// the version a response spoke, the version heard before it and the one
+// its retraction withdrew.
+type LedgerMark struct {
+	URI                        string
+	HeardBefore, From, Version int
+}
+
+// DeliveryChange is one row of the delivery log, by id (ids grow in
+// commit order): the fact whose log grew.
+type DeliveryChange struct {
+	ID  int64
+	URI string
+}
+
+// The rule that decides what Ray is owed when a fact's version is read
+// (P-19: a retraction withdraws the version he actually heard; none if he
+// never heard an older one; none twice; facts he was discharged with are
+// not news; P-24: losing or distorting a retraction is worse than
+// repeating one). It is one pure function, Decide, applied by the ledger
+// inside the transaction that read its inputs (the ledger's Observe), so
+// every instance sharing the ledger decides alike.
+//
+// What Ray has heard of a fact is two versions:
+//
+//   - Heard: the version whose words he last heard for certain — the last
+//     response confirmed delivered (written in full to Alexa) that carried
+//     it, even when a newer version was current by then;
+//   - Offered: the version he may have heard — put in a response whose
+//     delivery was never confirmed (a crash or a failed write between
+//     writing it and the ledger's commit, or a turn still under way).
+//
+// A later version is compared with the words of both: it withdraws the
+// words he may have heard when they differ from it (a quick revert during
+// his turn withdraws the instruction the turn told him, not nothing), and
+// is said saying so ("as I may not have told you properly") while the
+// offer is unconfirmed (P-19).
+
+// Window is an announcement's versions: from the one whose words it
+// withdraws (0: none — a first hearing) to the latest.
+type Window struct{ From, To int }
+
+// Observation is what is known about one fact when its latest version is
+// read.
+type Observation struct {
+	Latest   int // the version just read: the fact's current version
+	Heard    int // the version Ray last heard for certain; 0 if never
+	Offered  int // the version he may have heard (offered, delivery unconfirmed); 0 if none
+	Baseline int // the version the fact had when he was first followed; 0 if it did not exist then
+	// SameAsHeard: the words of Heard and Latest are the same (meaningful
+	// when Heard > 0); SameAsOffered: those of Offered and Latest
+	// (meaningful when Offered > 0).
+	SameAsHeard, SameAsOffered bool
+	Pending                    *Window // the announcement already queued for the fact, if any
+}
+
+// VerdictKind is what Decide tells the ledger to do.
+type VerdictKind int
+
+const (
+	Keep   VerdictKind = iota // nothing changes
+	Queue                     // queue a new announcement At
+	Extend                    // the pending announcement becomes At
+	Settle                    // nothing to say: drop any pending announcement; heard moves to At.To, the offer is settled
+)
+
+// Verdict is Decide's answer.
+type Verdict struct {
+	Kind VerdictKind
+	At   Window
+}
+
+// Decide applies P-19 and P-24 to one observation:
+//
+//   - Latest ≤ Heard: he heard it, or newer — nothing.
+//   - an older read than the pending announcement's latest: that one
+//     decided already — nothing.
+//   - never heard nor offered, and Latest ≤ Baseline: his starting point,
+//     not news — nothing, on the first sync and after any reconnect or
+//     restart.
+//   - offered, unconfirmed: the latest words equal both what he may have
+//     heard and what he heard for certain — nothing to say, settle; equal
+//     to what he may have heard only (or he never heard any before) — the
+//     announcement runs from Heard, as offered; otherwise it withdraws the
+//     words he may have heard: from Offered to Latest.
+//   - heard, and the words did not change: nothing to say — settle (any
+//     pending announcement is dropped and heard moves to Latest).
+//   - otherwise one announcement from Heard (0: a first hearing) to the
+//     later of Latest and the pending one's end — queued, or the pending
+//     one extended (stacked revisions collapse into one); nothing if it
+//     already is that.
+func Decide(o Observation) Verdict {
+	switch {
+	case o.Latest <= o.Heard:
+		return Verdict{Kind: Keep}
+	case o.Pending != nil && o.Latest < o.Pending.To:
+		return Verdict{Kind: Keep}
+	case o.Heard == 0 && o.Offered == 0 && o.Latest <= o.Baseline:
+		return Verdict{Kind: Keep}
+	}
+	from := o.Heard
+	switch {
+	case o.Offered > 0:
+		switch {
+		case o.SameAsOffered && o.Heard > 0 && o.SameAsHeard:
+			return Verdict{Kind: Settle, At: Window{From: o.Heard, To: o.Latest}}
+		case !o.SameAsOffered:
+			from = o.Offered
+		}
+	case o.Heard > 0 && o.SameAsHeard:
+		return Verdict{Kind: Settle, At: Window{From: o.Heard, To: o.Latest}}
+	}
+	if o.Pending == nil {
+		return Verdict{Kind: Queue, At: Window{From: from, To: o.Latest}}
+	}
+	want := Window{From: from, To: max(o.Pending.To, o.Latest)}
+	if *o.Pending == want {
+		return Verdict{Kind: Keep}
+	}
+	return Verdict{Kind: Extend, At: want}
+}

@@ -1,0 +1,675 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/unsay/unsay/models"
+)
+
+// HeardLedger is the speech principal's durable heard ledger (it
+// implements bridge/speech's LedgerStore; P-19, P-24): speech_heard (what
+// Ray heard for certain), speech_offered_version (what he may have heard),
+// the announcement queue (speech_announcements), his baseline
+// (speech_followed, speech_baseline; baseline.go's part below) and the
+// delivery log (speech_delivery, delivery.go), all created by migration
+// 040. It stores only patients, fact URIs, versions, announcement ids,
+// states, times and device kinds — never clinical text (P-19).
+//
+// Every write runs in one transaction that first takes the ledger's write
+// lock (lockLedger), so a read-then-write decision cannot interleave with
+// another writer (another instance on Postgres, or the store on the same
+// SQLite file); mu serializes this process's ledger writers in front of
+// it. The delivery-log rows a change writes are written in its
+// transaction. The ledger's reads go through the store's prepared
+// statements (stmt.go): a turn reads it several times.
+//
+// Its methods are safe for concurrent use. Get it with Store.HeardLedger.
+type HeardLedger struct {
+	s  *Store
+	mu sync.Mutex
+	// onWrite, when set, is called after every committed write (the
+	// delivery log may have moved): OnWrite.
+	onWrite atomic.Pointer[func()]
+}
+
+// HeardLedger returns the store's heard ledger (one per Store).
+func (s *Store) HeardLedger() *HeardLedger { return &s.heard }
+
+// Announcement states as stored in speech_announcements.state.
+const (
+	statePending = "pending" // Ray has yet to hear it
+	stateHeard   = "heard"   // MarkHeard reached its to_version
+	stateDropped = "dropped" // the latest words equal the heard words: nothing to say
+)
+
+// OnWrite sets fn to be called after every write this ledger commits, on
+// the committing goroutine (the delivery log may have grown). fn must not
+// block. A later call replaces fn; nil removes it.
+func (l *HeardLedger) OnWrite(fn func()) {
+	if fn == nil {
+		l.onWrite.Store(nil)
+		return
+	}
+	l.onWrite.Store(&fn)
+}
+
+// q is query in the dialect's placeholder style.
+func (l *HeardLedger) q(query string) string { return l.s.d.rebind(query) }
+
+// stamp is at, or the store's clock when at is zero.
+func (l *HeardLedger) stamp(at time.Time) time.Time {
+	if at.IsZero() {
+		return l.s.clock()
+	}
+	return at
+}
+
+// lockLedger takes the ledger's write lock at the start of tx: on SQLite a
+// write statement (matching no row) makes the transaction a writer at
+// once, so busy_timeout applies and no stale snapshot is read; on Postgres
+// a table lock that conflicts with itself serializes ledger writers across
+// instances.
+func (l *HeardLedger) lockLedger(ctx context.Context, tx *sql.Tx) error {
+	stmt := "UPDATE speech_heard SET version = version WHERE 1 = 0"
+	if _, ok := l.s.d.(postgresDialect); ok {
+		stmt = "LOCK TABLE speech_heard, speech_announcements, speech_offered_version, speech_delivery IN SHARE ROW EXCLUSIVE MODE"
+	}
+	_, err := tx.ExecContext(ctx, stmt)
+	return err
+}
+
+// write runs fn in a locked transaction and commits it.
+func (l *HeardLedger) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tx, err := l.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: heard ledger: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if err := l.lockLedger(ctx, tx); err != nil {
+		return fmt.Errorf("store: heard ledger: lock: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: heard ledger: commit: %w", err)
+	}
+	if fn := l.onWrite.Load(); fn != nil {
+		(*fn)()
+	}
+	return nil
+}
+
+// heardIn returns the version Ray last heard of uri, 0 if never.
+func (l *HeardLedger) heardIn(ctx context.Context, db queryRower, patient, uri string) (int, error) {
+	var v int
+	err := l.s.queryRowPrepared(ctx, db, l.q("SELECT version FROM speech_heard WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: heard ledger: heard: %w", err)
+	}
+	return v, nil
+}
+
+// Heard returns the version Ray last heard of uri, 0 if never.
+func (l *HeardLedger) Heard(ctx context.Context, patient, uri string) (int, error) {
+	return l.heardIn(ctx, l.s.db, patient, uri)
+}
+
+func (l *HeardLedger) pendingIn(ctx context.Context, db queryRower, patient, uri string) (models.QueuedAnnouncement, bool, error) {
+	r := models.QueuedAnnouncement{Patient: patient, URI: uri}
+	err := l.s.queryRowPrepared(ctx, db, l.q("SELECT id, from_version, to_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'"), patient, uri).
+		Scan(&r.ID, &r.From, &r.To)
+	if errors.Is(err, sql.ErrNoRows) {
+		return models.QueuedAnnouncement{}, false, nil
+	}
+	if err != nil {
+		return models.QueuedAnnouncement{}, false, fmt.Errorf("store: heard ledger: pending: %w", err)
+	}
+	return r, true, nil
+}
+
+func (l *HeardLedger) setHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_heard.version`), patient, uri, version)
+	if err != nil {
+		return fmt.Errorf("store: heard ledger: set heard: %w", err)
+	}
+	return l.clearOffered(ctx, tx, patient, uri, version)
+}
+
+// setHeardExactly records version as the one he last heard, even when the
+// ledger held a newer one: what a confirmed delivery carried is what he
+// heard (P-19), whatever was written meanwhile.
+func (l *HeardLedger) setHeardExactly(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version`), patient, uri, version)
+	if err != nil {
+		return fmt.Errorf("store: heard ledger: set heard: %w", err)
+	}
+	return l.clearOffered(ctx, tx, patient, uri, version)
+}
+
+// clearOffered forgets an unconfirmed offer of version or older: he heard
+// version, so it is no longer in doubt.
+func (l *HeardLedger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	if _, err := tx.ExecContext(ctx, l.q("DELETE FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?"), patient, uri, version); err != nil {
+		return fmt.Errorf("store: heard ledger: clear offered: %w", err)
+	}
+	return nil
+}
+
+// offeredIn returns the version of uri he may have heard — offered in a
+// response whose delivery was never confirmed — 0 if none.
+func (l *HeardLedger) offeredIn(ctx context.Context, db queryRower, patient, uri string) (int, error) {
+	var v int
+	err := l.s.queryRowPrepared(ctx, db, l.q("SELECT version FROM speech_offered_version WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: heard ledger: offered: %w", err)
+	}
+	return v, nil
+}
+
+// HeardState returns what Ray heard of uri: the version he heard for
+// certain and the one he may have heard (0 for none).
+func (l *HeardLedger) HeardState(ctx context.Context, patient, uri string) (models.HeardState, error) {
+	h, err := l.heardIn(ctx, l.s.db, patient, uri)
+	if err != nil {
+		return models.HeardState{}, err
+	}
+	o, err := l.offeredIn(ctx, l.s.db, patient, uri)
+	if err != nil {
+		return models.HeardState{}, err
+	}
+	return models.HeardState{Heard: h, Offered: o}, nil
+}
+
+// Observe records that latest is the fact's current version, given that
+// the caller read the heard state expect and compared the words of latest
+// with those of expect.Heard (sameHeard) and expect.Offered (sameOffered).
+// Inside one locked transaction it reads the heard state, the patient's
+// baseline and the pending announcement, and applies models.Decide (P-19,
+// P-24): nothing, queue one announcement, extend or rewrite the pending
+// one (stacked revisions collapse into one), or settle (unchanged words:
+// drop the pending one and move heard to latest). The delivery log's
+// queued or unchanged event is stamped at (zero: the store's clock).
+//
+// It reports whether it changed anything, and models.ErrHeardMoved when
+// the heard state is no longer expect (the caller re-reads and decides
+// again).
+func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (changed bool, err error) {
+	err = l.write(ctx, func(tx *sql.Tx) error {
+		h, err := l.heardIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		off, err := l.offeredIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if h != expect.Heard || off != expect.Offered {
+			return models.ErrHeardMoved
+		}
+		base, err := l.baselineIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		o := models.Observation{Latest: latest, Heard: h, Offered: off, Baseline: base, SameAsHeard: sameHeard, SameAsOffered: sameOffered}
+		if ok {
+			o.Pending = &models.Window{From: p.From, To: p.To}
+		}
+		how := models.Hearing{At: l.stamp(at)}
+		v := models.Decide(o)
+		switch v.Kind {
+		case models.Keep:
+			return nil
+		case models.Settle:
+			if ok {
+				if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), p.ID); err != nil {
+					return fmt.Errorf("store: heard ledger: drop: %w", err)
+				}
+			}
+			changed = true
+			if err := l.setHeard(ctx, tx, patient, uri, v.At.To); err != nil {
+				return err
+			}
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, how, models.DeliveryUnchanged)
+		case models.Extend:
+			if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), v.At.From, v.At.To, p.ID); err != nil {
+				return fmt.Errorf("store: heard ledger: update pending: %w", err)
+			}
+			changed = true
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, how, models.DeliveryQueued)
+		case models.Queue:
+			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, uri, v.At.From, v.At.To); err != nil {
+				return fmt.Errorf("store: heard ledger: queue: %w", err)
+			}
+			changed = true
+			return l.logDelivery(ctx, tx, patient, uri, v.At.To, how, models.DeliveryQueued)
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Offered records, in one transaction, that offers were put in a response
+// about to be written (stamped at; zero: the store's clock): until
+// MarkHeard (an announcement) or MarkTold (a fact told) confirms the
+// delivery he may have heard each one's version — a later revision
+// withdraws it too — and they are spoken again saying so (P-24). Offers of
+// announcements no longer pending are ignored. A fact told is offered only
+// when the ledger does not already hold that version or a newer one as
+// heard (then nothing is written: the fast path of every turn that repeats
+// what he heard), and never while a retraction of it is pending — MarkTold
+// never touches that one either (P-19).
+func (l *HeardLedger) Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error {
+	if len(offers) == 0 {
+		return nil
+	}
+	heard, err := l.HeardOf(ctx, patient)
+	if err != nil {
+		return err
+	}
+	need := offers[:0:0]
+	for _, o := range offers {
+		if o.Told && heard[o.URI] >= o.Version {
+			continue
+		}
+		need = append(need, o)
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	atMS := l.stamp(at).UnixMilli()
+	return l.write(ctx, func(tx *sql.Tx) error {
+		for _, o := range need {
+			if o.Told {
+				if err := l.offerTold(ctx, tx, patient, o); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
+SELECT patient, uri, ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), o.Version, o.ID, patient, o.URI); err != nil {
+				return fmt.Errorf("store: heard ledger: offered: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms)
+SELECT patient, uri, ?, 'offered', ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
+ON CONFLICT (patient, uri, version, event) DO NOTHING`), o.Version, atMS, o.ID, patient, o.URI); err != nil {
+				return fmt.Errorf("store: heard ledger: offered: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// offerTold records that version o.Version of the fact o.URI is told in a
+// response about to be written, unless he heard it or newer, or a
+// retraction of the fact is pending.
+func (l *HeardLedger) offerTold(ctx context.Context, tx *sql.Tx, patient string, o models.LedgerOffer) error {
+	h, err := l.heardIn(ctx, tx, patient, o.URI)
+	if err != nil {
+		return err
+	}
+	if h >= o.Version {
+		return nil
+	}
+	if p, ok, err := l.pendingIn(ctx, tx, patient, o.URI); err != nil || ok && p.From > 0 {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, o.URI, o.Version); err != nil {
+		return fmt.Errorf("store: heard ledger: offered told: %w", err)
+	}
+	return nil
+}
+
+// HeardOf returns, per fact URI of patient, the version he heard for
+// certain (a fact he never heard is absent).
+func (l *HeardLedger) HeardOf(ctx context.Context, patient string) (map[string]int, error) {
+	rows, err := l.s.db.QueryContext(ctx, l.q("SELECT uri, version FROM speech_heard WHERE patient = ?"), patient)
+	if err != nil {
+		return nil, fmt.Errorf("store: heard ledger: heard: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var uri string
+		var v int
+		if err := rows.Scan(&uri, &v); err != nil {
+			return nil, fmt.Errorf("store: heard ledger: heard: %w", err)
+		}
+		out[uri] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: heard ledger: heard: %w", err)
+	}
+	return out, nil
+}
+
+// MarkHeard records that a response carrying the announcement of uri at
+// version was delivered: version is what he last heard — even when the
+// ledger held a newer heard version, or a newer version was written
+// meanwhile (P-19) — an offer up to version is confirmed, a pending
+// announcement that reaches no further than version is heard, and one that
+// reaches further now starts from version. The delivery log records the
+// first hearing of version and how (how.At zero: the store's clock).
+func (l *HeardLedger) MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
+	// Fast path, no write transaction (no fsync): nothing would change.
+	if h, err := l.heardIn(ctx, l.s.db, patient, uri); err == nil && h == version {
+		if off, err := l.offeredIn(ctx, l.s.db, patient, uri); err == nil && off == 0 {
+			if p, ok, err := l.pendingIn(ctx, l.s.db, patient, uri); err == nil && (!ok || p.From == version && p.To > version) {
+				return nil
+			}
+		}
+	}
+	return l.write(ctx, func(tx *sql.Tx) error {
+		if err := l.setHeardExactly(ctx, tx, patient, uri, version); err != nil {
+			return err
+		}
+		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
+			return err
+		}
+		return l.advancePending(ctx, tx, patient, uri, version)
+	})
+}
+
+// advancePending marks the pending announcement of uri heard when it
+// reaches no further than version, and otherwise starts it from version.
+func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = '"+stateHeard+"' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
+		return fmt.Errorf("store: heard ledger: mark heard: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ? WHERE patient = ? AND uri = ? AND state = 'pending' AND from_version <> ?"), version, patient, uri, version); err != nil {
+		return fmt.Errorf("store: heard ledger: advance pending: %w", err)
+	}
+	return nil
+}
+
+// MarkTold records that version of uri was spoken as a plain fact — an
+// answer, not an announcement — confirming its offer (Offered, Told), and
+// reports whether it changed the ledger (false when he heard this version
+// or newer, or a retraction stays owed). It never settles a pending
+// retraction: he heard the new words but not that they withdraw the ones
+// he was told before, so the retraction stays owed and nothing moves
+// (P-19, P-24) — unless what was told is no newer than what that
+// retraction withdraws (a turn told it before the revision was read): then
+// heard moves forward to it and its offer is confirmed, and the retraction
+// still withdraws it. Otherwise the heard version moves forward to version
+// (never back), a pending first hearing it covers is heard, and one that
+// reaches further now withdraws version; the delivery log records how
+// (how.At zero: the store's clock).
+func (l *HeardLedger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error) {
+	p, ok, err := l.pendingIn(ctx, l.s.db, patient, uri)
+	if err != nil {
+		return false, err
+	}
+	if ok && p.From > 0 && version > p.From {
+		return false, nil // the retraction stays owed; the write below would re-check it anyway
+	}
+	if h, err := l.heardIn(ctx, l.s.db, patient, uri); err == nil && h >= version {
+		return false, nil // fast path: he heard this version or newer (its offer was never written)
+	}
+	wrote := false
+	err = l.write(ctx, func(tx *sql.Tx) error {
+		p, ok, err := l.pendingIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		retraction := ok && p.From > 0
+		if retraction && version > p.From {
+			return nil
+		}
+		h, err := l.heardIn(ctx, tx, patient, uri)
+		if err != nil {
+			return err
+		}
+		if version <= h {
+			return nil
+		}
+		if err := l.setHeard(ctx, tx, patient, uri, version); err != nil {
+			return err
+		}
+		if err := l.logDelivery(ctx, tx, patient, uri, version, how, models.DeliveryHeard); err != nil {
+			return err
+		}
+		wrote = true
+		if retraction {
+			return nil // it already withdraws version or what he may have heard after it
+		}
+		return l.advancePending(ctx, tx, patient, uri, version)
+	})
+	return wrote && err == nil, err
+}
+
+// NotPlayed re-opens, in one transaction, what responses Alexa reported
+// not played had marked (P-24): for each fact whose heard version is still
+// the one marked — a later confirmed delivery that moved it is never
+// undone, and a second call finds nothing to do — heard goes back to
+// HeardBefore, Version becomes offered (he may have heard it), and unless
+// an announcement is already pending for the fact (a later revision,
+// which now withdraws Version, said again) the announcement from From to
+// Version is owed again, said saying so, its queued event stamped at
+// (zero: the store's clock). It reports how many facts it re-opened.
+func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error) {
+	n := 0
+	how := models.Hearing{At: l.stamp(at)}
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, m := range ms {
+			h, err := l.heardIn(ctx, tx, patient, m.URI)
+			if err != nil {
+				return err
+			}
+			if h != m.Version {
+				continue
+			}
+			if m.HeardBefore == 0 {
+				_, err = tx.ExecContext(ctx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
+			} else {
+				_, err = tx.ExecContext(ctx, l.q("UPDATE speech_heard SET version = ? WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+			}
+			if err != nil {
+				return fmt.Errorf("store: heard ledger: not played: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
+				return fmt.Errorf("store: heard ledger: not played: %w", err)
+			}
+			_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, m.Version); err != nil {
+					return fmt.Errorf("store: heard ledger: not played: %w", err)
+				}
+				if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, how, models.DeliveryQueued); err != nil {
+					return err
+				}
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Drop marks the pending announcement id as dropped (its words did not
+// change) and moves the heard version to its to_version, logging it
+// unchanged at at (zero: the store's clock). It is a no-op when the
+// announcement is no longer pending.
+func (l *HeardLedger) Drop(ctx context.Context, id int64, at time.Time) error {
+	how := models.Hearing{At: l.stamp(at)}
+	return l.write(ctx, func(tx *sql.Tx) error {
+		r := models.QueuedAnnouncement{ID: id}
+		err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT patient, uri, to_version FROM speech_announcements WHERE id = ? AND state = 'pending'"), id).Scan(&r.Patient, &r.URI, &r.To)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: heard ledger: drop: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), id); err != nil {
+			return fmt.Errorf("store: heard ledger: drop: %w", err)
+		}
+		if err := l.setHeard(ctx, tx, r.Patient, r.URI, r.To); err != nil {
+			return err
+		}
+		return l.logDelivery(ctx, tx, r.Patient, r.URI, r.To, how, models.DeliveryUnchanged)
+	})
+}
+
+// Pending returns the patient's pending announcements, oldest first (by
+// id), each with Offered set while an offer of its fact is unconfirmed.
+func (l *HeardLedger) Pending(ctx context.Context, patient string) ([]models.QueuedAnnouncement, error) {
+	rows, err := l.s.queryPrepared(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.version IS NOT NULL
+FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri
+WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
+	if err != nil {
+		return nil, fmt.Errorf("store: heard ledger: list pending: %w", err)
+	}
+	defer rows.Close()
+	var out []models.QueuedAnnouncement
+	for rows.Next() {
+		r := models.QueuedAnnouncement{Patient: patient}
+		if err := rows.Scan(&r.ID, &r.URI, &r.From, &r.To, &r.Offered); err != nil {
+			return nil, fmt.Errorf("store: heard ledger: list pending: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: heard ledger: list pending: %w", err)
+	}
+	return out, nil
+}
+
+// Facts returns, per fact URI of patient, the version he heard for
+// certain, the one he may have heard and his baseline (0 for none); a fact
+// the ledger knows nothing of is absent.
+func (l *HeardLedger) Facts(ctx context.Context, patient string) (map[string]models.FactLedger, error) {
+	out := map[string]models.FactLedger{}
+	for _, t := range []struct {
+		table string
+		set   func(*models.FactLedger, int)
+	}{
+		{"speech_heard", func(f *models.FactLedger, v int) { f.Heard = v }},
+		{"speech_offered_version", func(f *models.FactLedger, v int) { f.Offered = v }},
+		{"speech_baseline", func(f *models.FactLedger, v int) { f.Baseline = v }},
+	} {
+		rows, err := l.s.queryPrepared(ctx, l.q("SELECT uri, version FROM "+t.table+" WHERE patient = ?"), patient)
+		if err != nil {
+			return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
+		}
+		for rows.Next() {
+			var uri string
+			var v int
+			if err := rows.Scan(&uri, &v); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
+			}
+			f := out[uri]
+			t.set(&f, v)
+			out[uri] = f
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Status returns the heard version of uri and the to_version of its
+// pending announcement (0 when none).
+func (l *HeardLedger) Status(ctx context.Context, patient, uri string) (heard, pendingTo int, err error) {
+	heard, err = l.Heard(ctx, patient, uri)
+	if err != nil {
+		return 0, 0, err
+	}
+	p, ok, err := l.pendingIn(ctx, l.s.db, patient, uri)
+	if err != nil || !ok {
+		return heard, 0, err
+	}
+	return heard, p.To, nil
+}
+
+// Backlog counts pending announcements for every patient.
+func (l *HeardLedger) Backlog(ctx context.Context) (int, error) {
+	var n int
+	if err := l.s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM speech_announcements WHERE state = 'pending'").Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: heard ledger: backlog: %w", err)
+	}
+	return n, nil
+}
+
+// ---- The baseline: where each patient was first followed ----
+
+// Followed reports which of patients the principal has followed before
+// (their baseline is recorded).
+func (l *HeardLedger) Followed(ctx context.Context, patients []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(patients))
+	for _, p := range patients {
+		var one int
+		err := l.s.db.QueryRowContext(ctx, l.q("SELECT 1 FROM speech_followed WHERE patient = ?"), p).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return nil, fmt.Errorf("store: heard ledger: followed: %w", err)
+		default:
+			out[p] = true
+		}
+	}
+	return out, nil
+}
+
+// Follow records patient's starting point: the current version of each of
+// his facts (uri → version), and that he is followed from now on. Facts at
+// or below their baseline are never announced; the first sync of a patient
+// therefore reads him nothing he has not been told is new (P-19). A
+// baseline once recorded is never moved.
+func (l *HeardLedger) Follow(ctx context.Context, patient string, facts map[string]int) error {
+	return l.write(ctx, func(tx *sql.Tx) error {
+		for uri, v := range facts {
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_baseline (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO NOTHING`), patient, uri, v); err != nil {
+				return fmt.Errorf("store: heard ledger: baseline: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_followed (patient) VALUES (?) ON CONFLICT (patient) DO NOTHING`), patient); err != nil {
+			return fmt.Errorf("store: heard ledger: follow: %w", err)
+		}
+		return nil
+	})
+}
+
+func (l *HeardLedger) baselineIn(ctx context.Context, db queryRower, patient, uri string) (int, error) {
+	var v int
+	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_baseline WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: heard ledger: baseline: %w", err)
+	}
+	return v, nil
+}
