@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/unsay/unsay/models"
 )
 
@@ -45,17 +47,24 @@ type liveSession struct {
 }
 
 // sessionStore is a bounded, expiring map of session id → state, and of
-// session id → liveness.
+// session id → liveness. Both are least-recently-used caches
+// (hashicorp/golang-lru), so a full store drops its oldest entry in
+// constant time: with one TTL for every entry the least recently put is
+// the one that expires soonest. Expired entries are never served and go
+// when the bound needs their room.
 type sessionStore struct {
-	mu   sync.Mutex
-	m    map[string]*sessionState
-	live map[string]liveSession
+	mu   sync.Mutex // makes get-modify-put sequences atomic
+	m    *lru.Cache[string, *sessionState]
+	live *lru.Cache[string, liveSession]
 	ttl  time.Duration
-	max  int
 }
 
-func newSessionStore(ttl time.Duration, max int) *sessionStore {
-	return &sessionStore{m: map[string]*sessionState{}, live: map[string]liveSession{}, ttl: ttl, max: max}
+// newSessionStore holds at most size sessions' state and size sessions'
+// liveness (at least 1 each), each for ttl after its last turn.
+func newSessionStore(ttl time.Duration, size int) *sessionStore {
+	m, _ := lru.New[string, *sessionState](max(size, 1)) // errors only for a size < 1
+	live, _ := lru.New[string, liveSession](max(size, 1))
+	return &sessionStore{m: m, live: live, ttl: ttl}
 }
 
 // touch records a turn of session id for patient at now.
@@ -65,27 +74,22 @@ func (s *sessionStore) touch(id string, l liveSession) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live[id]; !ok && len(s.live) >= s.max {
-		var oldest string
-		var at time.Time
-		for k, v := range s.live {
-			if oldest == "" || v.lastSeen.Before(at) {
-				oldest, at = k, v.lastSeen
-			}
-		}
-		delete(s.live, oldest)
-	}
-	s.live[id] = l
+	s.live.Add(id, l)
 }
 
 // open reports whether patient has a screen session that had a turn within
-// SessionOpenWindow before now and was not ended.
+// SessionOpenWindow before now and was not ended. It looks at every live
+// session (asked once per unasked notification, not per turn).
 func (s *sessionStore) open(patient string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, l := range s.live {
+	for _, k := range s.live.Keys() {
+		l, ok := s.live.Peek(k)
+		if !ok {
+			continue
+		}
 		if now.Sub(l.lastSeen) > s.ttl {
-			delete(s.live, k)
+			s.live.Remove(k)
 			continue
 		}
 		if l.patient == patient && l.screen && !l.ended && now.Sub(l.lastSeen) <= SessionOpenWindow {
@@ -102,7 +106,7 @@ func (s *sessionStore) get(id, patient string, now time.Time) sessionState {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.m[id]
+	st, _ := s.m.Peek(id)
 	if st == nil || !now.Before(st.expires) || st.patient != patient {
 		return sessionState{}
 	}
@@ -117,40 +121,18 @@ func (s *sessionStore) put(id string, st sessionState, now time.Time) {
 	st.expires = now.Add(s.ttl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.m[id]; !ok && len(s.m) >= s.max {
-		s.evictLocked(now)
-	}
-	s.m[id] = &st
+	s.m.Add(id, &st)
 }
 
 func (s *sessionStore) delete(id string) {
 	s.mu.Lock()
-	delete(s.m, id)
-	delete(s.live, id)
+	s.m.Remove(id)
+	s.live.Remove(id)
 	s.mu.Unlock()
 }
 
 func (s *sessionStore) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.m)
-}
-
-// evictLocked drops expired entries, then the one that expires soonest if
-// the store is still full.
-func (s *sessionStore) evictLocked(now time.Time) {
-	var soonest string
-	var at time.Time
-	for k, st := range s.m {
-		if !now.Before(st.expires) {
-			delete(s.m, k)
-			continue
-		}
-		if soonest == "" || st.expires.Before(at) {
-			soonest, at = k, st.expires
-		}
-	}
-	if len(s.m) >= s.max && soonest != "" {
-		delete(s.m, soonest)
-	}
+	return s.m.Len()
 }

@@ -91,3 +91,19 @@ func TestSessionOpen_TrueOnlyForALiveScreenSessionOfThePatient(t *testing.T) {
 		t.Error("a session ended by SessionEndedRequest is still open")
 	}
 }
+
+// BenchmarkSessionStore_PutWhenFull is the cost of a new session's turn
+// when the store holds SessionStateMax sessions (every Launch of a busy
+// skill): a constant-time eviction, not a scan of every session.
+func BenchmarkSessionStore_PutWhenFull(b *testing.B) {
+	s := newSessionStore(SessionStateTTL, SessionStateMax)
+	for i := range SessionStateMax {
+		s.put(fmt.Sprint("warm-", i), sessionState{patient: "ray"}, t0)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprint("s-", i)
+		s.put(id, sessionState{patient: "ray"}, t0)
+		s.touch(id, liveSession{patient: "ray", lastSeen: t0})
+	}
+}

@@ -345,7 +345,7 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 // HeardOf returns, per fact URI of patient, the version he heard for
 // certain (a fact he never heard is absent).
 func (l *HeardLedger) HeardOf(ctx context.Context, patient string) (map[string]int, error) {
-	rows, err := l.s.db.QueryContext(ctx, l.q("SELECT uri, version FROM speech_heard WHERE patient = ?"), patient)
+	rows, err := l.s.queryPrepared(ctx, l.q("SELECT uri, version FROM speech_heard WHERE patient = ?"), patient)
 	if err != nil {
 		return nil, fmt.Errorf("store: heard ledger: heard: %w", err)
 	}
@@ -418,15 +418,17 @@ func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, u
 // reaches further now withdraws version; the delivery log records how
 // (how.At zero: the store's clock).
 func (l *HeardLedger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error) {
-	p, ok, err := l.pendingIn(ctx, l.s.db, patient, uri)
+	// Fast path, one read and no write transaction (no fsync): the
+	// retraction stays owed (the write below would re-check it anyway), or
+	// he heard this version or newer (its offer was never written).
+	var heard, pendingFrom int
+	err := l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT COALESCE((SELECT version FROM speech_heard WHERE patient = ? AND uri = ?), 0),
+COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'), 0)`), patient, uri, patient, uri).Scan(&heard, &pendingFrom)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("store: heard ledger: told: %w", err)
 	}
-	if ok && p.From > 0 && version > p.From {
-		return false, nil // the retraction stays owed; the write below would re-check it anyway
-	}
-	if h, err := l.heardIn(ctx, l.s.db, patient, uri); err == nil && h >= version {
-		return false, nil // fast path: he heard this version or newer (its offer was never written)
+	if pendingFrom > 0 && version > pendingFrom || heard >= version {
+		return false, nil
 	}
 	wrote := false
 	err = l.write(ctx, func(tx *sql.Tx) error {
@@ -564,37 +566,36 @@ WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 
 // Facts returns, per fact URI of patient, the version he heard for
 // certain, the one he may have heard and his baseline (0 for none); a fact
-// the ledger knows nothing of is absent.
+// the ledger knows nothing of is absent. One statement reads all three
+// tables (every turn runs it): one snapshot, one round trip.
 func (l *HeardLedger) Facts(ctx context.Context, patient string) (map[string]models.FactLedger, error) {
+	rows, err := l.s.queryPrepared(ctx, l.q(`SELECT 0, uri, version FROM speech_heard WHERE patient = ?
+UNION ALL SELECT 1, uri, version FROM speech_offered_version WHERE patient = ?
+UNION ALL SELECT 2, uri, version FROM speech_baseline WHERE patient = ?`), patient, patient, patient)
+	if err != nil {
+		return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
+	}
+	defer rows.Close()
 	out := map[string]models.FactLedger{}
-	for _, t := range []struct {
-		table string
-		set   func(*models.FactLedger, int)
-	}{
-		{"speech_heard", func(f *models.FactLedger, v int) { f.Heard = v }},
-		{"speech_offered_version", func(f *models.FactLedger, v int) { f.Offered = v }},
-		{"speech_baseline", func(f *models.FactLedger, v int) { f.Baseline = v }},
-	} {
-		rows, err := l.s.queryPrepared(ctx, l.q("SELECT uri, version FROM "+t.table+" WHERE patient = ?"), patient)
-		if err != nil {
+	for rows.Next() {
+		var table, v int
+		var uri string
+		if err := rows.Scan(&table, &uri, &v); err != nil {
 			return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
 		}
-		for rows.Next() {
-			var uri string
-			var v int
-			if err := rows.Scan(&uri, &v); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
-			}
-			f := out[uri]
-			t.set(&f, v)
-			out[uri] = f
+		f := out[uri]
+		switch table {
+		case 0:
+			f.Heard = v
+		case 1:
+			f.Offered = v
+		default:
+			f.Baseline = v
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
-		}
+		out[uri] = f
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
 	}
 	return out, nil
 }
