@@ -171,11 +171,58 @@ func placeholders(n int) string {
 // again against p's scopes before its value is opened. A fact whose current
 // value is stored as plaintext in a sealed store is left out, as if absent
 // (logged; see Read). Errors as Read's.
+//
+// The answer for each filter (the principal's patients and audiences) is
+// kept until the next commit: every commit allocates the next seq under
+// the store-wide write lock, so while the highest committed seq is the one
+// read before the answer was built, no version has been committed since —
+// on this instance or another — and the answer stands. Each call reads
+// that seq (one indexed query); a speech principal confirming a turn lists
+// every few milliseconds.
 func (s *Store) List(ctx context.Context, p models.Principal) ([]models.Fact, error) {
 	cond, args, ok := readableFilter(p)
 	if !ok {
 		return nil, nil
 	}
+	var top int64
+	if err := s.queryRowPrepared(ctx, s.db, `SELECT COALESCE(MAX(seq), 0) FROM versions`).Scan(&top); err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	key := listKey(cond, args)
+	if e, ok := s.lists.Get(key); ok && e.seq == top {
+		return slices.Clone(e.facts), nil
+	}
+	facts, err := s.list(ctx, p, cond, args)
+	if err != nil {
+		return nil, err
+	}
+	s.lists.Add(key, listAnswer{seq: top, facts: facts}) // built after top was read: it holds at least what top names
+	return slices.Clone(facts), nil
+}
+
+// listAnswer is one filter's List answer and the highest seq committed
+// before it was read.
+type listAnswer struct {
+	seq   int64
+	facts []models.Fact
+}
+
+// listAnswers bounds the filters whose List answers are kept.
+const listAnswers = 256
+
+// listKey names a readable filter: its condition and arguments.
+func listKey(cond string, args []any) string {
+	var b strings.Builder
+	b.WriteString(cond)
+	for _, a := range args {
+		b.WriteByte(0)
+		fmt.Fprint(&b, a)
+	}
+	return b.String()
+}
+
+// list is List without the kept answers.
+func (s *Store) list(ctx context.Context, p models.Principal, cond string, args []any) ([]models.Fact, error) {
 	// Prepared once per filter shape (how many patients p is bound to):
 	// every resources/list page runs it.
 	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v

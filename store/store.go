@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Sealer seals and opens values at rest (P-6). The store calls Seal on
@@ -83,7 +85,8 @@ type Store struct {
 
 	readLatest *sql.Stmt
 	readN      *sql.Stmt
-	stmts      sync.Map // query → *sql.Stmt, the write path's prepared statements (stmt.go)
+	stmts      sync.Map                       // query → *sql.Stmt, the write path's prepared statements (stmt.go)
+	lists      *lru.Cache[string, listAnswer] // List's answers until the next commit (read.go)
 
 	heard  HeardLedger // the speech principal's heard ledger (heardledger.go)
 	budget AlertBudget // the audible budget's slots (budget.go)
@@ -126,6 +129,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		wake:   make(chan struct{}),
 		closed: make(chan struct{}),
 	}
+	s.lists, _ = lru.New[string, listAnswer](listAnswers) // errors only for a size < 1
 	s.heard.s, s.budget.s = s, s
 	s.health.faultEvery, s.health.healthyEvery = writeProbeInterval, writeHealthInterval
 	if s.clock == nil {

@@ -193,17 +193,18 @@ func startPeerAlexa(ctx context.Context, o options) (url string, pid int, stop f
 // rule: sorted[min(n-1, floor(p·n))]) and the server's CPU per request.
 func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
 	var (
-		url  string
-		pid  int
-		stop func()
-		err  error
+		url   string
+		pid   int
+		admin string
+		stop  func()
+		err   error
 	)
 	if side == "peer" {
 		url, pid, stop, err = startPeerAlexa(ctx, o)
 	} else {
-		s, st, e := startUnsay(ctx, o, certs)
+		s, st, e := startUnsayWith(ctx, o, certs, "--admin-pprof")
 		if e == nil {
-			url, pid, stop = s.URL+"/alexa", s.PID(), st
+			url, pid, stop, admin = s.URL+"/alexa", s.PID(), st, s.AdminURL
 		}
 		err = e
 	}
@@ -238,6 +239,9 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 			measuring = true
 			cpu0, _ = cpuSeconds(pid)
 			mStart = time.Now()
+			if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && admin != "" {
+				go saveProfile(ctx, admin+fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(o.openD.Seconds())-1)), filepath.Join(pd, "open.cpu.pprof"))
+			}
 		}
 		if !measuring || res.Timestamp.Before(start.Add(o.warmup)) {
 			continue
