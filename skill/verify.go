@@ -368,7 +368,7 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 // leave the window, at most ReplayMemoryMax of them.
 type replayMemory struct {
 	mu      sync.Mutex
-	until   map[[sha256.Size]byte]time.Time
+	until   map[[sha256.Size]byte]int64 // digest → end of its window, Unix ns (pointer-free: the collector never scans it)
 	expires expiryHeap
 	max     int // 0: ReplayMemoryMax
 }
@@ -391,15 +391,16 @@ func (m *replayMemory) accept(r Request, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.until == nil {
-		m.until = map[[sha256.Size]byte]time.Time{}
+		m.until = map[[sha256.Size]byte]int64{}
 	}
-	for len(m.expires) > 0 && !m.expires[0].at.After(now) { // out of the window: a replay is refused by its timestamp
+	nowNs := now.UnixNano()
+	for len(m.expires) > 0 && m.expires[0].at <= nowNs { // out of the window: a replay is refused by its timestamp
 		e := heap.Pop(&m.expires).(expiry)
-		if u, ok := m.until[e.key]; ok && !u.After(now) {
+		if u, ok := m.until[e.key]; ok && u <= nowNs {
 			delete(m.until, e.key)
 		}
 	}
-	if u, ok := m.until[key]; ok && u.After(now) {
+	if u, ok := m.until[key]; ok && u > nowNs {
 		return fmt.Errorf("%w: %s", ErrReplay, r.RequestID)
 	}
 	max := m.max
@@ -413,15 +414,15 @@ func (m *replayMemory) accept(r Request, now time.Time) error {
 	if at.Before(now) {
 		at = now
 	}
-	at = at.Add(time.Second) // the window's edge, with a second to spare
-	m.until[key] = at
-	heap.Push(&m.expires, expiry{at: at, key: key})
+	end := at.Add(time.Second).UnixNano() // the window's edge, with a second to spare
+	m.until[key] = end
+	heap.Push(&m.expires, expiry{at: end, key: key})
 	return nil
 }
 
 // expiry is when a remembered request id may be forgotten.
 type expiry struct {
-	at  time.Time
+	at  int64 // Unix ns
 	key [sha256.Size]byte
 }
 
@@ -429,7 +430,7 @@ type expiry struct {
 type expiryHeap []expiry
 
 func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
 func (h *expiryHeap) Pop() any {
