@@ -63,3 +63,39 @@ func TestList_ANewCommitIsListedAtOnceEvenFromAnotherInstance(t *testing.T) {
 		t.Fatalf("the speakable list holds the assistant-only fact (v%d)", n)
 	}
 }
+
+// A database restored under a running instance (an older backup, then new
+// writes) reuses seq numbers: List never answers with what it kept from
+// before the restore when the highest seq comes back to the same number
+// with another version (found in review).
+func TestList_ARestoredDatabaseThatReachesTheSameSeqAgainIsListedAfresh(t *testing.T) {
+	s, dsn := openTest(t, nil)
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing with crutches."))
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated."))
+	if n := listedVersion(t, s, userRay, "weight_bearing"); n != 2 {
+		t.Fatalf("listed v%d, want v2", n)
+	}
+	// Restore the backup taken after v1 (what a restore leaves: v1 latest).
+	db, _ := tamperDB(t, dsn)
+	defer db.Close()
+	for _, q := range []string{
+		`DELETE FROM versions WHERE n = 2`,
+		`UPDATE facts SET latest = 1`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	// A new v2, other words: it takes seq 2 again.
+	r := mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Non-weight-bearing for six weeks."))
+	facts, err := s.List(context.Background(), userRay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range facts {
+		if f.Current.Domain == "weight_bearing" && f.Current.Hash != r.Version.Hash {
+			t.Fatalf("List answers v%d %q (hash %.8s) kept from before the restore; the store holds %q (hash %.8s), seq %d",
+				f.Current.N, f.Current.Value, f.Current.Hash, r.Version.Value, r.Version.Hash, r.Seq)
+		}
+	}
+}

@@ -174,36 +174,45 @@ func placeholders(n int) string {
 //
 // The answer for each filter (the principal's patients and audiences) is
 // kept until the next commit: every commit allocates the next seq under
-// the store-wide write lock, so while the highest committed seq is the one
-// read before the answer was built, no version has been committed since —
-// on this instance or another — and the answer stands. Each call reads
-// that seq (one indexed query); a speech principal confirming a turn lists
-// every few milliseconds.
+// the store-wide write lock, so while the version committed last (its seq
+// and hash) is the one read before the answer was built, no version has
+// been committed since — on this instance or another — and the answer
+// stands. Each call reads that version (one indexed query); a speech
+// principal confirming a turn lists every few milliseconds.
 func (s *Store) List(ctx context.Context, p models.Principal) ([]models.Fact, error) {
 	cond, args, ok := readableFilter(p)
 	if !ok {
 		return nil, nil
 	}
-	var top int64
-	if err := s.queryRowPrepared(ctx, s.db, `SELECT COALESCE(MAX(seq), 0) FROM versions`).Scan(&top); err != nil {
+	var top listTop
+	err := s.queryRowPrepared(ctx, s.db, `SELECT seq, hash FROM versions ORDER BY seq DESC LIMIT 1`).Scan(&top.seq, &top.hash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: list: %w", err)
 	}
 	key := listKey(cond, args)
-	if e, ok := s.lists.Get(key); ok && e.seq == top {
+	if e, ok := s.lists.Get(key); ok && e.top == top {
 		return slices.Clone(e.facts), nil
 	}
 	facts, err := s.list(ctx, p, cond, args)
 	if err != nil {
 		return nil, err
 	}
-	s.lists.Add(key, listAnswer{seq: top, facts: facts}) // built after top was read: it holds at least what top names
+	s.lists.Add(key, listAnswer{top: top, facts: facts}) // built after top was read: it holds at least what top names
 	return slices.Clone(facts), nil
 }
 
-// listAnswer is one filter's List answer and the highest seq committed
+// listTop names the version committed last: its seq and its chain hash
+// (a database restored from a backup and written again may reach the same
+// seq with another version; never the same hash).
+type listTop struct {
+	seq  int64
+	hash string
+}
+
+// listAnswer is one filter's List answer and the version committed last
 // before it was read.
 type listAnswer struct {
-	seq   int64
+	top   listTop
 	facts []models.Fact
 }
 

@@ -86,10 +86,24 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	if err != nil {
 		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
+	// What he heard, as the ledger holds it now: reconcileTurn's last read
+	// of it, unless that read may be out of date — its last round
+	// reconciled a fact (a settle moves what he heard), or announcements
+	// left a row out (a dropped one moves it too) — then read afresh.
+	heardNow := map[string]int{}
+	if lf != nil && len(anns) == len(rows) {
+		for uri, f := range lf {
+			if f.Heard > 0 {
+				heardNow[uri] = f.Heard
+			}
+		}
+	} else if heardNow, err = p.ledger.heardOf(ctx, patient); err != nil {
+		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	}
 	snap := models.Snapshot{Facts: facts, Pending: anns, Heard: map[models.URI]int{}}
-	for uri, f := range lf {
-		if u, err := models.ParseURI(uri); err == nil && f.Heard > 0 {
-			snap.Heard[u] = f.Heard
+	for uri, v := range heardNow {
+		if u, err := models.ParseURI(uri); err == nil {
+			snap.Heard[u] = v
 		}
 	}
 	for i, a := range snap.Pending {
@@ -113,9 +127,9 @@ const reconcileRounds = 3
 // pending announcement, or a heard or offered version beyond it) is read
 // again, so what is said is the newest confirmed — never words the ledger
 // has already settled past. It returns the facts and the pending rows to
-// speak from, with what the ledger holds of each fact as last read (after
-// this turn's reconciling: Heard is what he heard for certain), or an
-// error when they cannot be brought to agree.
+// speak from, with what the ledger holds of each fact as last read — nil
+// when its last round reconciled a fact after that read (a settle moves
+// what he heard) — or an error when they cannot be brought to agree.
 func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient string, facts []models.Version, rows []row) ([]models.Version, []row, map[string]models.FactLedger, error) {
 	for round := 0; ; round++ {
 		lf, err := p.ledger.Facts(ctx, patient)
@@ -153,7 +167,7 @@ func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient stri
 		}
 		if round+1 >= reconcileRounds {
 			if len(ahead) == 0 {
-				return facts, rows, lf, nil // reconciling queues announcements; what he heard is as lf read it
+				return facts, rows, nil, nil // reconciling may have settled a fact: lf is from before it
 			}
 			return facts, rows, nil, fmt.Errorf("%w: %s is being revised", errNotCurrent, facts[ahead[0]].FactURI())
 		}

@@ -117,11 +117,13 @@ func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	var facts []models.Version
 	var toRead []models.URI
 	newFact := false
+	seen := map[string]bool{}
 	for _, r := range listed {
 		u, err := models.ParseURI(r.URI)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient {
-			continue
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || seen[r.URI] {
+			continue // a URI listed twice is confirmed once
 		}
+		seen[r.URI] = true
 		v, ok := held[r.URI]
 		if !ok {
 			newFact = true

@@ -217,3 +217,34 @@ func TestAudioURLLasts(t *testing.T) {
 		}
 	}
 }
+
+// Snapshot.Heard is what the ledger says he heard when Turn returns: an
+// announcement the turn drops because its words did not change (Drop:
+// heard moves to its to_version) is reflected in it, so the skill's
+// not-played marks start from what he heard for certain.
+func TestTurn_HeardIsWhatTheLedgerHoldsWhenItReturnsEvenAfterADrop(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, newTestDB(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+	u, _ := models.ParseURI(wb)
+	f.publishSilently(wb, "Partial weight-bearing with crutches.") // v2, the same words (a review-date refresh)
+	turnOf(t, p, "ray")                                            // settles: heard v2
+	// Alexa did not play a response that told v2 when he had heard v1:
+	// heard back to v1, v2 offered, 1 → 2 owed again (same words).
+	if err := p.NotPlayed(context.Background(), "ray", []models.Marked{{URI: u, HeardBefore: 1, From: 1, Version: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	s := turnOf(t, p, "ray") // renders 1 → 2: ErrUnchanged, dropped: heard v2
+	if len(s.Pending) != 0 {
+		t.Fatalf("pending = %+v, want the unchanged announcement dropped", s.Pending)
+	}
+	h, err := p.ledger.Heard(context.Background(), "ray", wb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Heard[u] != h {
+		t.Fatalf("Snapshot.Heard[%s] = v%d, but the ledger says he heard v%d when Turn returned", wb, s.Heard[u], h)
+	}
+}
