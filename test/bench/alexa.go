@@ -52,6 +52,14 @@ type certSet struct {
 func alexaCerts(ctx context.Context, o options, node bool) (certSet, error) {
 	if node {
 		dir := filepath.Join(o.peers, "alexa-node")
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "ask-sdk-express-adapter")); err != nil {
+			// The peer's packages, as its run.sh installs them (first run only).
+			npm := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+			npm.Dir = dir
+			if out, err := npm.CombinedOutput(); err != nil {
+				return certSet{}, fmt.Errorf("npm ci in %s: %w\n%s", dir, err, out)
+			}
+		}
 		cmd := exec.CommandContext(ctx, "node", "gen.js", "certs")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
