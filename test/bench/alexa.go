@@ -196,30 +196,47 @@ func startPeerAlexa(ctx context.Context, o options) (url string, pid int, stop f
 	return "", 0, nil, errors.New("node server.js did not print LISTENING within 20 s")
 }
 
+// alexaTarget is a fresh Alexa endpoint under test: the peer's or Unsay's.
+type alexaTarget struct {
+	url   string // the endpoint requests are POSTed to
+	pid   int    // the server process, for its CPU time
+	admin string // Unsay's admin listener (pprof); "" for the peer
+	stop  func()
+}
+
+// startAlexaTarget starts side ("peer" or "unsay", the latter with
+// --admin-pprof) as a fresh process.
+func startAlexaTarget(ctx context.Context, o options, certs certSet, side string) (alexaTarget, error) {
+	if side == "peer" {
+		url, pid, stop, err := startPeerAlexa(ctx, o)
+		return alexaTarget{url: url, pid: pid, stop: stop}, err
+	}
+	s, stop, err := startUnsayWith(ctx, o, certs, "--admin-pprof")
+	if err != nil {
+		return alexaTarget{}, err
+	}
+	return alexaTarget{url: s.URL + "/alexa", pid: s.PID(), admin: s.AdminURL, stop: stop}, nil
+}
+
+// profile saves /debug/pprof/{what} of an Unsay target into name under
+// UNSAY_BENCH_PROFILE_DIR; without that variable, or for the peer, it
+// does nothing.
+func (t alexaTarget) profile(ctx context.Context, what, name string) {
+	if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && t.admin != "" {
+		saveProfile(ctx, t.admin+"/debug/pprof/"+what, filepath.Join(pd, name))
+	}
+}
+
 // alexaOpen sends verified LaunchRequests at a constant rate (vegeta) to
 // side, discards the warm-up, and records exact percentiles (the peers'
 // rule: sorted[min(n-1, floor(p·n))]) and the server's CPU per request.
 func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
-	var (
-		url   string
-		pid   int
-		admin string
-		stop  func()
-		err   error
-	)
-	if side == "peer" {
-		url, pid, stop, err = startPeerAlexa(ctx, o)
-	} else {
-		s, st, e := startUnsayWith(ctx, o, certs, "--admin-pprof")
-		if e == nil {
-			url, pid, stop, admin = s.URL+"/alexa", s.PID(), st, s.AdminURL
-		}
-		err = e
-	}
+	t, err := startAlexaTarget(ctx, o, certs, side)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer t.stop()
+	url, pid := t.url, t.pid
 	total := int(math.Ceil(float64(o.rate) * (o.warmup + o.openD).Seconds()))
 	// Every request a distinct signed body (Unsay refuses a replayed
 	// request id); the first proves the target verifies.
@@ -247,9 +264,7 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 			measuring = true
 			cpu0, _ = cpuSeconds(pid)
 			mStart = time.Now()
-			if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && admin != "" {
-				go saveProfile(ctx, admin+fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(o.openD.Seconds())-1)), filepath.Join(pd, "open.cpu.pprof"))
-			}
+			go t.profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(o.openD.Seconds())-1)), "open.cpu.pprof")
 		}
 		if !measuring || res.Timestamp.Before(start.Add(o.warmup)) {
 			continue
@@ -338,26 +353,12 @@ func waitReady(ctx context.Context, admin string) error {
 const wrkWarmup = time.Second
 
 func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *Figures) error {
-	var (
-		admin string
-		url   string
-		pid   int
-		stop  func()
-		err   error
-	)
-	if side == "peer" {
-		url, pid, stop, err = startPeerAlexa(ctx, o)
-	} else {
-		s, st, e := startUnsayWith(ctx, o, certs, "--admin-pprof")
-		if e == nil {
-			url, pid, stop, admin = s.URL+"/alexa", s.PID(), st, s.AdminURL
-		}
-		err = e
-	}
+	t, err := startAlexaTarget(ctx, o, certs, side)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer t.stop()
+	url, pid := t.url, t.pid
 	dir, err := os.MkdirTemp("", "unsay-bench-wrk-")
 	if err != nil {
 		return err
@@ -400,16 +401,14 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 		return err
 	}
 	cpu0, _ := cpuSeconds(pid)
-	if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && admin != "" {
-		go saveProfile(ctx, admin+fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(o.d.Seconds())-1)), filepath.Join(pd, "launch.cpu.pprof"))
-		go func() { // where requests wait, mid-run: a goroutine dump (what the CPU profile cannot show)
-			select {
-			case <-time.After(o.d / 2):
-				saveProfile(ctx, admin+"/debug/pprof/goroutine?debug=1", filepath.Join(pd, "launch.goroutines.txt"))
-			case <-ctx.Done():
-			}
-		}()
-	}
+	go t.profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(o.d.Seconds())-1)), "launch.cpu.pprof")
+	go func() { // where requests wait, mid-run: a goroutine dump (what the CPU profile cannot show)
+		select {
+		case <-time.After(o.d / 2):
+			t.profile(ctx, "goroutine?debug=1", "launch.goroutines.txt")
+		case <-ctx.Done():
+		}
+	}()
 	m, err := wrk(o.d, runFile)
 	if err != nil {
 		return err
