@@ -119,8 +119,8 @@ func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	newFact := false
 	seen := map[string]bool{}
 	for _, r := range listed {
-		u, err := models.ParseURI(r.URI)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || seen[r.URI] {
+		u, ok := speakableFact(r)
+		if !ok || u.Patient != patient || seen[r.URI] {
 			continue // a URI listed twice is confirmed once
 		}
 		seen[r.URI] = true

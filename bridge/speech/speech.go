@@ -50,8 +50,8 @@ func (p *Principal) listFacts(ctx context.Context, up upstream, patient string, 
 	}
 	var out []models.Version
 	for _, r := range listed {
-		u, err := models.ParseURI(r.URI)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient {
+		u, ok := speakableFact(r)
+		if !ok || u.Patient != patient {
 			continue
 		}
 		v, err := p.read(ctx, up, u, true)

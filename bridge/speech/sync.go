@@ -107,8 +107,8 @@ func (w *worker) sync(ctx context.Context, patients []string, full bool) error {
 	var toWatch []string
 	for _, r := range listed {
 		s := r.URI
-		u, err := models.ParseURI(s)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || !slices.Contains(readable, u.Patient) {
+		u, ok := speakableFact(r)
+		if !ok || !slices.Contains(readable, u.Patient) {
 			continue
 		}
 		all = append(all, u)

@@ -193,6 +193,14 @@ func (s *mcpSession) Err() error {
 	}
 }
 
+// speakableFact is the fact a list entry names when it is a speakable
+// care fact (care://{patient}/{domain}, unversioned); anything else listed
+// (ui://unsay/echo, another scheme) is not.
+func speakableFact(r *mcp.Resource) (models.URI, bool) {
+	u, err := models.ParseURI(r.URI)
+	return u, err == nil && u.Audience() == models.AudienceUser && u.Version == 0
+}
+
 // maxListPages bounds List against a server whose cursors never end.
 const maxListPages = 100000
 
