@@ -24,13 +24,17 @@ import (
 )
 
 // splitSubcommand takes "add", "list", … and an optional leading id
-// ("approve ID --scope …"), so flags may follow the id.
+// ("approve ID --scope …"), so flags may follow the id; "-- ID" gives an id
+// that starts with "-".
 func splitSubcommand(args []string, subs ...string) (sub, id string, rest []string, err error) {
 	if len(args) == 0 || !contains(subs, args[0]) {
 		return "", "", nil, fmt.Errorf("want one of: %s", strings.Join(subs, ", "))
 	}
 	sub, rest = args[0], args[1:]
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+	switch {
+	case len(rest) > 1 && rest[0] == "--": // an id that starts with "-" (made before ids had a prefix)
+		id, rest = rest[1], rest[2:]
+	case len(rest) > 0 && !strings.HasPrefix(rest[0], "-"):
 		id, rest = rest[0], rest[1:]
 	}
 	return sub, id, rest, nil
@@ -190,7 +194,7 @@ func scopeOrNone(s []string) string {
 // cmdGrants lists and revokes what people granted OAuth clients:
 //
 //	unsay grants list [--patient P|-] [--client ID] [--all] [--db PATH]
-//	unsay grants revoke ID [--by NAME] [--db PATH]
+//	unsay grants revoke ID [--by NAME] [--db PATH]   (-- ID for an id that starts with "-")
 //
 // list shows active grants (--all: revoked ones too) of every patient, or
 // of --patient P; --patient - lists the grants bound to no patient (a

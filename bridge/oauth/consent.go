@@ -261,7 +261,9 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request, a *authRequest, 
 
 func (s *Server) allow(w http.ResponseWriter, r *http.Request, a *authRequest) {
 	ctx := r.Context()
-	id := randomToken(12)
+	// "ac:" like the other kinds' "cc:" and "internal:": an id never
+	// starts with "-", so `unsay grants revoke ID` never reads it as a flag.
+	id := "ac:" + randomToken(12)
 	g := store.OAuthGrant{ID: id, ClientID: a.row.ClientID, Kind: store.GrantAuthorizationCode, Subject: "oauth:" + id,
 		Patient: a.row.Patient, Scopes: a.d.Scopes, Resource: a.d.Resource,
 		Consent: "link code on the consent page, from " + clientAddress(r), CreatedAt: s.now()}

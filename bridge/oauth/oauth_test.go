@@ -370,6 +370,10 @@ func TestRevocation_NextRequestIsRefusedAndRefreshFails(t *testing.T) {
 	if len(gs) != 1 {
 		t.Fatalf("grants %+v", gs)
 	}
+	// The id a carer types after `unsay grants revoke` is never read as a flag.
+	if !strings.HasPrefix(gs[0].ID, "ac:") {
+		t.Errorf("consent grant id %q, want the ac: prefix (an id never starts with -)", gs[0].ID)
+	}
 	if err := f.st.RevokeOAuthGrant(t.Context(), gs[0].ID, "carer", time.Now()); err != nil {
 		t.Fatal(err)
 	}
