@@ -54,8 +54,10 @@ func runBackends(m *testing.M) int {
 	fmt.Println("=== store suite, second pass: Postgres backend (" + storeTestBackendEnv + "=postgres)")
 	// Benchmarks run once, in the first pass (BenchmarkPublishPostgres
 	// covers Postgres), and so do the Postgres-only tests (their names say
-	// Postgres); flags after the original ones win.
-	cmd := exec.Command(os.Args[0], append(os.Args[1:], "-test.bench=^$", "-test.skip=Postgres")...)
+	// Postgres); flags after the original ones win, and the empty profile
+	// flags keep the child from overwriting the first pass's profiles.
+	cmd := exec.Command(os.Args[0], append(os.Args[1:], "-test.bench=^$", "-test.skip=Postgres",
+		"-test.cpuprofile=", "-test.memprofile=", "-test.blockprofile=", "-test.mutexprofile=", "-test.trace=")...)
 	cmd.Env = append(os.Environ(), storeTestBackendEnv+"=postgres")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
