@@ -32,6 +32,7 @@ func (s *Store) AlertBudget() *AlertBudget { return &s.budget }
 func (b *AlertBudget) ReserveSlot(ctx context.Context, patient string, max int, since, at time.Time) (id int64, oldest time.Time, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.s.lockFileWriters()()
 	tx, err := b.s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("store: budget: reserve: %w", err)
@@ -63,6 +64,7 @@ func (b *AlertBudget) ReserveSlot(ctx context.Context, patient string, max int, 
 
 // RefundSlot gives slot id back: it no longer counts against the budget.
 func (b *AlertBudget) RefundSlot(ctx context.Context, id int64) error {
+	defer b.s.lockFileWriters()()
 	if _, err := b.s.db.ExecContext(ctx, b.s.d.rebind(`UPDATE alert_budget SET state = 'refunded' WHERE id = ?`), id); err != nil {
 		return fmt.Errorf("store: budget: refund: %w", err)
 	}

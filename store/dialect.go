@@ -105,8 +105,9 @@ func (sqliteDialect) unavailable(err error) (string, time.Duration, bool) {
 const sqliteBusyTimeout = 10000
 
 // openSQLite opens the SQLite database file at path with the store's
-// pragmas. A path containing '?' or '#', or ":memory:", is refused.
-func openSQLite(path string) (*sql.DB, error) {
+// pragmas, waiting up to busyTimeoutMS (ms) for another process's write
+// lock. A path containing '?' or '#', or ":memory:", is refused.
+func openSQLite(path string, busyTimeoutMS int) (*sql.DB, error) {
 	if path == "" {
 		return nil, errors.New("store: empty DSN")
 	}
@@ -118,7 +119,7 @@ func openSQLite(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("store: SQLite path %q must not contain '?' or '#'", path)
 	}
 	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(sqliteBusyTimeout))
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
 	q.Set("_txlock", "immediate")

@@ -84,10 +84,24 @@ func (l *HeardLedger) lockLedger(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// write runs fn in a locked transaction and commits it.
+// write runs fn in a locked transaction and commits it, then calls the
+// OnWrite callback (outside the store's writer lock).
 func (l *HeardLedger) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.commit(ctx, fn); err != nil {
+		return err
+	}
+	if fn := l.onWrite.Load(); fn != nil {
+		(*fn)()
+	}
+	return nil
+}
+
+// commit runs fn in a transaction holding the store's writer lock
+// (lockFileWriters) and the ledger's lock (lockLedger), and commits it.
+func (l *HeardLedger) commit(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	defer l.s.lockFileWriters()()
 	tx, err := l.s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: begin: %w", err)
@@ -101,9 +115,6 @@ func (l *HeardLedger) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: heard ledger: commit: %w", err)
-	}
-	if fn := l.onWrite.Load(); fn != nil {
-		(*fn)()
 	}
 	return nil
 }

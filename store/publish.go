@@ -138,6 +138,23 @@ func (s *Store) publishOnce(ctx context.Context, in PublishInput, underLock bool
 	return s.publishGrouped(&publishJob{ctx: ctx, in: in, pl: pl, underLock: underLock})
 }
 
+// lockFileWriters takes writeMu on SQLite and returns its unlock; on
+// Postgres it takes nothing. SQLite has one write lock for the whole file:
+// a transaction that meets another's spins in SQLite's busy handler, which
+// sleeps 1, 2, 5, 10… ms between tries — so every in-process writer of any
+// table (the heard ledger and the alert budget too, not only the fact
+// writers that take writeMu on both backends) queues on writeMu instead.
+// Postgres locks rows and tables; the ledger's and the budget's own locks
+// suffice there, and a Publish batch holding writeMu does not delay them.
+// Callers take their own mutex first and never hold writeMu when calling it.
+func (s *Store) lockFileWriters() (unlock func()) {
+	if _, ok := s.d.(postgresDialect); ok {
+		return func() {}
+	}
+	s.writeMu.Lock()
+	return s.writeMu.Unlock
+}
+
 // beginWrite begins a write transaction holding the store-wide write lock.
 // The transaction is not bound to ctx (database/sql would roll it back,
 // or fail its commit, when ctx ends): ctx bounds only the wait for the

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"database/sql"
@@ -46,6 +47,10 @@ type Options struct {
 	PublicKey ed25519.PublicKey
 	// Logger receives background errors (a watcher's failed query); nil discards.
 	Logger *slog.Logger
+
+	// busyTimeoutMS overrides SQLite's busy timeout (ms; 0: sqliteBusyTimeout).
+	// Tests shorten it to catch writers that meet SQLite's lock instead of writeMu.
+	busyTimeoutMS int
 }
 
 // Store is the live care store. It is safe for concurrent use.
@@ -66,8 +71,10 @@ type Store struct {
 	health writeHealth // whether writes can commit (health.go)
 
 	// writeMu serializes this process's writers (Publish, Seed, Audit,
-	// Rekey, link codes) in front of the database's own write lock, so
-	// in-process writers queue on a mutex instead of spinning on SQLITE_BUSY.
+	// Rekey, link codes, OAuth rows; on SQLite also the heard ledger and
+	// the alert budget: lockFileWriters) in front of the database's own
+	// write lock, so in-process writers queue on a mutex instead of
+	// spinning on SQLITE_BUSY.
 	writeMu sync.Mutex
 	// factMu stripes serialize this process's Publishes per fact (see
 	// Publish), taken before writeMu and never while holding it.
@@ -100,7 +107,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if IsPostgresDSN(opts.DSN) {
 		return openPostgres(ctx, opts)
 	}
-	db, err := openSQLite(opts.DSN)
+	db, err := openSQLite(opts.DSN, cmp.Or(opts.busyTimeoutMS, sqliteBusyTimeout))
 	if err != nil {
 		return nil, err
 	}
