@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -290,8 +291,9 @@ func num(m map[string]any, k string) float64 {
 func mcpLive(ctx context.Context, o options, side string, fig *Figures) error {
 	dir := filepath.Join(o.peers, "mcp-live")
 	env := []string{"FSYNC=1"}
+	var profiled sync.WaitGroup
 	if side == "unsay" {
-		s, stop, err := startUnsay(ctx, o, certSet{})
+		s, stop, err := startUnsayWith(ctx, o, certSet{}, "--admin-pprof")
 		if err != nil {
 			return err
 		}
@@ -301,8 +303,14 @@ func mcpLive(ctx context.Context, o options, side string, fig *Figures) error {
 			return err
 		}
 		env = append(env, "TARGET_URL="+s.URL, "WRITE_SECRET="+harness.WriteSecret, "MCP_TOKEN="+tok, "LABEL=go-unsay")
+		if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" { // the write path's CPU while the client runs
+			profiled.Go(func() {
+				saveProfile(ctx, s.AdminURL+"/debug/pprof/profile?seconds=3", filepath.Join(pd, "mcp-live-cpu.pprof"))
+			})
+		}
 	}
 	m, err := runScript(ctx, dir, env, "run.sh", "--n", fmt.Sprint(o.n))
+	profiled.Wait()
 	if m == nil {
 		return err
 	}
