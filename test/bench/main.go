@@ -101,6 +101,7 @@ type Report struct {
 	Rate   int
 	Peer   []Figures
 	Unsay  []Figures
+	Floor  []Figures // mcp-live against the zero-work server (floor.go), with -peers
 }
 
 func run(ctx context.Context, o options) error {
@@ -160,9 +161,16 @@ func run(ctx context.Context, o options) error {
 			}
 			return nil
 		}
+		var floor Figures
 		if node && want("mcp") {
 			if err := step("mcp-live", func(side string, fig *Figures) error { return mcpLive(ctx, o, side, fig) }); err != nil {
 				return err
+			}
+			if o.withPeers { // the client's own floor, beside the peers (floor.go)
+				fmt.Printf("-- round %d: mcp-live floor (load %s)\n", r, loadavg())
+				if err := mcpLive(ctx, o, "floor", &floor); err != nil {
+					fmt.Printf("    FAILED: round %d, mcp-live floor: %v\n", r, err)
+				}
 			}
 		}
 		if node && wrk && want("wrk") {
@@ -182,6 +190,7 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("fan-out: %w", err)
 			}
 		}
+		rep.Floor = append(rep.Floor, floor)
 		rep.Peer = append(rep.Peer, peer)
 		rep.Unsay = append(rep.Unsay, ours)
 	}
@@ -190,7 +199,7 @@ func run(ctx context.Context, o options) error {
 		if b, err := os.ReadFile(o.last); err == nil {
 			var last Report
 			if json.Unmarshal(b, &last) == nil {
-				rep.Peer = last.Peer
+				rep.Peer, rep.Floor = last.Peer, last.Floor
 				fmt.Printf("(peer figures from `make bench-peers` at %s, %d rounds; not this run)\n", last.At.Format(time.RFC3339), last.Rounds)
 			}
 		} else {
@@ -292,6 +301,14 @@ func mcpLive(ctx context.Context, o options, side string, fig *Figures) error {
 	dir := filepath.Join(o.peers, "mcp-live")
 	env := []string{"FSYNC=1"}
 	var profiled sync.WaitGroup
+	if side == "floor" {
+		url, stop, err := startFloor()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		env = append(env, "TARGET_URL="+url, "WRITE_SECRET="+harness.WriteSecret, "LABEL=floor")
+	}
 	if side == "unsay" {
 		s, stop, err := startUnsayWith(ctx, o, certSet{}, "--admin-pprof")
 		if err != nil {

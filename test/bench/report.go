@@ -154,5 +154,16 @@ func printTable(rep Report, own *Own) {
 			}
 		}
 	}
+	for _, r := range rows[:3] { // the client's floor: the best any server can reach with this client
+		fm, fr := col(r.f, rep.Floor)
+		pm, _ := col(r.f, rep.Peer)
+		if fm > 0 && pm > 0 {
+			fmt.Printf("%-48s %-14s %-10s %-10s %-8s  %s\n", "  floor: "+strings.TrimPrefix(r.name, "write → "), "(no server)", trim(pm), trim(fm),
+				strconv.FormatFloat(pm/fm, 'f', 2, 64)+"×", fr)
+		}
+	}
 	fmt.Println("ratio: peer/unsay for times and CPU, unsay/peer for throughput (> 1 means Unsay is better)")
+	if len(rep.Floor) > 0 {
+		fmt.Println("floor: the same client against a zero-work Go MCP server in the bench process (test/bench/floor.go); its ratio is the most any server could reach")
+	}
 }
