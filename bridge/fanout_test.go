@@ -219,3 +219,30 @@ func BenchmarkFanOut(b *testing.B) {
 		})
 	}
 }
+
+// TestFanOut_AnIdleSubscribedSessionHoldsNoWriterGoroutineAndGetsTheNextRevision:
+// a subscribed session whose standalone stream is attached and has written
+// everything runs no writer goroutine (P-25's per-stream writer exists only
+// while something is queued), and each next revision still reaches its
+// client. Twin: the stream it checks is the attached one (its writer ran
+// for the stream's header and each revision).
+func TestFanOut_AnIdleSubscribedSessionHoldsNoWriterGoroutineAndGetsTheNextRevision(t *testing.T) {
+	const uri = "care://ray/weight_bearing"
+	h := newHarness(t)
+	c := h.connectCounting(h.token("idle", userScopes), uri)
+	st := h.srv.sessions.get(c.cs.ID())
+	st.mu.Lock()
+	sw := st.stream.w
+	st.mu.Unlock()
+	for i := range 3 {
+		waitUntil(t, func() bool { return !sw.writing() && sw.Queued() == 0 })
+		if n := writerGoroutines(sw); n != 0 {
+			t.Fatalf("revision %d: the idle stream has %d writer goroutines, want 0", i, n)
+		}
+		h.publish("weight_bearing", models.AudienceUser, fmt.Sprintf("Walk with a frame, revision %d.", i))
+		waitUntilWithin(t, 30*time.Second, func() bool { return c.count() == i+1 })
+	}
+	if sw.Err() != nil {
+		t.Errorf("the stream failed: %v", sw.Err())
+	}
+}
