@@ -388,7 +388,8 @@ func (sw *StreamWriter) run() {
 // event ids written; data items were counted in queued (a keep-alive
 // comment is not).
 func (sw *StreamWriter) writeBatch(batch []streamItem) error {
-	var ids []string
+	var idBuf [4]string
+	ids := idBuf[:0]
 	written := 0
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
 	sinceDeadline := 0 // bytes written under the current deadline

@@ -1,0 +1,102 @@
+package bridge
+
+import (
+	"context"
+	"runtime"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/unsay/unsay/models"
+)
+
+// fanBatches lets one revision's resources/updated reach its sessions on
+// several cores. The SDK's ResourceUpdated calls the sending middleware
+// for each subscribed session in turn, on the caller's goroutine, with the
+// same params; while fanOut has a batch registered for those params,
+// sendFilter queues each session's send (re-authorization included) to the
+// batch instead of running it, and fanOut then runs them spread over
+// GOMAXPROCS goroutines and waits for all of them before it sends anything
+// else for the revision — so each session still receives its
+// notifications of a revision, and of successive revisions, in order. A
+// send never waits on a client (its stream only queues, P-25), so no
+// session's send delays another's. Safe for concurrent use.
+type fanBatches struct {
+	mu sync.Mutex
+	m  map[*mcp.ResourceUpdatedNotificationParams]*fanBatch
+}
+
+// fanBatch is the sends queued for one revision's params.
+type fanBatch struct {
+	uri   parsedURI // params.URI
+	mu    sync.Mutex
+	sends []func()
+}
+
+// parsedURI is a care URI as sent (raw) and parsed (u).
+type parsedURI struct {
+	raw string
+	u   models.URI
+}
+
+// begin registers a batch for params, which name uri; run it with
+// fanBatches.run.
+func (f *fanBatches) begin(params *mcp.ResourceUpdatedNotificationParams, uri models.URI) *fanBatch {
+	b := &fanBatch{uri: parsedURI{raw: params.URI, u: uri}}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[*mcp.ResourceUpdatedNotificationParams]*fanBatch)
+	}
+	f.m[params] = b
+	return b
+}
+
+// lookup returns the batch registered for the request's params, or nil.
+func (f *fanBatches) lookup(req mcp.Request) *fanBatch {
+	p, ok := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
+	if !ok {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m[p]
+}
+
+// add queues one session's send.
+func (b *fanBatch) add(send func()) {
+	b.mu.Lock()
+	b.sends = append(b.sends, send)
+	b.mu.Unlock()
+}
+
+// run unregisters the batch of params (later sends with them run at once)
+// and runs its queued sends, in up to GOMAXPROCS goroutines, returning
+// once all have returned.
+func (f *fanBatches) run(params *mcp.ResourceUpdatedNotificationParams, b *fanBatch) {
+	f.mu.Lock()
+	delete(f.m, params)
+	f.mu.Unlock()
+	b.mu.Lock()
+	sends := b.sends
+	b.sends = nil
+	b.mu.Unlock()
+	// Below a few dozen sessions a goroutine costs more than it saves.
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(sends)/32))
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() {
+			for i := w; i < len(sends); i += workers {
+				sends[i]()
+			}
+		})
+	}
+	for i := 0; i < len(sends); i += workers {
+		sends[i]()
+	}
+	wg.Wait()
+}
+
+// detached is ctx without its cancellation: the SDK cancels the context of
+// a ResourceUpdated once it returns, before the batch's sends run.
+func detached(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
