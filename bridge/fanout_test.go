@@ -246,3 +246,67 @@ func TestFanOut_AnIdleSubscribedSessionHoldsNoWriterGoroutineAndGetsTheNextRevis
 		t.Errorf("the stream failed: %v", sw.Err())
 	}
 }
+
+// TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice: with
+// enough subscribed sessions that a revision's resources/updated is sent
+// from several goroutines (fanbatch.go), every session stores, for each of
+// three revisions, exactly one resources/updated and then that revision's
+// notifications/message, in that order (the order its stream carries
+// them). Twin: a session that did not subscribe gets the notices and no
+// resources/updated.
+func TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice(t *testing.T) {
+	const n, revisions = 80, 3
+	const uri = "care://ray/weight_bearing"
+	h := newHarness(t)
+	var sids []string
+	for i := range n + 1 {
+		tok := h.token(fmt.Sprintf("order%d", i), userScopes)
+		sid := h.rawInit(tok)
+		if r := h.rawCall(tok, sid, 2, "logging/setLevel", `{"level":"info"}`); r["error"] != nil {
+			t.Fatalf("setLevel: %v", r["error"])
+		}
+		if i < n { // the last one does not subscribe
+			if r := h.rawCall(tok, sid, 3, "resources/subscribe", fmt.Sprintf(`{"uri":%q}`, uri)); r["error"] != nil {
+				t.Fatalf("subscribe: %v", r["error"])
+			}
+		}
+		sids = append(sids, sid)
+	}
+	for i := range revisions {
+		h.publish("weight_bearing", models.AudienceUser, fmt.Sprintf("Walk with a frame, revision %d.", i))
+	}
+	kinds := func(sid string) []string {
+		frames, err := h.srv.events.log.after(sid, "", -1)
+		if err != nil {
+			t.Fatalf("after: %v", err)
+		}
+		var out []string
+		for _, f := range frames {
+			switch {
+			case strings.Contains(string(f), methodUpdated):
+				out = append(out, "updated")
+			case strings.Contains(string(f), methodMessage):
+				out = append(out, "notice")
+			}
+		}
+		return out
+	}
+	waitUntilWithin(t, 30*time.Second, func() bool {
+		for _, sid := range sids {
+			if c := len(kinds(sid)); c < revisions {
+				return false
+			}
+		}
+		return len(kinds(sids[0])) >= 2*revisions
+	})
+	want := slices.Repeat([]string{"updated", "notice"}, revisions)
+	for i, sid := range sids[:n] {
+		waitUntilWithin(t, 30*time.Second, func() bool { return len(kinds(sid)) >= len(want) })
+		if got := kinds(sid); !slices.Equal(got, want) {
+			t.Fatalf("session %d stored %v, want %v", i, got, want)
+		}
+	}
+	if got := kinds(sids[n]); !slices.Equal(got, slices.Repeat([]string{"notice"}, revisions)) {
+		t.Errorf("the unsubscribed session stored %v, want only the notices", got)
+	}
+}
