@@ -16,7 +16,7 @@ import (
 // same params; while fanOut has a batch registered for those params,
 // sendFilter queues each session's send (re-authorization included) to the
 // batch instead of running it, and fanOut then runs them spread over
-// GOMAXPROCS goroutines and waits for all of them before it sends anything
+// goroutines (fanWorkers) and waits for all of them before it sends anything
 // else for the revision — so each session still receives its
 // notifications of a revision, and of successive revisions, in order. A
 // send never waits on a client (its stream only queues, P-25), so no
@@ -71,8 +71,8 @@ func (b *fanBatch) add(send func()) {
 }
 
 // run unregisters the batch of params (later sends with them run at once)
-// and runs its queued sends, in up to GOMAXPROCS goroutines, returning
-// once all have returned.
+// and runs its queued sends, in fanWorkers goroutines, returning once all
+// have returned.
 func (f *fanBatches) run(params *mcp.ResourceUpdatedNotificationParams, b *fanBatch) {
 	f.mu.Lock()
 	delete(f.m, params)
@@ -81,8 +81,7 @@ func (f *fanBatches) run(params *mcp.ResourceUpdatedNotificationParams, b *fanBa
 	sends := b.sends
 	b.sends = nil
 	b.mu.Unlock()
-	// Below a few dozen sessions a goroutine costs more than it saves.
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(sends)/32))
+	workers := fanWorkers(len(sends))
 	var wg sync.WaitGroup
 	for w := 1; w < workers; w++ {
 		wg.Go(func() {
@@ -95,6 +94,14 @@ func (f *fanBatches) run(params *mcp.ResourceUpdatedNotificationParams, b *fanBa
 		sends[i]()
 	}
 	wg.Wait()
+}
+
+// fanWorkers is how many goroutines send a batch of n: half the cores (the
+// other half runs the streams' writers, which do the writing to the
+// connections: on 2 cores, two senders starved them and the last session
+// got a revision later), and one below a few dozen sessions.
+func fanWorkers(n int) int {
+	return min(max(1, runtime.GOMAXPROCS(0)/2), max(1, n/32))
 }
 
 // detached is ctx without its cancellation: the SDK cancels the context of

@@ -13,11 +13,12 @@ import (
 
 // TestFanBatches_RunSendsEachQueuedSendOnceAcrossCoresBeforeReturning: a
 // registered batch takes the sends made with its params, run performs
-// each exactly once — a large batch on several goroutines when there are
-// several cores — and returns only after all of them; once run, the params
+// each exactly once — a large batch on fanWorkers goroutines, two with
+// four cores — and returns only after all of them; once run, the params
 // find no batch (a late send runs at once). Twin: a request with other
-// params never finds the batch.
+// params never finds the batch, and a small batch gets one goroutine.
 func TestFanBatches_RunSendsEachQueuedSendOnceAcrossCoresBeforeReturning(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4)) // four cores: two senders
 	var f fanBatches
 	params := &mcp.ResourceUpdatedNotificationParams{URI: "care://ray/weight_bearing"}
 	u, _ := models.ParseURI(params.URI)
@@ -47,8 +48,11 @@ func TestFanBatches_RunSendsEachQueuedSendOnceAcrossCoresBeforeReturning(t *test
 			t.Fatalf("send %d ran %d times, want once (before run returned)", i, c)
 		}
 	}
-	if runtime.GOMAXPROCS(0) > 1 && len(goroutines) < 2 {
-		t.Errorf("%d sends ran on %d goroutine(s) with GOMAXPROCS %d", n, len(goroutines), runtime.GOMAXPROCS(0))
+	if len(goroutines) != fanWorkers(n) || fanWorkers(n) != 2 {
+		t.Errorf("%d sends ran on %d goroutine(s), want %d (fanWorkers) = 2 with GOMAXPROCS 4", n, len(goroutines), fanWorkers(n))
+	}
+	if w := fanWorkers(10); w != 1 {
+		t.Errorf("a batch of 10 is sent by %d goroutines, want 1", w)
 	}
 	if f.lookup(&mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Params: params}) != nil {
 		t.Error("the params still find a batch after run")
