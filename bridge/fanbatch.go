@@ -11,16 +11,20 @@ import (
 )
 
 // fanBatches lets one revision's resources/updated reach its sessions on
-// several cores. The SDK's ResourceUpdated calls the sending middleware
-// for each subscribed session in turn, on the caller's goroutine, with the
-// same params; while fanOut has a batch registered for those params,
-// sendFilter queues each session's send (re-authorization included) to the
-// batch instead of running it, and fanOut then runs them spread over
-// goroutines (fanWorkers) and waits for all of them before it sends anything
-// else for the revision — so each session still receives its
-// notifications of a revision, and of successive revisions, in order. A
-// send never waits on a client (its stream only queues, P-25), so no
-// session's send delays another's. Safe for concurrent use.
+// several cores, and parses its URI once for all of them. The SDK's
+// ResourceUpdated calls the sending middleware for each subscribed session
+// in turn, on the caller's goroutine, with the same params; while fanOut
+// has a batch registered for those params, sendFilter re-authorizes each
+// session's send with the batch's parsed URI and, on four cores or more
+// (parallel), queues it to the batch instead of running it; fanOut then
+// runs the queued sends spread over goroutines (fanWorkers) and waits for
+// all of them before it sends anything else for the revision — so each
+// session still receives its notifications of a revision, and of
+// successive revisions, in order. On fewer cores each send runs at once,
+// as the SDK calls it: the streams' writers need the other core (two
+// senders on two cores starved them; the last session got a revision
+// later). A send never waits on a client (its stream only queues, P-25),
+// so no session's send delays another's. Safe for concurrent use.
 type fanBatches struct {
 	mu sync.Mutex
 	m  map[*mcp.ResourceUpdatedNotificationParams]*fanBatch
@@ -28,9 +32,12 @@ type fanBatches struct {
 
 // fanBatch is the sends queued for one revision's params.
 type fanBatch struct {
-	uri   parsedURI // params.URI
-	mu    sync.Mutex
-	sends []func()
+	uri parsedURI // params.URI
+	// parallel: sends are queued and run by fanBatches.run, on
+	// fanWorkers goroutines; otherwise each runs when the SDK makes it.
+	parallel bool
+	mu       sync.Mutex
+	sends    []func()
 }
 
 // parsedURI is a care URI as sent (raw) and parsed (u).
@@ -42,7 +49,7 @@ type parsedURI struct {
 // begin registers a batch for params, which name uri; run it with
 // fanBatches.run.
 func (f *fanBatches) begin(params *mcp.ResourceUpdatedNotificationParams, uri models.URI) *fanBatch {
-	b := &fanBatch{uri: parsedURI{raw: params.URI, u: uri}}
+	b := &fanBatch{uri: parsedURI{raw: params.URI, u: uri}, parallel: fanWorkers(1<<20) > 1}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
@@ -98,8 +105,7 @@ func (f *fanBatches) run(params *mcp.ResourceUpdatedNotificationParams, b *fanBa
 
 // fanWorkers is how many goroutines send a batch of n: half the cores (the
 // other half runs the streams' writers, which do the writing to the
-// connections: on 2 cores, two senders starved them and the last session
-// got a revision later), and one below a few dozen sessions.
+// connections), and one below a few dozen sessions.
 func fanWorkers(n int) int {
 	return min(max(1, runtime.GOMAXPROCS(0)/2), max(1, n/32))
 }

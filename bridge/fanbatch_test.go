@@ -16,13 +16,17 @@ import (
 // each exactly once — a large batch on fanWorkers goroutines, two with
 // four cores — and returns only after all of them; once run, the params
 // find no batch (a late send runs at once). Twin: a request with other
-// params never finds the batch, and a small batch gets one goroutine.
+// params never finds the batch, a small batch gets one goroutine, and with
+// two cores a batch is not parallel (each send runs when the SDK makes it).
 func TestFanBatches_RunSendsEachQueuedSendOnceAcrossCoresBeforeReturning(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4)) // four cores: two senders
 	var f fanBatches
 	params := &mcp.ResourceUpdatedNotificationParams{URI: "care://ray/weight_bearing"}
 	u, _ := models.ParseURI(params.URI)
 	b := f.begin(params, u)
+	if !b.parallel {
+		t.Fatal("a batch with four cores is not parallel")
+	}
 	if f.lookup(&mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Params: params}) != b {
 		t.Fatal("the batch's params do not find it")
 	}
@@ -56,6 +60,10 @@ func TestFanBatches_RunSendsEachQueuedSendOnceAcrossCoresBeforeReturning(t *test
 	}
 	if f.lookup(&mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{Params: params}) != nil {
 		t.Error("the params still find a batch after run")
+	}
+	runtime.GOMAXPROCS(2)
+	if b := f.begin(params, u); b.parallel {
+		t.Error("a batch with two cores is parallel: its sends would starve the writers")
 	}
 }
 

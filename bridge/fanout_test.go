@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -247,14 +248,23 @@ func TestFanOut_AnIdleSubscribedSessionHoldsNoWriterGoroutineAndGetsTheNextRevis
 	}
 }
 
-// TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice: with
-// enough subscribed sessions that a revision's resources/updated is sent
-// from several goroutines (fanbatch.go), every session stores, for each of
+// TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice: on two
+// cores, and with four, where a revision's resources/updated to this many
+// sessions is sent from two goroutines (fanbatch.go), every session stores, for each of
 // three revisions, exactly one resources/updated and then that revision's
 // notifications/message, in that order (the order its stream carries
 // them). Twin: a session that did not subscribe gets the notices and no
 // resources/updated.
 func TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice(t *testing.T) {
+	for _, procs := range []int{2, 4} { // sent as the SDK calls, and batched on two goroutines
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			testOneUpdatedPerRevisionBeforeItsNotice(t)
+		})
+	}
+}
+
+func testOneUpdatedPerRevisionBeforeItsNotice(t *testing.T) {
 	const n, revisions = 80, 3
 	const uri = "care://ray/weight_bearing"
 	h := newHarness(t)

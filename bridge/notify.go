@@ -158,6 +158,9 @@ func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if method == methodUpdated {
 			if b := s.fanBatches.lookup(req); b != nil {
+				if !b.parallel {
+					return s.sendNotification(ctx, method, req, next, &b.uri)
+				}
 				ctx := detached(ctx)
 				b.add(func() { _, _ = s.sendNotification(ctx, method, req, next, &b.uri) })
 				return nil, nil
