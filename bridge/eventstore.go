@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"sync"
 	"time"
+	"unique"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -111,8 +111,9 @@ var (
 )
 
 // eventLog holds the frames of every session's streams in memory, bounded
-// by maxBytes of frame data in all: when a frame would pass the bound, the
-// oldest frames (of whichever stream) go first. Unlike the SDK's
+// by maxBytes of frame data in all (counted per stored frame, though
+// identical frames share their bytes): when a frame would pass the bound,
+// the oldest frames (of whichever stream) go first. Unlike the SDK's
 // MemoryEventStore, it knows where each stream starts and ends, so After
 // can refuse an index past the end (ErrReplayPastEnd) instead of
 // renumbering the stream from it, and bounds tell a no-Last-Event-ID GET
@@ -137,10 +138,32 @@ type sessionLog struct {
 }
 
 type streamLog struct {
-	first  int      // index of frames[0]
-	frames [][]byte // nil for a priming event
-	bytes  int
-	gone   bool // dropped: its refs in order are stale
+	first int // index of frames[0]
+	// frames are interned (frame): sessions sent the same bytes (the
+	// initialize result, each revision's resources/updated) share one copy.
+	frames []frame
+
+	bytes int
+	gone  bool // dropped: its refs in order are stale
+}
+
+// frame is one stored frame; the zero frame is an empty one (a priming
+// event).
+type frame struct{ h unique.Handle[string] }
+
+func internFrame(data []byte) frame {
+	if len(data) == 0 {
+		return frame{}
+	}
+	return frame{unique.Make(string(data))}
+}
+
+// bytes returns a copy of the frame's data (nil for an empty one).
+func (f frame) bytes() []byte {
+	if f == (frame{}) {
+		return nil
+	}
+	return []byte(f.h.Value())
 }
 
 type frameRef struct {
@@ -189,7 +212,7 @@ func (l *eventLog) append(sessionID, streamID string, data []byte) {
 	// Purge before adding, so the newest frame is always kept.
 	l.purgeLocked(len(data))
 	l.order = append(l.order, frameRef{s: st, idx: st.first + len(st.frames), size: len(data)})
-	st.frames = append(st.frames, data)
+	st.frames = append(st.frames, internFrame(data))
 	st.bytes += len(data)
 	l.nBytes += len(data)
 }
@@ -208,7 +231,7 @@ func (l *eventLog) purgeLocked(incoming int) {
 		if ref.idx != ref.s.first || len(ref.s.frames) == 0 {
 			continue
 		}
-		ref.s.frames[0] = nil
+		ref.s.frames[0] = frame{}
 		ref.s.frames = ref.s.frames[1:]
 		ref.s.first++
 		ref.s.bytes -= ref.size
@@ -257,7 +280,12 @@ func (l *eventLog) after(sessionID, streamID string, index int) ([][]byte, error
 	case index+1 < st.first:
 		return nil, fmt.Errorf("index %d: %w", index, mcp.ErrEventsPurged)
 	}
-	return slices.Clone(st.frames[index+1-st.first:]), nil
+	kept := st.frames[index+1-st.first:]
+	out := make([][]byte, len(kept))
+	for i, f := range kept {
+		out[i] = f.bytes()
+	}
+	return out, nil
 }
 
 // bounds reports the stream's oldest retained index and the index its

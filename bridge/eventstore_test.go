@@ -179,3 +179,43 @@ func TestInstructions_NeverTripTheReplayFilterForAnyReadScope(t *testing.T) {
 		t.Error("an internal URI frame replayed to a user-scoped principal")
 	}
 }
+
+// TestEventLog_IdenticalFramesShareTheirBytesAndReplayExactly: the same
+// frame stored for many sessions is held once (its stored handles are
+// equal), and each session's replay still yields its own frames, byte for
+// byte, in order, a copy the caller may change. Twin: frames that differ
+// are held apart.
+func TestEventLog_IdenticalFramesShareTheirBytesAndReplayExactly(t *testing.T) {
+	l := newEventLog(1<<20, DefaultRetainedPOSTStreams)
+	same := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"care://ray/weight_bearing"}}`)
+	for i := range 50 {
+		l.append(fmt.Sprint("s", i), "", bytes.Clone(same))
+		l.append(fmt.Sprint("s", i), "", fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{}}`, i))
+	}
+	l.mu.Lock()
+	a, b := l.sessions["s0"].streams[""].frames, l.sessions["s49"].streams[""].frames
+	shared, apart := a[0] == b[0], a[1] != b[1]
+	l.mu.Unlock()
+	if !shared {
+		t.Error("an identical frame of two sessions is held twice")
+	}
+	if !apart {
+		t.Error("two different frames share one copy")
+	}
+	if got := l.size(); got != 50*len(same)+50*len(`{"jsonrpc":"2.0","id":0,"result":{}}`)+40 {
+		t.Errorf("size %d: the bound counts every stored frame", got)
+	}
+	for _, i := range []int{0, 49} {
+		frames, err := l.after(fmt.Sprint("s", i), "", -1)
+		if err != nil || len(frames) != 2 {
+			t.Fatalf("after: %d frames, %v", len(frames), err)
+		}
+		if !bytes.Equal(frames[0], same) || string(frames[1]) != fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i) {
+			t.Errorf("session %d replays %q", i, frames)
+		}
+		frames[0][0] = 'X' // the caller's copy
+	}
+	if frames, _ := l.after("s1", "", -1); !bytes.Equal(frames[0], same) {
+		t.Errorf("a caller's change reached the stored frame: %q", frames[0])
+	}
+}

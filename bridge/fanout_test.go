@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -217,5 +218,105 @@ func BenchmarkFanOut(b *testing.B) {
 			b.ReportMetric(pct(.99), "p99-µs")
 			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 		})
+	}
+}
+
+// TestFanOut_AnIdleSubscribedSessionHoldsNoWriterGoroutineAndGetsTheNextRevision:
+// a subscribed session whose standalone stream is attached and has written
+// everything runs no writer goroutine (P-25's per-stream writer exists only
+// while something is queued), and each next revision still reaches its
+// client. Twin: the stream it checks is the attached one (its writer ran
+// for the stream's header and each revision).
+func TestFanOut_AnIdleSubscribedSessionHoldsNoWriterGoroutineAndGetsTheNextRevision(t *testing.T) {
+	const uri = "care://ray/weight_bearing"
+	h := newHarness(t)
+	c := h.connectCounting(h.token("idle", userScopes), uri)
+	st := h.srv.sessions.get(c.cs.ID())
+	st.mu.Lock()
+	sw := st.stream.w
+	st.mu.Unlock()
+	for i := range 3 {
+		waitUntil(t, func() bool { return !sw.writing() && sw.Queued() == 0 })
+		if n := writerGoroutines(sw); n != 0 {
+			t.Fatalf("revision %d: the idle stream has %d writer goroutines, want 0", i, n)
+		}
+		h.publish("weight_bearing", models.AudienceUser, fmt.Sprintf("Walk with a frame, revision %d.", i))
+		waitUntilWithin(t, 30*time.Second, func() bool { return c.count() == i+1 })
+	}
+	if sw.Err() != nil {
+		t.Errorf("the stream failed: %v", sw.Err())
+	}
+}
+
+// TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice: on two
+// cores, and with four, where a revision's resources/updated to this many
+// sessions is sent from two goroutines (fanbatch.go), every session stores, for each of
+// three revisions, exactly one resources/updated and then that revision's
+// notifications/message, in that order (the order its stream carries
+// them). Twin: a session that did not subscribe gets the notices and no
+// resources/updated.
+func TestFanOut_EachSessionGetsOneUpdatedPerRevisionBeforeItsNotice(t *testing.T) {
+	for _, procs := range []int{2, 4} { // sent as the SDK calls, and batched on two goroutines
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			testOneUpdatedPerRevisionBeforeItsNotice(t)
+		})
+	}
+}
+
+func testOneUpdatedPerRevisionBeforeItsNotice(t *testing.T) {
+	const n, revisions = 80, 3
+	const uri = "care://ray/weight_bearing"
+	h := newHarness(t)
+	var sids []string
+	for i := range n + 1 {
+		tok := h.token(fmt.Sprintf("order%d", i), userScopes)
+		sid := h.rawInit(tok)
+		if r := h.rawCall(tok, sid, 2, "logging/setLevel", `{"level":"info"}`); r["error"] != nil {
+			t.Fatalf("setLevel: %v", r["error"])
+		}
+		if i < n { // the last one does not subscribe
+			if r := h.rawCall(tok, sid, 3, "resources/subscribe", fmt.Sprintf(`{"uri":%q}`, uri)); r["error"] != nil {
+				t.Fatalf("subscribe: %v", r["error"])
+			}
+		}
+		sids = append(sids, sid)
+	}
+	for i := range revisions {
+		h.publish("weight_bearing", models.AudienceUser, fmt.Sprintf("Walk with a frame, revision %d.", i))
+	}
+	kinds := func(sid string) []string {
+		frames, err := h.srv.events.log.after(sid, "", -1)
+		if err != nil {
+			t.Fatalf("after: %v", err)
+		}
+		var out []string
+		for _, f := range frames {
+			switch {
+			case strings.Contains(string(f), methodUpdated):
+				out = append(out, "updated")
+			case strings.Contains(string(f), methodMessage):
+				out = append(out, "notice")
+			}
+		}
+		return out
+	}
+	waitUntilWithin(t, 30*time.Second, func() bool {
+		for _, sid := range sids {
+			if c := len(kinds(sid)); c < revisions {
+				return false
+			}
+		}
+		return len(kinds(sids[0])) >= 2*revisions
+	})
+	want := slices.Repeat([]string{"updated", "notice"}, revisions)
+	for i, sid := range sids[:n] {
+		waitUntilWithin(t, 30*time.Second, func() bool { return len(kinds(sid)) >= len(want) })
+		if got := kinds(sid); !slices.Equal(got, want) {
+			t.Fatalf("session %d stored %v, want %v", i, got, want)
+		}
+	}
+	if got := kinds(sids[n]); !slices.Equal(got, slices.Repeat([]string{"notice"}, revisions)) {
+		t.Errorf("the unsubscribed session stored %v, want only the notices", got)
 	}
 }

@@ -77,7 +77,7 @@ func probeMCP(r *http.Request) (mcpProbe, *http.Request) {
 		return pr, r
 	}
 	buf, err := io.ReadAll(io.LimitReader(r.Body, maxProbeBytes+1))
-	r = r.Clone(r.Context())
+	r = r.WithContext(r.Context()) // a shallow copy: only the body changes
 	r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), Closer: r.Body}
 	if err != nil || len(buf) > maxProbeBytes {
 		return pr, r

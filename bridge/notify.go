@@ -94,20 +94,26 @@ func (s *Server) fanOut(ctx context.Context, ch store.Change) {
 			s.mcp.AddResource(echoResource(), s.echoHandler)
 		}
 	} else {
-		_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri.String()})
+		params := &mcp.ResourceUpdatedNotificationParams{URI: uri.String()}
+		b := s.fanBatches.begin(params, uri)
+		_ = s.mcp.ResourceUpdated(ctx, params)
+		s.fanBatches.run(params, b) // fanbatch.go: on every core, all sent before what follows
 	}
 	s.fanOutModern(ctx, uri, ch.Created, visible)
+	// One params for every session: the SDK and sendFilter only read it.
+	//lint:ignore SA1019 the logging channel (one notice per revision, URI and version only) is required on the 2025-11-25 path
+	notice := &mcp.LoggingMessageParams{
+		Level:  "notice",
+		Logger: RevisionLogger,
+		Data:   map[string]any{"uri": uri.String(), "version": ch.Version},
+	}
 	for ss := range s.mcp.Sessions() {
 		st := s.sessions.get(ss.ID())
 		if st == nil || !visible(st.currentPrincipal()) {
 			continue
 		}
 		//lint:ignore SA1019 the logging channel (one notice per revision, URI and version only) is required on the 2025-11-25 path
-		_ = ss.Log(ctx, &mcp.LoggingMessageParams{
-			Level:  "notice",
-			Logger: RevisionLogger,
-			Data:   map[string]any{"uri": uri.String(), "version": ch.Version},
-		})
+		_ = ss.Log(ctx, notice)
 	}
 	if !ch.At.IsZero() {
 		s.metrics.fanOut.Observe(s.now().Sub(ch.At).Seconds())
@@ -150,29 +156,46 @@ func (s *Server) sendFilter(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return next(cctx, method, req)
 		}
-		if !s.allowSend(method, req) {
-			if s.logger.Enabled(ctx, slog.LevelDebug) { // sessionRef hashes: only when debug is on
-				sid := ""
-				if ss := req.GetSession(); ss != nil {
-					sid = ss.ID()
+		if method == methodUpdated {
+			if b := s.fanBatches.lookup(req); b != nil {
+				if !b.parallel {
+					return s.sendNotification(ctx, method, req, next, &b.uri)
 				}
-				s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sessionRef(sid))
+				ctx := detached(ctx)
+				b.add(func() { _, _ = s.sendNotification(ctx, method, req, next, &b.uri) })
+				return nil, nil
 			}
-			s.metrics.notificationsWithheld.WithLabelValues(method).Inc()
-			return nil, nil
 		}
-		res, err := next(ctx, method, req)
-		if err != nil {
-			s.logger.DebugContext(ctx, "notification send failed", "method", method, "err", err)
-		}
-		if err == nil && len(method) > 14 && method[:14] == "notifications/" {
-			s.metrics.notificationsSent.WithLabelValues(method).Inc()
-		}
-		return res, err
+		return s.sendNotification(ctx, method, req, next, nil)
 	}
 }
 
-func (s *Server) allowSend(method string, req mcp.Request) bool {
+// sendNotification re-authorizes one outgoing notification (allowSend;
+// parsed, when not nil, is the URI a resources/updated names, parsed once
+// for all its sessions) and sends it through next, or swallows it.
+func (s *Server) sendNotification(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, parsed *parsedURI) (mcp.Result, error) {
+	if !s.allowSend(method, req, parsed) {
+		if s.logger.Enabled(ctx, slog.LevelDebug) { // sessionRef hashes: only when debug is on
+			sid := ""
+			if ss := req.GetSession(); ss != nil {
+				sid = ss.ID()
+			}
+			s.logger.DebugContext(ctx, "notification withheld at send", "method", method, "session", sessionRef(sid))
+		}
+		s.metrics.notificationsWithheld.WithLabelValues(method).Inc()
+		return nil, nil
+	}
+	res, err := next(ctx, method, req)
+	if err != nil {
+		s.logger.DebugContext(ctx, "notification send failed", "method", method, "err", err)
+	}
+	if err == nil && len(method) > 14 && method[:14] == "notifications/" {
+		s.metrics.notificationsSent.WithLabelValues(method).Inc()
+	}
+	return res, err
+}
+
+func (s *Server) allowSend(method string, req mcp.Request, parsed *parsedURI) bool {
 	switch method {
 	case methodUpdated, methodListChanged, methodMessage:
 	default:
@@ -205,6 +228,11 @@ func (s *Server) allowSend(method string, req mcp.Request) bool {
 		st.mu.Lock()
 		_, subscribed := st.subs[p.URI]
 		st.mu.Unlock()
+		if parsed != nil && subscribed && p.URI == parsed.raw {
+			// canSee, with the care URI fanOut parsed once for every session.
+			sp, attached := st.streamPrincipal()
+			return st.principal.CanReadURI(parsed.u) && (!attached || sp.CanReadURI(parsed.u))
+		}
 		return subscribed && canSee(p.URI)
 	case *mcp.ResourceListChangedParams:
 		st.mu.Lock()

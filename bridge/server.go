@@ -81,6 +81,9 @@ type Server struct {
 	// is first answered with its listen result).
 	streamsMu sync.Mutex
 	streams   map[*StreamWriter]bool
+	// fanBatches spreads one revision's resources/updated over the cores
+	// (fanbatch.go).
+	fanBatches fanBatches
 	// sweeps counts completed keep-alive sweeps (tests wait on it).
 	sweeps atomic.Int64
 

@@ -195,8 +195,12 @@ func parseEventID(id string) (stream string, idx int, ok bool) {
 // per principal key for the cap. Safe for concurrent use. Lock order:
 // mu, then a session's mu.
 type sessionRegistry struct {
-	mu       sync.RWMutex
-	m        map[string]*sessionState
+	mu sync.RWMutex
+	m  map[string]*sessionState
+	// byID mirrors m for get, which every notification sent calls (from
+	// several goroutines during a fan-out): a read takes no lock. Written
+	// under mu with m.
+	byID     sync.Map
 	perKey   map[string]int // open sessions per principal key (evicted ones not counted)
 	reserved map[string]int // initializes in flight per principal key
 	tick     atomic.Uint64  // orders sessions by last use
@@ -208,9 +212,10 @@ func newSessionRegistry() *sessionRegistry {
 
 // get returns the session's state, or nil if unknown.
 func (r *sessionRegistry) get(id string) *sessionState {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.m[id]
+	if v, ok := r.byID.Load(id); ok {
+		return v.(*sessionState)
+	}
+	return nil
 }
 
 // reserve makes room for one more session of the principal key (limit ≤
@@ -327,6 +332,7 @@ func (r *sessionRegistry) open(id string, p models.Principal, exp time.Time) *se
 		lastRead:  make(map[string]models.Version),
 	}
 	r.m[id] = s
+	r.byID.Store(id, s)
 	r.perKey[s.key]++
 	return s
 }
@@ -341,6 +347,7 @@ func (r *sessionRegistry) close(id string) {
 	}
 	s.cancel()
 	delete(r.m, id)
+	r.byID.Delete(id)
 	s.mu.Lock()
 	evicted := s.evicted
 	s.mu.Unlock()

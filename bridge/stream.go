@@ -63,9 +63,10 @@ type StreamOptions struct {
 	// empty fails the stream with ErrStreamOverflow (a single chunk larger
 	// than QueueBytes is accepted into an empty queue).
 	QueueBytes int
-	// WriteTimeout is the deadline of each write (of at most 32 KiB) and
-	// flush on the connection (http.ResponseController.SetWriteDeadline);
-	// one that passes it fails the stream with ErrStreamTimeout.
+	// WriteTimeout is the deadline of the writes on the connection, set
+	// (http.ResponseController.SetWriteDeadline) before each batch and
+	// again before each further 32 KiB of it, the flush included; a write
+	// that passes it fails the stream with ErrStreamTimeout.
 	WriteTimeout time.Duration
 	// KeepAlive: once the response is an event stream (Content-Type
 	// text/event-stream), a comment line is written after this long without
@@ -83,7 +84,7 @@ type StreamOptions struct {
 	// written and flushed to the connection, with that id, in order.
 	OnEvent func(id string)
 	// OnWriteHeader is called by WriteHeader (on the caller's goroutine,
-	// before the status is queued) with the status code.
+	// before the status is written to the connection) with the status code.
 	OnWriteHeader func(code int)
 }
 
@@ -102,12 +103,16 @@ func (o StreamOptions) withDefaults() StreamOptions {
 
 // StreamWriter is an http.ResponseWriter whose Write never blocks its
 // caller on the client (P-25): it copies each chunk into a bounded queue
-// that its own goroutine writes to the real ResponseWriter, each write and
-// flush under its own deadline, with a comment line on a silent event
-// stream. A client that falls QueueBytes behind, or lets one write pass its
-// deadline, fails the stream (Err, Failed, OnFail); later Writes return
-// that error at once. An event stream's response carries
-// "X-Accel-Buffering: no" so nginx-style proxies pass events through.
+// that a writer goroutine of its own writes to the real ResponseWriter,
+// under a deadline per 32 KiB and flush, with a comment line on a silent
+// event stream. The writer goroutine runs only while something is queued
+// (an idle stream holds none: its keep-alive is a timer that starts one),
+// and never two at once, so each stream is written in order by its own
+// goroutine and a stalled client blocks only that one. A client that falls
+// QueueBytes behind, or lets one write pass its deadline, fails the stream
+// (Err, Failed, OnFail); later Writes return that error at once. An event
+// stream's response carries "X-Accel-Buffering: no" so nginx-style
+// proxies pass events through.
 //
 // The SDK (or any handler) writes to it as to any ResponseWriter; each
 // Write should be one whole SSE event, as the MCP SDK's are, so comment
@@ -120,42 +125,45 @@ type StreamWriter struct {
 	rc      *http.ResponseController
 	opts    StreamOptions
 	http1   bool
-	wake    chan struct{}
-	done    chan struct{}
 	failed  chan struct{}
 	onceErr sync.Once
 
 	mu          sync.Mutex
 	queue       []streamItem
-	queued      int // bytes queued or being written
+	queued      int  // bytes queued or being written
+	running     bool // a writer goroutine is draining the queue
 	wroteHeader bool
 	sse         bool
 	closing     bool
 	finished    bool // Finish returned: the ResponseWriter is no longer ours
 	err         error
+	// idle is the keep-alive timer of an event stream (nil otherwise);
+	// lastWrite is when the writer last finished a batch.
+	idle      *time.Timer
+	lastWrite time.Time
+	// stopped, set by Finish while a writer runs, is closed when it stops.
+	stopped chan struct{}
 }
 
 type streamItem struct {
-	status int // WriteHeader(status) when non-zero, else data
-	data   []byte
+	status  int // WriteHeader(status) when non-zero, else data
+	data    []byte
+	comment bool // a keep-alive comment: not counted in queued, no id
 }
 
-// NewStreamWriter wraps w, the ResponseWriter of r, and starts its writer
-// goroutine.
+// NewStreamWriter wraps w, the ResponseWriter of r. No goroutine runs until
+// something is queued.
 func NewStreamWriter(w http.ResponseWriter, r *http.Request, opts StreamOptions) *StreamWriter {
 	sw := &StreamWriter{
 		w:      w,
 		rc:     http.NewResponseController(w),
 		opts:   opts.withDefaults(),
 		http1:  r.ProtoMajor == 1,
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
 		failed: make(chan struct{}),
 	}
 	if sw.opts.SendBuffer > 0 && sw.http1 {
 		setSendBuffer(r.Context(), sw.opts.SendBuffer)
 	}
-	go sw.run()
 	return sw
 }
 
@@ -163,7 +171,8 @@ func NewStreamWriter(w http.ResponseWriter, r *http.Request, opts StreamOptions)
 func (sw *StreamWriter) Header() http.Header { return sw.w.Header() }
 
 // WriteHeader queues the status line. An event stream gets
-// "X-Accel-Buffering: no".
+// "X-Accel-Buffering: no" and, unless KeepAlive is negative, its keep-alive
+// timer.
 func (sw *StreamWriter) WriteHeader(code int) {
 	sw.mu.Lock()
 	if sw.wroteHeader {
@@ -174,13 +183,19 @@ func (sw *StreamWriter) WriteHeader(code int) {
 	if strings.HasPrefix(sw.w.Header().Get("Content-Type"), "text/event-stream") {
 		sw.sse = true
 		sw.w.Header().Set("X-Accel-Buffering", "no")
+		if sw.opts.KeepAlive > 0 && !sw.closing && sw.err == nil {
+			sw.lastWrite = time.Now()
+			sw.idle = time.AfterFunc(sw.opts.KeepAlive, sw.keepAlive)
+		}
 	}
 	sw.queue = append(sw.queue, streamItem{status: code})
 	sw.mu.Unlock()
 	if sw.opts.OnWriteHeader != nil {
 		sw.opts.OnWriteHeader(code)
 	}
-	sw.signal()
+	sw.mu.Lock()
+	sw.startLocked()
+	sw.mu.Unlock()
 }
 
 // Write queues a copy of p and returns at once: len(p), or the error that
@@ -211,8 +226,8 @@ func (sw *StreamWriter) Write(p []byte) (int, error) {
 	}
 	sw.queue = append(sw.queue, streamItem{data: bytes.Clone(p)})
 	sw.queued += len(p)
+	sw.startLocked()
 	sw.mu.Unlock()
-	sw.signal()
 	return len(p), nil
 }
 
@@ -240,6 +255,14 @@ func (sw *StreamWriter) Queued() int {
 	return sw.queued
 }
 
+// writing reports whether a writer goroutine is running (for tests: an
+// idle stream has none).
+func (sw *StreamWriter) writing() bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.running
+}
+
 // Abort fails the stream with ErrStreamAborted (unless it already failed)
 // and interrupts a write in progress (HTTP/1.x: at once; HTTP/2: at its
 // deadline).
@@ -247,20 +270,31 @@ func (sw *StreamWriter) Abort() { sw.fail(ErrStreamAborted) }
 
 // Finish stops accepting writes, lets the writer goroutine write what is
 // queued until deadline, then aborts whatever is left, and returns once
-// the goroutine has stopped. Call it after the handler returned and before
+// no writer goroutine runs. Call it after the handler returned and before
 // returning from ServeHTTP.
 func (sw *StreamWriter) Finish(deadline time.Time) {
 	sw.mu.Lock()
 	sw.closing = true
+	if sw.idle != nil {
+		sw.idle.Stop()
+	}
+	var stopped chan struct{}
+	if sw.running {
+		if sw.stopped == nil {
+			sw.stopped = make(chan struct{})
+		}
+		stopped = sw.stopped
+	}
 	sw.mu.Unlock()
-	sw.signal()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-sw.done:
-	case <-t.C:
-		sw.Abort()
-		<-sw.done
+	if stopped != nil {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-stopped:
+		case <-t.C:
+			sw.Abort()
+			<-stopped
+		}
+		t.Stop()
 	}
 	sw.mu.Lock()
 	if sw.err == nil {
@@ -272,11 +306,36 @@ func (sw *StreamWriter) Finish(deadline time.Time) {
 	sw.mu.Unlock()
 }
 
-func (sw *StreamWriter) signal() {
-	select {
-	case sw.wake <- struct{}{}:
-	default:
+// startLocked starts the writer goroutine unless one runs or the stream
+// has failed. Requires sw.mu.
+func (sw *StreamWriter) startLocked() {
+	if sw.running || sw.err != nil {
+		return
 	}
+	sw.running = true
+	go sw.run()
+}
+
+// keepAlive runs when the keep-alive timer fires: it queues a comment line
+// if nothing was written for KeepAlive and nothing is being written, and
+// re-arms the timer for the next silence.
+func (sw *StreamWriter) keepAlive() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil || sw.closing {
+		return
+	}
+	if sw.running { // being written: not silent
+		sw.idle.Reset(sw.opts.KeepAlive)
+		return
+	}
+	if quiet := time.Since(sw.lastWrite); quiet < sw.opts.KeepAlive {
+		sw.idle.Reset(sw.opts.KeepAlive - quiet)
+		return
+	}
+	sw.queue = append(sw.queue, streamItem{data: keepAliveComment, comment: true})
+	sw.startLocked()
+	sw.idle.Reset(sw.opts.KeepAlive)
 }
 
 // fail records err as the stream's failure (the first one wins), calls
@@ -290,68 +349,50 @@ func (sw *StreamWriter) fail(err error) {
 			// writes in progress); HTTP/2 writes wait out their deadline.
 			_ = sw.rc.SetWriteDeadline(time.Now())
 		}
+		if sw.idle != nil {
+			sw.idle.Stop()
+		}
 		sw.mu.Unlock()
 		close(sw.failed)
-		sw.signal()
 		if sw.opts.OnFail != nil {
 			go sw.opts.OnFail(err)
 		}
 	})
 }
 
+// run is the writer goroutine: it writes batches until the queue is empty
+// or the stream has failed, then stops (startLocked starts the next).
 func (sw *StreamWriter) run() {
-	defer close(sw.done)
-	var idle *time.Timer
-	if sw.opts.KeepAlive > 0 {
-		idle = time.NewTimer(sw.opts.KeepAlive)
-		defer idle.Stop()
-	}
 	for {
 		sw.mu.Lock()
 		batch := sw.queue
 		sw.queue = nil
-		closing, failed, sse := sw.closing, sw.err != nil, sw.sse
+		if sw.err != nil || len(batch) == 0 {
+			sw.running = false
+			if sw.stopped != nil {
+				close(sw.stopped)
+				sw.stopped = nil
+			}
+			sw.mu.Unlock()
+			return
+		}
 		sw.mu.Unlock()
-		if failed {
-			return
-		}
-		if len(batch) > 0 {
-			if err := sw.writeBatch(batch, true); err != nil {
-				sw.fail(err)
-				return
-			}
-			if idle != nil {
-				idle.Reset(sw.opts.KeepAlive)
-			}
-			continue
-		}
-		if closing {
-			return
-		}
-		var tick <-chan time.Time
-		if idle != nil {
-			tick = idle.C
-		}
-		select {
-		case <-sw.wake:
-		case <-tick:
-			if sse {
-				if err := sw.writeBatch([]streamItem{{data: keepAliveComment}}, false); err != nil {
-					sw.fail(err)
-					return
-				}
-			}
-			idle.Reset(sw.opts.KeepAlive)
+		if err := sw.writeBatch(batch); err != nil {
+			sw.fail(err)
 		}
 	}
 }
 
-// writeBatch writes the items and flushes, each call under its own
-// deadline, then reports the event ids written; counted items were counted
-// in queued (a keep-alive comment is not).
-func (sw *StreamWriter) writeBatch(batch []streamItem, counted bool) error {
-	var ids []string
+// writeBatch writes the items and flushes, under a deadline set before the
+// first write and again before each further 32 KiB, then reports the
+// event ids written; data items were counted in queued (a keep-alive
+// comment is not).
+func (sw *StreamWriter) writeBatch(batch []streamItem) error {
+	var idBuf [4]string
+	ids := idBuf[:0]
 	written := 0
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
+	sinceDeadline := 0 // bytes written under the current deadline
 	for _, it := range batch {
 		if it.status != 0 {
 			sw.w.WriteHeader(it.status)
@@ -363,10 +404,17 @@ func (sw *StreamWriter) writeBatch(batch []streamItem, counted bool) error {
 		for rest := it.data; len(rest) > 0; {
 			seg := rest[:min(len(rest), writeSegment)]
 			rest = rest[len(seg):]
-			_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
+			if sinceDeadline > 0 && sinceDeadline+len(seg) > writeSegment {
+				_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
+				sinceDeadline = 0
+			}
 			if _, err := sw.w.Write(seg); err != nil {
 				return classifyWriteErr(err)
 			}
+			sinceDeadline += len(seg)
+		}
+		if it.comment {
+			continue
 		}
 		written += len(it.data)
 		if sw.opts.OnEvent != nil {
@@ -375,15 +423,13 @@ func (sw *StreamWriter) writeBatch(batch []streamItem, counted bool) error {
 			}
 		}
 	}
-	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.opts.WriteTimeout))
 	if err := sw.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return classifyWriteErr(err)
 	}
-	if counted && written > 0 {
-		sw.mu.Lock()
-		sw.queued -= min(written, sw.queued)
-		sw.mu.Unlock()
-	}
+	sw.mu.Lock()
+	sw.queued -= min(written, sw.queued)
+	sw.lastWrite = time.Now()
+	sw.mu.Unlock()
 	for _, id := range ids {
 		sw.opts.OnEvent(id)
 	}

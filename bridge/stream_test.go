@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -339,4 +340,115 @@ func TestSSEEventID(t *testing.T) {
 			t.Errorf("sseEventID(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
+}
+
+// writerGoroutines counts the goroutines running sw's writer loop, from a
+// dump of every goroutine's stack (a frame names its receiver's address).
+func writerGoroutines(sw *StreamWriter) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), fmt.Sprintf("bridge.(*StreamWriter).run(%p", sw))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestStreamWriter_AnIdleStreamHoldsNoWriterGoroutineAndDeliversTheNext: once
+// what was queued is written, the stream runs no writer goroutine (an idle
+// stream costs no goroutine) and the next Write is still written at once
+// and reported (OnEvent), as often as the stream goes idle; a silent event
+// stream still gets its keep-alive comments. Twin: while a write is queued
+// to a client that does not read, the writer goroutine is there (it holds
+// the write until the deadline fails the stream).
+func TestStreamWriter_AnIdleStreamHoldsNoWriterGoroutineAndDeliversTheNext(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		write := make(chan int)
+		ids := make(chan string, 16)
+		ts, got := streamServer(t, StreamOptions{KeepAlive: 30 * time.Millisecond, OnEvent: func(id string) { ids <- id }}, func(sw *StreamWriter) {
+			sw.WriteHeader(http.StatusOK)
+			for i := range write {
+				if _, err := sw.Write(event(i)); err != nil {
+					t.Errorf("Write %d: %v", i, err)
+				}
+			}
+		})
+		resp, err := http.Get(ts.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sw := <-got
+		lines := make(chan string, 64)
+		go func() {
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		next := func(prefix string) {
+			t.Helper()
+			timeout := time.After(20 * time.Second)
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatalf("the stream ended before %q", prefix)
+					}
+					if strings.HasPrefix(l, prefix) {
+						return
+					}
+				case <-timeout:
+					t.Fatalf("no %q line within 20 s", prefix)
+				}
+			}
+		}
+		for i := range 3 {
+			waitUntil(t, func() bool { return !sw.writing() && sw.Queued() == 0 })
+			if n := writerGoroutines(sw); n != 0 {
+				t.Fatalf("round %d: an idle stream has %d writer goroutines, want 0", i, n)
+			}
+			write <- i
+			next(fmt.Sprintf("id: _%d", i))
+			select {
+			case id := <-ids:
+				if id != fmt.Sprintf("_%d", i) {
+					t.Errorf("OnEvent(%q), want _%d", id, i)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("OnEvent not called for event %d", i)
+			}
+		}
+		next(": keep-alive") // the timer starts a writer for the comment
+		waitUntil(t, func() bool { return !sw.writing() })
+		close(write)
+	})
+	t.Run("stalled", func(t *testing.T) {
+		fails := make(chan error, 1)
+		chunk := []byte("data: " + strings.Repeat("x", 4000) + "\n\n")
+		ts, got := streamServer(t, StreamOptions{QueueBytes: 64 << 20, SendBuffer: 16 << 10, WriteTimeout: time.Minute, KeepAlive: -1,
+			OnFail: func(err error) { fails <- err }}, func(sw *StreamWriter) {
+			for range 200 { // 800 KB, far more than the kernel holds
+				if _, err := sw.Write(chunk); err != nil {
+					return
+				}
+			}
+			<-sw.Failed()
+		})
+		stalledConn(t, ts.Listener.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		sw := <-got
+		waitUntil(t, func() bool { return sw.Queued() > 0 && sw.writing() && writerGoroutines(sw) == 1 })
+		sw.Abort()
+		select {
+		case err := <-fails:
+			if !errors.Is(err, ErrStreamAborted) {
+				t.Errorf("OnFail(%v), want ErrStreamAborted", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Abort did not fail the stream")
+		}
+		waitUntil(t, func() bool { return !sw.writing() })
+	})
 }
