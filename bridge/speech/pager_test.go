@@ -177,7 +177,9 @@ func TestPager_ListsExactlyWhatIsServedWhenTheListChanges(t *testing.T) {
 		{"a fact added on the first page", func(s *pagedServer) { s.uris = append(s.uris, "care://ray/a") }},
 		{"a fact added on the last page", func(s *pagedServer) { s.uris = append(s.uris, "care://ray/z") }},
 		{"a fact added that makes a page more", func(s *pagedServer) { s.uris = append(s.uris, "care://ray/z1", "care://ray/z2") }},
-		{"a fact no longer listed", func(s *pagedServer) { s.uris = slices.DeleteFunc(s.uris, func(u string) bool { return u == "care://ray/f02" }) }},
+		{"a fact no longer listed", func(s *pagedServer) {
+			s.uris = slices.DeleteFunc(s.uris, func(u string) bool { return u == "care://ray/f02" })
+		}},
 		{"a page fewer", func(s *pagedServer) { s.uris = s.uris[:5] }},
 		{"one page only", func(s *pagedServer) { s.uris = s.uris[:2] }},
 		{"the server restarted (new cursor key)", func(s *pagedServer) { s.key = "k2" }},
