@@ -283,7 +283,7 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	}
 	cpu1, _ := cpuSeconds(pid)
 	elapsed := time.Since(mStart).Seconds()
-	t.save(ctx, "/metrics", "open.metrics.txt") // requests per route: how many MCP requests the turns cost
+	t.save(ctx, "/metrics", "open.metrics.txt")   // requests per route: how many MCP requests the turns cost
 	t.profile(ctx, "allocs", "open.allocs.pprof") // what the process allocated since it started (the warm-up included)
 	if all == 0 {
 		return errors.New("no requests measured")
