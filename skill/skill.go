@@ -248,12 +248,16 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
 	b, directives, err := encodeResponse(h.out)
 	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
-		h.marks = withoutCardMarks(h.marks) // what the screen never showed was not told
-		h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
-		if !directives {
-			h.out.Response.Directives = nil
+		// What the screen never showed was not told. Encoded again only
+		// when that changes the response (a voice-only one rarely does).
+		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
+			h.marks = kept
+			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
+			if !directives {
+				h.out.Response.Directives = nil
+			}
+			b, _, err = encodeResponse(h.out)
 		}
-		b, _, err = encodeResponse(h.out)
 	}
 	if err != nil {
 		s.log.Error("alexa response", "err", err)

@@ -172,9 +172,9 @@ type App struct {
 	// (speech.Config.Compete) and in /readyz.
 	holder string
 
-	ln        net.Listener // the public listener, capped at Config.HTTP.MaxConnections
-	speechLn  net.Listener // loopback, the speech principal's own (nil with SpeechMCPURL)
-	adminLn   net.Listener // --admin-addr (nil when off)
+	ln        net.Listener    // the public listener, capped at Config.HTTP.MaxConnections
+	speechLn  *inProcListener // in process, the speech principal's own (nil with SpeechMCPURL)
+	adminLn   net.Listener    // --admin-addr (nil when off)
 	publicURL string
 	// devSettings are the development-only settings in force (development
 	// default secrets, --alexa-verify=false, --default-patient); requests
@@ -421,12 +421,13 @@ func (a *App) buildSpeech(ctx context.Context) error {
 	tr.MaxIdleConnsPerHost = speechIdleConns
 	hc := &http.Client{Transport: tr}
 	if mcpURL == "" {
-		// Over loopback to a listener of its own (so the public listener's
-		// connection cap never keeps it out), presenting the public host so
-		// the Host check passes behind a proxy.
-		if a.speechLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return fmt.Errorf("speech principal's loopback listener: %w", err)
-		}
+		// To a listener of its own (so the public listener's connection cap
+		// never keeps it out), in process (inproc.go: the same HTTP
+		// exchange, without the TCP loopback), presenting the public host
+		// so the Host check passes behind a proxy.
+		a.speechLn = newInProcListener()
+		tr.DialContext = a.speechLn.DialContext
+		tr.Proxy = nil // never through an HTTP(S)_PROXY of the environment
 		mcpURL = "http://" + a.speechLn.Addr().String() + "/mcp"
 		if pu, err := url.Parse(a.publicURL); err == nil {
 			hc.Transport = hostRewriter{host: pu.Host, next: tr}
@@ -599,7 +600,7 @@ func (a *App) StartupLine() string {
 }
 
 // Serve serves HTTP (the public listener with Config.HTTP's limits, the
-// speech principal's loopback listener, and --admin-addr when set) and runs
+// speech principal's in-process listener, and --admin-addr when set) and runs
 // the speech principal and the notifier until ctx ends, then shuts down
 // gracefully (up to 5 s for in-flight requests). It returns nil after ctx
 // ends, or an HTTP server's error if one stopped first.
@@ -678,10 +679,13 @@ func (a *App) Close() {
 		if a.api != nil {
 			a.api.Close() // the batched audit rows of rate-limited attempts
 		}
-		for _, ln := range []net.Listener{a.ln, a.speechLn, a.adminLn} {
+		for _, ln := range []net.Listener{a.ln, a.adminLn} {
 			if ln != nil {
 				_ = ln.Close()
 			}
+		}
+		if a.speechLn != nil {
+			_ = a.speechLn.Close()
 		}
 		if a.Store != nil {
 			_ = a.Store.Close()

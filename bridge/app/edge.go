@@ -28,7 +28,7 @@ const (
 	// DefaultMaxConnections caps the public listener's concurrent
 	// connections: 1,024. Further connections wait in the kernel's accept
 	// queue until one closes. The speech principal does not count against
-	// it: it reaches this server on a loopback listener of its own.
+	// it: it reaches this server on an in-process listener of its own.
 	DefaultMaxConnections = 1024
 )
 
@@ -70,7 +70,7 @@ func (l *HTTPLimits) applyDefaults() {
 }
 
 // publicServer is the http.Server of the public listener (and of the
-// speech principal's loopback listener).
+// speech principal's in-process listener).
 func (a *App) publicServer() *http.Server {
 	hs := newPublicServer(a.Bridge.Handler(), a.cfg.HTTP, a.devSettings, a.log)
 	hs.ConnContext = a.Bridge.ConnContext // bounds a GET stream's kernel send buffer (P-25)

@@ -43,6 +43,7 @@ import (
 // or silence (no event and no keep-alive comment) for listenIdle.
 type listenUpstream struct {
 	cs     *mcp.ClientSession
+	pages  pager
 	cfg    dialConfig
 	id     string
 	nextID atomic.Int64
@@ -99,7 +100,7 @@ func (u *listenUpstream) Close() error {
 }
 
 func (u *listenUpstream) List(ctx context.Context) ([]*mcp.Resource, error) {
-	return listAll(ctx, u.cs)
+	return u.pages.list(ctx, u.cs)
 }
 
 func (u *listenUpstream) Read(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -169,9 +170,10 @@ func dialLegacy(ctx context.Context, cfg dialConfig) (upstream, error) {
 
 // mcpSession is an upstream over one 2025-11-25 client session.
 type mcpSession struct {
-	cs   *mcp.ClientSession
-	done chan struct{}
-	err  error // set before done closes
+	cs    *mcp.ClientSession
+	pages pager
+	done  chan struct{}
+	err   error // set before done closes
 }
 
 // ID names the session in logs by a hash of its id, "s-1a2b3c4d", as the
@@ -204,14 +206,73 @@ func speakableFact(r *mcp.Resource) (models.URI, bool) {
 // maxListPages bounds List against a server whose cursors never end.
 const maxListPages = 100000
 
-func (s *mcpSession) List(ctx context.Context) ([]*mcp.Resource, error) { return listAll(ctx, s.cs) }
+func (s *mcpSession) List(ctx context.Context) ([]*mcp.Resource, error) {
+	return s.pages.list(ctx, s.cs)
+}
 
-// listAll lists every page over cs.
-func listAll(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, error) {
+// pager lists every page of resources/list over one connection, at the
+// server's page size and with the cursors it issued (P-11). It keeps the
+// cursors of its last listing and asks for each of those pages at the
+// same moment as the first, so a listing of n pages costs about one round
+// trip rather than n in sequence. Unsay's cursors are key cursors: each
+// names the URI after which its page starts, so a page answers the same
+// range of URIs whenever it is served. The pages are joined in order, and
+// a page asked for ahead is used only where the page before it ended with
+// exactly its cursor; where that chain breaks (a fact was added or is no
+// longer listed, or the server issues other cursors now) the listing goes
+// on one page at a time from there, as it always did. Every page is asked
+// for after List was called, as in a listing page by page, so what it
+// confirms is confirmed at the same moment (P-24). List returns only once
+// every page it asked for has been answered or has failed.
+type pager struct {
+	mu      sync.Mutex
+	cursors []string // the cursors of pages 2…n of the last listing
+}
+
+// listed is one page asked for ahead of its turn.
+type listed struct {
+	done chan struct{}
+	res  *mcp.ListResourcesResult // set before done closes
+	err  error
+}
+
+func (p *pager) list(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, error) {
+	p.mu.Lock()
+	held := p.cursors
+	p.mu.Unlock()
+	ahead := make(map[string]*listed, len(held)+1)
+	var wg sync.WaitGroup
+	defer wg.Wait() // no request outlives the listing
+	for _, c := range append([]string{""}, held...) {
+		if _, dup := ahead[c]; dup {
+			continue
+		}
+		pg := &listed{done: make(chan struct{})}
+		ahead[c] = pg
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(pg.done)
+			pg.res, pg.err = cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
+		}()
+	}
 	var out []*mcp.Resource
+	var chain []string
 	cursor := ""
 	for range maxListPages {
-		res, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+		var res *mcp.ListResourcesResult
+		var err error
+		if pg, ok := ahead[cursor]; ok {
+			delete(ahead, cursor) // a server that repeats a cursor is asked again, as before
+			select {
+			case <-pg.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("speech: list: %w", ctx.Err())
+			}
+			res, err = pg.res, pg.err
+		} else {
+			res, err = cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("speech: list: %w", err)
 		}
@@ -221,9 +282,13 @@ func listAll(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, error
 			}
 		}
 		if res.NextCursor == "" || res.NextCursor == cursor {
+			p.mu.Lock()
+			p.cursors = chain
+			p.mu.Unlock()
 			return out, nil
 		}
 		cursor = res.NextCursor
+		chain = append(chain, cursor)
 	}
 	return nil, errors.New("speech: list: too many pages")
 }

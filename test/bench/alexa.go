@@ -222,8 +222,14 @@ func startAlexaTarget(ctx context.Context, o options, certs certSet, side string
 // UNSAY_BENCH_PROFILE_DIR; without that variable, or for the peer, it
 // does nothing.
 func (t alexaTarget) profile(ctx context.Context, what, name string) {
+	t.save(ctx, "/debug/pprof/"+what, name)
+}
+
+// save saves the admin listener's path (a profile, /metrics) of an Unsay
+// target into name under UNSAY_BENCH_PROFILE_DIR, as profile does.
+func (t alexaTarget) save(ctx context.Context, path, name string) {
 	if pd := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); pd != "" && t.admin != "" {
-		saveProfile(ctx, t.admin+"/debug/pprof/"+what, filepath.Join(pd, name))
+		saveProfile(ctx, t.admin+path, filepath.Join(pd, name))
 	}
 }
 
@@ -277,6 +283,8 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	}
 	cpu1, _ := cpuSeconds(pid)
 	elapsed := time.Since(mStart).Seconds()
+	t.save(ctx, "/metrics", "open.metrics.txt")   // requests per route: how many MCP requests the turns cost
+	t.profile(ctx, "allocs", "open.allocs.pprof") // what the process allocated since it started (the warm-up included)
 	if all == 0 {
 		return errors.New("no requests measured")
 	}
@@ -414,6 +422,8 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 		return err
 	}
 	cpu1, _ := cpuSeconds(pid)
+	t.save(ctx, "/metrics", "launch.metrics.txt")
+	t.profile(ctx, "allocs", "launch.allocs.pprof")
 	secs := m["duration_us"] / 1e6
 	fig.RPS = m["requests"] / secs
 	fig.WrkP50, fig.WrkP99 = m["p50_us"]/1000, m["p99_us"]/1000
