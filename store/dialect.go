@@ -45,6 +45,11 @@ type dialect interface {
 	lockWrites(ctx context.Context, tx *sql.Tx) error
 	// notify tells other instances that tx committed a change.
 	notify(ctx context.Context, tx *sql.Tx) error
+	// latestJoin joins each row of facts f to its current version v (the
+	// row of versions with n = f.latest), for "FROM facts f "+latestJoin()
+	// queries: always the lookup of the unique (patient, domain, n) index,
+	// whatever the planner's statistics.
+	latestJoin() string
 	// unavailable reports whether err says writes cannot commit right now
 	// (a full or read-only disk, an unreachable or busy database), with a
 	// reason safe to show and a sensible wait before retrying.
@@ -76,6 +81,12 @@ func (sqliteDialect) migrations() ([]migration, error) {
 func (sqliteDialect) rebind(q string) string                       { return q }
 func (sqliteDialect) lockWrites(context.Context, *sql.Tx) error    { return nil }
 func (sqliteDialect) notify(ctx context.Context, tx *sql.Tx) error { return nil }
+
+// latestJoin is the plain join: SQLite looks up the (patient, domain, n)
+// index for it with or without statistics.
+func (sqliteDialect) latestJoin() string {
+	return `JOIN versions v ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest`
+}
 
 // unavailable classifies SQLite's primary result codes: SQLITE_FULL (the
 // disk, or max_page_count), SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN,

@@ -86,6 +86,19 @@ func (d postgresDialect) lockWrites(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
+// latestJoin looks up each fact's current version in a LATERAL subquery
+// (OFFSET 0 keeps the planner from flattening it into a join): a lookup of
+// the unique (patient, domain, n) index per fact, 4 buffer hits. The plain
+// join, on a schema not yet analyzed — a new database for its first minute,
+// until autovacuum's ANALYZE — is planned as an index scan of every version
+// of the fact filtered on n, which grows with the fact's history (92 buffer
+// hits instead of 4, 158 µs a Publish's planning read, in the concurrent
+// publish benchmark).
+func (postgresDialect) latestJoin() string {
+	return `CROSS JOIN LATERAL (SELECT * FROM versions v
+		WHERE v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest OFFSET 0) v`
+}
+
 // notify announces the version tx has just appended — the one with the
 // highest seq, since tx holds the write lock — on ChangesChannel.
 func (d postgresDialect) notify(ctx context.Context, tx *sql.Tx) error {

@@ -343,9 +343,8 @@ func (s *Store) headsOf(ctx context.Context, tx *sql.Tx, facts [][2]string) (map
 			for i, f := range facts[lo:hi] {
 				ps[i], ds[i] = f[0], f[1]
 			}
-			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f JOIN versions v
-			ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
-			JOIN unnest($1::text[], $2::text[]) AS q(patient, domain) ON f.patient = q.patient AND f.domain = q.domain`
+			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM unnest($1::text[], $2::text[]) AS q(patient, domain)
+			JOIN facts f ON f.patient = q.patient AND f.domain = q.domain ` + s.d.latestJoin()
 			args = []any{ps, ds}
 		} else {
 			var cond strings.Builder
@@ -356,8 +355,7 @@ func (s *Store) headsOf(ctx context.Context, tx *sql.Tx, facts [][2]string) (map
 				cond.WriteString("(f.patient = ? AND f.domain = ?)")
 				args = append(args, f[0], f[1])
 			}
-			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f JOIN versions v
-			ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest WHERE ` + cond.String()
+			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f ` + s.d.latestJoin() + ` WHERE ` + cond.String()
 		}
 		rows, err := s.queryTxPrepared(ctx, tx, query, args...)
 		if err != nil {

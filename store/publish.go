@@ -186,8 +186,7 @@ type queryRower interface {
 // supersede a damaged version.
 func (s *Store) planVersion(ctx context.Context, q queryRower, in PublishInput, detectUnchanged bool) (plan, error) {
 	var pl plan
-	r, err := scanRaw(s.queryRowPrepared(ctx, q, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+	r, err := scanRaw(s.queryRowPrepared(ctx, q, s.d.rebind(`SELECT `+versionCols+` FROM facts f `+s.d.latestJoin()+`
 		WHERE f.patient = ? AND f.domain = ?`), in.Patient, in.Domain))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

@@ -154,8 +154,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		s.verifyKey = s.signKey.Public().(ed25519.PublicKey)
 	}
 	var err error
-	if s.readLatest, err = db.PrepareContext(ctx, d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+	if s.readLatest, err = db.PrepareContext(ctx, d.rebind(`SELECT `+versionCols+` FROM facts f `+d.latestJoin()+`
 		WHERE f.patient = ? AND f.domain = ?`)); err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
