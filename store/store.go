@@ -69,6 +69,11 @@ type Store struct {
 	// Rekey, link codes) in front of the database's own write lock, so
 	// in-process writers queue on a mutex instead of spinning on SQLITE_BUSY.
 	writeMu sync.Mutex
+	// planReads holds a slot for each Publish reading its fact's head
+	// outside the write lock (planVersion), so those reads hold at most
+	// planReadSlots of the pool's connections and a batch's leader never
+	// waits behind them for one to begin its transaction.
+	planReads chan struct{}
 	// factMu stripes serialize this process's Publishes per fact (see
 	// Publish), taken before writeMu and never while holding it.
 	factMu [factLocks]sync.Mutex
@@ -128,6 +133,8 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		log:    opts.Logger,
 		wake:   make(chan struct{}),
 		closed: make(chan struct{}),
+
+		planReads: make(chan struct{}, planReadSlots),
 	}
 	s.lists, _ = lru.New[string, listAnswer](listAnswers) // errors only for a size < 1
 	s.heard.s, s.budget.s = s, s
