@@ -99,32 +99,18 @@ func (postgresDialect) latestJoin() string {
 		WHERE v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest OFFSET 0) v`
 }
 
-// notify announces the version tx has just appended — the one with the
-// highest seq, since tx holds the write lock — on ChangesChannel.
-func (d postgresDialect) notify(ctx context.Context, tx *sql.Tx) error {
-	var (
-		n                         ChangeNotice
-		patient, domain, audience string
-	)
-	err := tx.QueryRowContext(ctx, `SELECT seq, patient, domain, n, audience FROM versions
-		ORDER BY seq DESC LIMIT 1`).Scan(&n.Seq, &patient, &domain, &n.Version, &audience)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
+// changeNotice is the NOTIFY payload (ChangeNotice, JSON) announcing r's
+// version; the batch that appends it sends it (writeBatchPostgres).
+func changeNotice(r versionRow) (string, error) {
+	u, err := noticeURI(r.v.Patient, r.v.Domain, string(r.v.Audience))
 	if err != nil {
-		return err
+		return "", err
 	}
-	u, err := noticeURI(patient, domain, audience)
+	b, err := json.Marshal(ChangeNotice{Seq: r.seq, URI: u, Version: r.v.N})
 	if err != nil {
-		return err
+		return "", err
 	}
-	n.URI = u
-	b, err := json.Marshal(n)
-	if err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, d.channel, string(b))
-	return err
+	return string(b), nil
 }
 
 // unavailable classifies Postgres errors: SQLSTATE 53100 disk_full, 25006
