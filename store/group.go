@@ -259,6 +259,7 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 	if err := s.commit(tx); err != nil {
 		return fmt.Errorf("store: publish: commit: %w", err)
 	}
+	s.keepHeads(w.versions)
 	if len(w.versions) > 0 {
 		s.wakeWatchers()
 	}

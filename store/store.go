@@ -90,8 +90,9 @@ type Store struct {
 
 	readLatest *sql.Stmt
 	readN      *sql.Stmt
-	stmts      sync.Map                       // query → *sql.Stmt, the write path's prepared statements (stmt.go)
-	lists      *lru.Cache[string, listAnswer] // List's answers until the next commit (read.go)
+	stmts      sync.Map                          // query → *sql.Stmt, the write path's prepared statements (stmt.go)
+	lists      *lru.Cache[string, listAnswer]    // List's answers until the next commit (read.go)
+	heads      *lru.Cache[[2]string, cachedHead] // (patient, domain) → the head this process committed last (planCached)
 
 	heard  HeardLedger // the speech principal's heard ledger (heardledger.go)
 	budget AlertBudget // the audible budget's slots (budget.go)
@@ -137,6 +138,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		planReads: make(chan struct{}, planReadSlots),
 	}
 	s.lists, _ = lru.New[string, listAnswer](listAnswers) // errors only for a size < 1
+	s.heads, _ = lru.New[[2]string, cachedHead](headCacheSize)
 	s.heard.s, s.budget.s = s, s
 	s.health.faultEvery, s.health.healthyEvery = writeProbeInterval, writeHealthInterval
 	if s.clock == nil {
