@@ -146,6 +146,7 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 	}
 	defer tx.Rollback()
 	now := s.clock().UTC().Truncate(time.Millisecond)
+	signed := s.signAhead(jobs, now) // while the reads run
 
 	// 1. Reads.
 	var keys []string
@@ -226,7 +227,7 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 		seq := nextSeq
 		nextSeq++
 		v := s.nextVersion(in, now, pl)
-		w.versions = append(w.versions, versionRow{seq: seq, v: v, stored: pl.stored, sealed: pl.sealed, audio: audioColumnsOf(v, pl)}) // signed below
+		w.versions = append(w.versions, versionRow{job: i, seq: seq, v: v, stored: pl.stored, sealed: pl.sealed, audio: audioColumnsOf(v, pl)}) // signed below
 		w.moveFact(v)
 		heads[[2]string{v.Patient, v.Domain}] = headRow{audience: v.Audience, latest: v.N, hash: v.Hash}
 		if in.IdempotencyKey != "" {
@@ -248,8 +249,8 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 		}
 	}
 
-	// 3. Writes: each new head signed (P-26), on every core at once.
-	s.signHeads(w.versions)
+	// 3. Writes: each new head signed (P-26): signed ahead, or now.
+	s.signHeads(w.versions, signed())
 	if len(w.audits) > 0 {
 		w.auditHead = &audit
 	}
@@ -476,14 +477,65 @@ func (s *Store) replayedSeq(ctx context.Context, tx *sql.Tx, seq int64) (Publish
 	return PublishResult{Version: r.v, Created: r.v.N == 1, Replayed: true, Seq: seq}, nil
 }
 
-// signHeads signs the chain head of each new version (P-26), spreading
-// the signatures of a large batch over the cores: they are most of the
-// CPU a batch spends holding the write lock.
-func (s *Store) signHeads(rows []versionRow) {
+// headSig is a chain head's signature (P-26) made ahead of the batch's
+// decisions: the hash it covers, the signature and its key's id.
+type headSig struct{ hash, sig, key string }
+
+// signAhead signs, on other goroutines while the batch reads, the chain
+// head each job planned outside the lock will commit if the reads confirm
+// its plan: its next version written at now (nextVersion), which depends on
+// nothing the reads return. Signing was most of the CPU a batch spent
+// holding the write lock; ahead, it overlaps the round trip of the reads.
+// The returned wait gives the signatures by job index (zero where none was
+// made); a job the reads refuse or replay leaves its signature unused, and
+// signHeads signs whatever was not signed ahead.
+func (s *Store) signAhead(jobs []*publishJob, now time.Time) (wait func() []headSig) {
+	sigs := make([]headSig, len(jobs))
+	var todo []int
+	for i, j := range jobs {
+		if !j.underLock && !j.pl.unchanged {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return func() []headSig { return sigs }
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(todo)/4))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := w; k < len(todo); k += workers {
+				j := jobs[todo[k]]
+				v := s.nextVersion(j.in, now, j.pl)
+				sig, key := s.sign(chainHeadPreimage(v.URI(), v.Hash))
+				sigs[todo[k]] = headSig{hash: v.Hash, sig: sig, key: key}
+			}
+		}()
+	}
+	return func() []headSig {
+		wg.Wait()
+		return sigs
+	}
+}
+
+// signHeads sets the chain head signature of each new version (P-26):
+// the one signAhead made for its job when it covers the version's hash,
+// else a new one, spreading the signatures of many over the cores.
+func (s *Store) signHeads(rows []versionRow, ahead []headSig) {
+	var todo []int
+	for i := range rows {
+		if a := ahead[rows[i].job]; a.sig != "" && a.hash == rows[i].v.Hash {
+			rows[i].headSig, rows[i].headKey = a.sig, a.key
+		} else {
+			todo = append(todo, i)
+		}
+	}
 	sign := func(r *versionRow) { r.headSig, r.headKey = s.sign(chainHeadPreimage(r.v.URI(), r.v.Hash)) }
-	workers := min(runtime.GOMAXPROCS(0), len(rows)/4)
+	workers := min(runtime.GOMAXPROCS(0), len(todo)/4)
 	if workers < 2 {
-		for i := range rows {
+		for _, i := range todo {
 			sign(&rows[i])
 		}
 		return
@@ -493,8 +545,8 @@ func (s *Store) signHeads(rows []versionRow) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(rows); i += workers {
-				sign(&rows[i])
+			for k := w; k < len(todo); k += workers {
+				sign(&rows[todo[k]])
 			}
 		}()
 	}
@@ -502,6 +554,7 @@ func (s *Store) signHeads(rows []versionRow) {
 }
 
 type versionRow struct {
+	job              int // the index of its job in the batch
 	seq              int64
 	v                models.Version
 	stored           []byte
