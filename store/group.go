@@ -769,7 +769,7 @@ func (s *Store) writeBatchPostgres(ctx context.Context, tx *sql.Tx, w batchWrite
 	} else {
 		q.WriteString("\nSELECT 1")
 	}
-	_, err := s.execPrepared(ctx, tx, rebindDollar(q.String()), args...)
+	_, err := s.execPrepared(ctx, tx, s.rebound(q.String()), args...)
 	return err
 }
 

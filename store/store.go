@@ -91,6 +91,7 @@ type Store struct {
 	readLatest *sql.Stmt
 	readN      *sql.Stmt
 	stmts      sync.Map                          // query → *sql.Stmt, the write path's prepared statements (stmt.go)
+	rebinds    sync.Map                          // "?" query → the dialect's (rebound, stmt.go)
 	lists      *lru.Cache[string, listAnswer]    // List's answers until the next commit (read.go)
 	heads      *lru.Cache[[2]string, cachedHead] // (patient, domain) → the head this process committed last (planCached)
 
