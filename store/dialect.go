@@ -30,9 +30,10 @@ import (
 //     store-wide, not per domain: versions.seq is allocated as MAX(seq)+1
 //     under it, which is what makes the change feed gap-free and in commit
 //     order across instances;
-//   - notify is NOTIFY inside the write transaction (delivered on commit),
-//     with a LISTEN connection per instance that calls Store.wakeWatchers,
-//     so every instance's watchers catch up;
+//   - a batch of Publishes sends NOTIFY inside its write transaction
+//     (delivered on commit; writeBatchPostgres), with a LISTEN connection
+//     per instance that calls Store.wakeWatchers, so every instance's
+//     watchers catch up;
 //   - transactions run at READ COMMITTED (the locks serialize writers).
 type dialect interface {
 	// name is "sqlite" or "postgres" (Store.Backend).
@@ -43,8 +44,11 @@ type dialect interface {
 	rebind(query string) string
 	// lockWrites takes the store-wide write lock inside tx.
 	lockWrites(ctx context.Context, tx *sql.Tx) error
-	// notify tells other instances that tx committed a change.
-	notify(ctx context.Context, tx *sql.Tx) error
+	// latestJoin joins each row of facts f to its current version v (the
+	// row of versions with n = f.latest), for "FROM facts f "+latestJoin()
+	// queries: always the lookup of the unique (patient, domain, n) index,
+	// whatever the planner's statistics.
+	latestJoin() string
 	// unavailable reports whether err says writes cannot commit right now
 	// (a full or read-only disk, an unreachable or busy database), with a
 	// reason safe to show and a sensible wait before retrying.
@@ -63,8 +67,8 @@ var sqliteMigrations embed.FS
 // sqliteDialect is the embedded default: modernc.org/sqlite, WAL,
 // synchronous=FULL (a commit is durable once acknowledged, P-20), every
 // transaction BEGIN IMMEDIATE (the database write lock is taken at BEGIN,
-// so lockWrites is a no-op), and an in-process feed wakeup (notify no-op:
-// Publish wakes watchers directly after commit).
+// so lockWrites is a no-op), and an in-process feed wakeup only (Publish
+// wakes watchers directly after commit).
 type sqliteDialect struct{}
 
 func (sqliteDialect) name() string { return "sqlite" }
@@ -73,9 +77,14 @@ func (sqliteDialect) migrations() ([]migration, error) {
 	return readMigrations(sqliteMigrations, "migrations/sqlite")
 }
 
-func (sqliteDialect) rebind(q string) string                       { return q }
-func (sqliteDialect) lockWrites(context.Context, *sql.Tx) error    { return nil }
-func (sqliteDialect) notify(ctx context.Context, tx *sql.Tx) error { return nil }
+func (sqliteDialect) rebind(q string) string                    { return q }
+func (sqliteDialect) lockWrites(context.Context, *sql.Tx) error { return nil }
+
+// latestJoin is the plain join: SQLite looks up the (patient, domain, n)
+// index for it with or without statistics.
+func (sqliteDialect) latestJoin() string {
+	return `JOIN versions v ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest`
+}
 
 // unavailable classifies SQLite's primary result codes: SQLITE_FULL (the
 // disk, or max_page_count), SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN,

@@ -121,17 +121,18 @@ func (s *Store) commitBatch(batch []*publishJob) {
 
 // commitTogether runs jobs in one write transaction and commits it, in
 // three steps whose statement count does not grow with the batch (on
-// Postgres each statement is a round trip made under the write lock):
+// Postgres each statement is a round trip made under the write lock, and
+// a batch makes five: BEGIN, the advisory lock, one read, one write,
+// COMMIT):
 //
-//  1. read, for all jobs at once, the idempotency keys they carry and the
-//     heads of their facts;
+//  1. read, for all jobs at once, the idempotency keys they carry, the
+//     heads of their facts, the next seq and the audit head (readBatch);
 //  2. decide each job in arrival order exactly as a lone Publish would
 //     (replay, head moved, audience change, unchanged, else the next
 //     version: its number, chain link, hash, signed head and audit row,
 //     chained in memory);
-//  3. write every new version, fact head, key and audit row with one
-//     multi-row statement per table, sign the audit head once, notify,
-//     commit.
+//  3. write every new version, fact head, key and audit row, and the
+//     signed audit head, and notify (writeBatch), then commit.
 //
 // A job's own refusal (errHeadMoved, ErrAudienceChange, a sealer outage
 // while planning under the lock) is its err and the others go on; any
@@ -145,6 +146,7 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 	}
 	defer tx.Rollback()
 	now := s.clock().UTC().Truncate(time.Millisecond)
+	signed := s.signAhead(jobs, now) // while the reads run
 
 	// 1. Reads.
 	var keys []string
@@ -157,26 +159,17 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 			facts = append(facts, [2]string{j.in.Patient, j.in.Domain})
 		}
 	}
-	seen := map[string]int64{} // idempotency key → seq of its first result
-	if len(keys) > 0 {
-		cutoff := now.Add(-replayWindow).UnixMilli()
-		if _, err := s.execPrepared(ctx, tx, s.d.rebind(`DELETE FROM idempotency WHERE at_ms <= ?`), cutoff); err != nil {
-			return fmt.Errorf("store: publish: %w", err)
-		}
-		if seen, err = s.keysSeen(ctx, tx, keys); err != nil {
-			return err
-		}
-	}
-	heads, err := s.headsOf(ctx, tx, facts)
+	st, err := s.readBatch(ctx, tx, keys, facts, now.Add(-replayWindow).UnixMilli())
 	if err != nil {
 		return err
 	}
+	seen, heads := st.seen, st.heads
 
 	// 2. Decisions.
 	var (
 		w       batchWrites
-		nextSeq int64
-		audit   auditTail // read with nextSeq
+		nextSeq = st.nextSeq
+		audit   = st.audit
 		outs    = make([]PublishResult, len(jobs))
 		errs    = make([]error, len(jobs))
 		inBatch = map[string]PublishResult{} // key → result of an earlier job of this batch
@@ -231,22 +224,11 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 			}
 			continue
 		}
-		if nextSeq == 0 { // with the audit head: one round trip
-			if err := s.queryRowPrepared(ctx, tx, `SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM versions),
-				(SELECT count FROM audit_head WHERE id = 1), (SELECT last_mac FROM audit_head WHERE id = 1)`).
-				Scan(&nextSeq, &audit.count, &audit.last); err != nil {
-				return fmt.Errorf("store: publish: %w", err)
-			}
-		}
 		seq := nextSeq
 		nextSeq++
 		v := s.nextVersion(in, now, pl)
-		w.versions = append(w.versions, versionRow{seq: seq, v: v, stored: pl.stored, sealed: pl.sealed, audio: audioColumnsOf(v, pl)}) // signed below
-		if v.N == 1 {
-			w.newFacts = append(w.newFacts, v)
-		} else {
-			w.moved = append(w.moved, v)
-		}
+		w.versions = append(w.versions, versionRow{job: i, seq: seq, v: v, stored: pl.stored, sealed: pl.sealed, audio: audioColumnsOf(v, pl)}) // signed below
+		w.moveFact(v)
 		heads[[2]string{v.Patient, v.Domain}] = headRow{audience: v.Audience, latest: v.N, hash: v.Hash}
 		if in.IdempotencyKey != "" {
 			w.keys = append(w.keys, keyRow{in.IdempotencyKey, now.UnixMilli(), seq})
@@ -267,24 +249,18 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 		}
 	}
 
-	// 3. Writes: each new head signed (P-26), on every core at once.
-	s.signHeads(w.versions)
+	// 3. Writes: each new head signed (P-26): signed ahead, or now.
+	s.signHeads(w.versions, signed())
+	if len(w.audits) > 0 {
+		w.auditHead = &audit
+	}
 	if err := s.writeBatch(ctx, tx, w); err != nil {
 		return err
-	}
-	if len(w.audits) > 0 {
-		if err := s.signAuditHead(ctx, tx, audit.count, audit.last); err != nil {
-			return err
-		}
-	}
-	if len(w.versions) > 0 {
-		if err := s.d.notify(ctx, tx); err != nil {
-			return fmt.Errorf("store: publish: notify: %w", err)
-		}
 	}
 	if err := s.commit(tx); err != nil {
 		return fmt.Errorf("store: publish: commit: %w", err)
 	}
+	s.keepHeads(w.versions)
 	if len(w.versions) > 0 {
 		s.wakeWatchers()
 	}
@@ -330,36 +306,117 @@ func checkPlannedHead(in PublishInput, pl plan, heads map[[2]string]headRow) err
 // batchChunk bounds the rows of one multi-row statement.
 const batchChunk = 32
 
-// headsOf reads the head (audience, latest, its hash) of each fact.
-func (s *Store) headsOf(ctx context.Context, tx *sql.Tx, facts [][2]string) (map[[2]string]headRow, error) {
-	heads := map[[2]string]headRow{}
-	err := s.chunked(len(facts), func(lo, hi int) error {
-		var (
-			query string
-			args  []any
-		)
-		if s.arrays() {
-			ps, ds := make([]string, hi-lo), make([]string, hi-lo)
-			for i, f := range facts[lo:hi] {
-				ps[i], ds[i] = f[0], f[1]
-			}
-			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f JOIN versions v
-			ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
-			JOIN unnest($1::text[], $2::text[]) AS q(patient, domain) ON f.patient = q.patient AND f.domain = q.domain`
-			args = []any{ps, ds}
-		} else {
-			var cond strings.Builder
-			for i, f := range facts[lo:hi] {
-				if i > 0 {
-					cond.WriteString(" OR ")
-				}
-				cond.WriteString("(f.patient = ? AND f.domain = ?)")
-				args = append(args, f[0], f[1])
-			}
-			query = `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f JOIN versions v
-			ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest WHERE ` + cond.String()
+// batchState is what a batch reads under the write lock before deciding.
+type batchState struct {
+	seen    map[string]int64      // idempotency key → seq of its first result, within the replay window
+	heads   map[[2]string]headRow // the heads of the facts asked for that exist
+	nextSeq int64                 // MAX(seq) + 1
+	audit   auditTail             // the audit head
+}
+
+// readBatch prunes the idempotency keys written at or before cutoff (ms)
+// when keys is not empty, and reads which of keys are remembered, the
+// heads of facts, the next seq and the audit head: on Postgres in one
+// statement, on SQLite (where a statement is no round trip) in one per
+// table.
+func (s *Store) readBatch(ctx context.Context, tx *sql.Tx, keys []string, facts [][2]string, cutoff int64) (batchState, error) {
+	st := batchState{seen: map[string]int64{}, heads: map[[2]string]headRow{}}
+	if s.arrays() {
+		err := s.readBatchPostgres(ctx, tx, keys, facts, cutoff, &st)
+		if err != nil {
+			return batchState{}, fmt.Errorf("store: publish: %w", err)
 		}
-		rows, err := s.queryTxPrepared(ctx, tx, query, args...)
+		return st, nil
+	}
+	if len(keys) > 0 {
+		if _, err := s.execPrepared(ctx, tx, `DELETE FROM idempotency WHERE at_ms <= ?`, cutoff); err != nil {
+			return batchState{}, fmt.Errorf("store: publish: %w", err)
+		}
+		if err := s.keysSeen(ctx, tx, keys, st.seen); err != nil {
+			return batchState{}, fmt.Errorf("store: publish: %w", err)
+		}
+	}
+	if err := s.headsOf(ctx, tx, facts, st.heads); err != nil {
+		return batchState{}, fmt.Errorf("store: publish: %w", err)
+	}
+	if err := s.queryRowPrepared(ctx, tx, `SELECT (SELECT COALESCE(MAX(seq), 0) + 1 FROM versions),
+		(SELECT count FROM audit_head WHERE id = 1), (SELECT last_mac FROM audit_head WHERE id = 1)`).
+		Scan(&st.nextSeq, &st.audit.count, &st.audit.last); err != nil {
+		return batchState{}, fmt.Errorf("store: publish: %w", err)
+	}
+	return st, nil
+}
+
+// readBatchPostgres is readBatch's one statement: the rows of its three
+// reads, tagged. The prune is a data-modifying CTE, which the statement's
+// own reads do not see (they share its snapshot), so the keys read skips
+// the pruned ones itself; the batch's later statements see them gone.
+// The statement runs after pg_advisory_xact_lock returned, so its snapshot
+// holds every write committed under the lock before.
+func (s *Store) readBatchPostgres(ctx context.Context, tx *sql.Tx, keys []string, facts [][2]string, cutoff int64, st *batchState) error {
+	ps, ds := make([]string, len(facts)), make([]string, len(facts))
+	for i, f := range facts {
+		ps[i], ds[i] = f[0], f[1]
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	rows, err := s.queryTxPrepared(ctx, tx, `WITH pruned AS (DELETE FROM idempotency WHERE at_ms <= $1 AND cardinality($4::text[]) > 0)
+		SELECT 'head', f.patient, f.domain, f.audience, f.latest, v.hash, 0::bigint, 0::bigint
+			FROM unnest($2::text[], $3::text[]) AS q(patient, domain)
+			JOIN facts f ON f.patient = q.patient AND f.domain = q.domain `+s.d.latestJoin()+`
+		UNION ALL SELECT 'key', key, '', '', 0, '', seq, 0 FROM idempotency WHERE key = ANY($4::text[]) AND at_ms > $1
+		UNION ALL SELECT 'tail', '', '', '', 0, last_mac, count, (SELECT COALESCE(MAX(seq), 0) + 1 FROM versions)
+			FROM audit_head WHERE id = 1`, cutoff, ps, ds, keys)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	tail := false
+	for rows.Next() {
+		var (
+			kind, a, b, aud, hash string
+			latest                int
+			n1, n2                int64
+		)
+		if err := rows.Scan(&kind, &a, &b, &aud, &latest, &hash, &n1, &n2); err != nil {
+			return err
+		}
+		switch kind {
+		case "head":
+			st.heads[[2]string{a, b}] = headRow{audience: models.Audience(aud), latest: latest, hash: hash}
+		case "key":
+			st.seen[a] = n1
+		case "tail":
+			st.audit, st.nextSeq, tail = auditTail{count: n1, last: hash}, n2, true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !tail {
+		return errors.New("the audit head is missing")
+	}
+	return nil
+}
+
+// headsOf reads into heads the head (audience, latest, its hash) of each
+// of facts that exists (SQLite).
+func (s *Store) headsOf(ctx context.Context, tx *sql.Tx, facts [][2]string, heads map[[2]string]headRow) error {
+	return s.chunked(len(facts), func(lo, hi int) error {
+		var (
+			cond strings.Builder
+			args []any
+		)
+		for i, f := range facts[lo:hi] {
+			if i > 0 {
+				cond.WriteString(" OR ")
+			}
+			cond.WriteString("(f.patient = ? AND f.domain = ?)")
+			args = append(args, f[0], f[1])
+		}
+		rows, err := s.queryTxPrepared(ctx, tx, `SELECT f.patient, f.domain, f.audience, f.latest, v.hash FROM facts f `+
+			s.d.latestJoin()+` WHERE `+cond.String(), args...)
 		if err != nil {
 			return err
 		}
@@ -378,25 +435,18 @@ func (s *Store) headsOf(ctx context.Context, tx *sql.Tx, facts [][2]string) (map
 		}
 		return rows.Err()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: publish: %w", err)
-	}
-	return heads, nil
 }
 
-// keysSeen returns which of keys were used within the replay window (the
-// expired ones are pruned already), with the seq of their first result.
-func (s *Store) keysSeen(ctx context.Context, tx *sql.Tx, keys []string) (map[string]int64, error) {
-	seen := map[string]int64{}
-	err := s.chunked(len(keys), func(lo, hi int) error {
-		query, args := `SELECT key, seq FROM idempotency WHERE key = ANY($1::text[])`, []any{keys[lo:hi]}
-		if !s.arrays() {
-			query, args = `SELECT key, seq FROM idempotency WHERE key IN (`+placeholders(hi-lo)+`)`, nil
-			for _, k := range keys[lo:hi] {
-				args = append(args, k)
-			}
+// keysSeen reads into seen which of keys were used within the replay
+// window (the expired ones are pruned already), with the seq of their
+// first result (SQLite).
+func (s *Store) keysSeen(ctx context.Context, tx *sql.Tx, keys []string, seen map[string]int64) error {
+	return s.chunked(len(keys), func(lo, hi int) error {
+		var args []any
+		for _, k := range keys[lo:hi] {
+			args = append(args, k)
 		}
-		rows, err := s.queryTxPrepared(ctx, tx, query, args...)
+		rows, err := s.queryTxPrepared(ctx, tx, `SELECT key, seq FROM idempotency WHERE key IN (`+placeholders(hi-lo)+`)`, args...)
 		if err != nil {
 			return err
 		}
@@ -413,10 +463,6 @@ func (s *Store) keysSeen(ctx context.Context, tx *sql.Tx, keys []string) (map[st
 		}
 		return rows.Err()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("store: publish: %w", err)
-	}
-	return seen, nil
 }
 
 // replayedSeq is the first result of a replayed idempotency key: the
@@ -431,14 +477,65 @@ func (s *Store) replayedSeq(ctx context.Context, tx *sql.Tx, seq int64) (Publish
 	return PublishResult{Version: r.v, Created: r.v.N == 1, Replayed: true, Seq: seq}, nil
 }
 
-// signHeads signs the chain head of each new version (P-26), spreading
-// the signatures of a large batch over the cores: they are most of the
-// CPU a batch spends holding the write lock.
-func (s *Store) signHeads(rows []versionRow) {
+// headSig is a chain head's signature (P-26) made ahead of the batch's
+// decisions: the hash it covers, the signature and its key's id.
+type headSig struct{ hash, sig, key string }
+
+// signAhead signs, on other goroutines while the batch reads, the chain
+// head each job planned outside the lock will commit if the reads confirm
+// its plan: its next version written at now (nextVersion), which depends on
+// nothing the reads return. Signing was most of the CPU a batch spent
+// holding the write lock; ahead, it overlaps the round trip of the reads.
+// The returned wait gives the signatures by job index (zero where none was
+// made); a job the reads refuse or replay leaves its signature unused, and
+// signHeads signs whatever was not signed ahead.
+func (s *Store) signAhead(jobs []*publishJob, now time.Time) (wait func() []headSig) {
+	sigs := make([]headSig, len(jobs))
+	var todo []int
+	for i, j := range jobs {
+		if !j.underLock && !j.pl.unchanged {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return func() []headSig { return sigs }
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(todo)/4))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := w; k < len(todo); k += workers {
+				j := jobs[todo[k]]
+				v := s.nextVersion(j.in, now, j.pl)
+				sig, key := s.sign(chainHeadPreimage(v.URI(), v.Hash))
+				sigs[todo[k]] = headSig{hash: v.Hash, sig: sig, key: key}
+			}
+		}()
+	}
+	return func() []headSig {
+		wg.Wait()
+		return sigs
+	}
+}
+
+// signHeads sets the chain head signature of each new version (P-26):
+// the one signAhead made for its job when it covers the version's hash,
+// else a new one, spreading the signatures of many over the cores.
+func (s *Store) signHeads(rows []versionRow, ahead []headSig) {
+	var todo []int
+	for i := range rows {
+		if a := ahead[rows[i].job]; a.sig != "" && a.hash == rows[i].v.Hash {
+			rows[i].headSig, rows[i].headKey = a.sig, a.key
+		} else {
+			todo = append(todo, i)
+		}
+	}
 	sign := func(r *versionRow) { r.headSig, r.headKey = s.sign(chainHeadPreimage(r.v.URI(), r.v.Hash)) }
-	workers := min(runtime.GOMAXPROCS(0), len(rows)/4)
+	workers := min(runtime.GOMAXPROCS(0), len(todo)/4)
 	if workers < 2 {
-		for i := range rows {
+		for _, i := range todo {
 			sign(&rows[i])
 		}
 		return
@@ -448,8 +545,8 @@ func (s *Store) signHeads(rows []versionRow) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(rows); i += workers {
-				sign(&rows[i])
+			for k := w; k < len(todo); k += workers {
+				sign(&rows[todo[k]])
 			}
 		}()
 	}
@@ -457,6 +554,7 @@ func (s *Store) signHeads(rows []versionRow) {
 }
 
 type versionRow struct {
+	job              int // the index of its job in the batch
 	seq              int64
 	v                models.Version
 	stored           []byte
@@ -478,95 +576,201 @@ type auditTail struct {
 
 // batchWrites is everything a batch writes, table by table.
 type batchWrites struct {
-	versions []versionRow
-	newFacts []models.Version // version 1: a new facts row
-	moved    []models.Version // facts whose latest moves to v.N
-	keys     []keyRow
-	audits   []AuditEntry
+	versions  []versionRow
+	facts     []factRow         // the facts whose head moves, in the order they first do
+	factAt    map[[2]string]int // (patient, domain) → its index in facts
+	keys      []keyRow
+	audits    []AuditEntry
+	auditHead *auditTail // the audit head after audits; nil when there are none
 }
 
-// writeBatch writes w: on Postgres one statement per table, the rows
-// passed as arrays (unnest); on SQLite multi-row VALUES statements.
-func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, w batchWrites) error {
-	exec := func(what, arrays, values string, n, cols int, row func(i int) []any) error {
-		err := s.chunked(n, func(lo, hi int) error {
-			if s.arrays() {
-				cs := make([][]any, cols)
-				for i := lo; i < hi; i++ {
-					for c, v := range row(i) {
-						cs[c] = append(cs[c], v)
-					}
-				}
-				args := make([]any, cols)
-				for c := range cs {
-					args[c] = typedArray(cs[c])
-				}
-				_, err := s.execPrepared(ctx, tx, arrays, args...)
-				return err
-			}
-			args := make([]any, 0, cols*(hi-lo))
-			for i := lo; i < hi; i++ {
-				args = append(args, row(i)...)
-			}
-			_, err := s.execPrepared(ctx, tx, strings.Replace(values, "VALUES", "VALUES "+rowsOf(hi-lo, cols), 1), args...)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("store: publish: %s: %w", what, err)
-		}
-		return nil
+// factRow is a fact's head after its batch: a new facts row when the fact
+// was created in the batch, else its latest moved.
+type factRow struct {
+	patient, domain string
+	audience        models.Audience
+	latest          int
+	created         bool
+}
+
+// moveFact records that v is its fact's head. A fact moved twice in one
+// batch keeps one row, with the later version, so no statement writes a
+// fact twice (Postgres runs a statement's CTEs on one snapshot: an update
+// would not see the same statement's insert).
+func (w *batchWrites) moveFact(v models.Version) {
+	k := [2]string{v.Patient, v.Domain}
+	if i, ok := w.factAt[k]; ok {
+		w.facts[i].latest = v.N
+		return
 	}
-	if err := exec("versions", `INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
-		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::bytea[], $7::integer[], $8::text[], $9::text[],
-		$10::bigint[], $11::bigint[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::text[],
-		$17::text[], $18::bigint[], $19::bigint[], $20::bigint[], $21::text[], $22::bytea[])`,
-		`INSERT INTO versions
-		(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority, prev_hash, hash, head_sig, head_key,
-		 audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)
-		VALUES`, len(w.versions), 22, func(i int) []any {
+	if w.factAt == nil {
+		w.factAt = map[[2]string]int{}
+	}
+	w.factAt[k] = len(w.facts)
+	w.facts = append(w.facts, factRow{patient: v.Patient, domain: v.Domain, audience: v.Audience, latest: v.N, created: v.N == 1})
+}
+
+// batchTable is one table's rows of a batch: given to Postgres as one
+// array per column (unnest), to SQLite as multi-row VALUES.
+type batchTable struct {
+	name    string // names the rows in errors and the Postgres CTE
+	arrays  string // the Postgres statement, one ?::type[] array per column
+	values  string // the SQLite statement; the rows follow its "VALUES"
+	n, cols int
+	row     func(i int) []any
+}
+
+// tables is w as one batchTable per statement, in the order SQLite runs them.
+func (w batchWrites) tables() []batchTable {
+	var created, moved []factRow
+	for _, f := range w.facts {
+		if f.created {
+			created = append(created, f)
+		} else {
+			moved = append(moved, f)
+		}
+	}
+	const versionColumns = `(seq, patient, domain, n, audience, value, sealed, author_id, author_label, written_at, stale_after, priority,
+		prev_hash, hash, head_sig, head_key, audio_type, audio_size, audio_ms, audio_alexa, audio_sha256, audio)`
+	const auditColumns = `(seq, at, actor, uri, outcome, reason, via, author, count, last_at, mac)`
+	return []batchTable{{
+		name: "new_versions",
+		arrays: `INSERT INTO versions ` + versionColumns + `
+			SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::integer[], ?::text[], ?::bytea[], ?::integer[], ?::text[], ?::text[],
+			?::bigint[], ?::bigint[], ?::float8[], ?::text[], ?::text[], ?::text[], ?::text[],
+			?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bytea[])`,
+		values: `INSERT INTO versions ` + versionColumns + ` VALUES`,
+		n:      len(w.versions), cols: 22,
+		row: func(i int) []any {
 			r := w.versions[i]
 			v, a := r.v, r.audio
 			return []any{r.seq, v.Patient, v.Domain, v.N, string(v.Audience), r.stored, sqlBool(r.sealed), v.AuthorID, v.AuthorLabel,
 				v.WrittenAt.UnixMilli(), msOrZero(v.StaleAfter), v.Priority, v.PrevHash, v.Hash, r.headSig, r.headKey,
 				a.mimeType, a.size, a.ms, int64(sqlBool(a.alexa)), a.sha256, a.stored}
-		}); err != nil {
-		return err
-	}
-	if err := exec("facts", `INSERT INTO facts (patient, domain, audience, latest)
-		SELECT p, d, a, 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS t(p, d, a)`,
-		`INSERT INTO facts (patient, domain, audience, latest) SELECT column1, column2, column3, 1 FROM (VALUES)`,
-		len(w.newFacts), 3, func(i int) []any {
-			v := w.newFacts[i]
-			return []any{v.Patient, v.Domain, string(v.Audience)}
-		}); err != nil {
-		return err
-	}
-	if err := exec("facts", `UPDATE facts SET latest = m.n FROM unnest($1::text[], $2::text[], $3::integer[]) AS m(patient, domain, n)
-		WHERE facts.patient = m.patient AND facts.domain = m.domain`,
-		`UPDATE facts SET latest = m.column3 FROM (VALUES) AS m WHERE facts.patient = m.column1 AND facts.domain = m.column2`,
-		len(w.moved), 3, func(i int) []any {
-			v := w.moved[i]
-			return []any{v.Patient, v.Domain, v.N}
-		}); err != nil {
-		return err
-	}
-	if err := exec("idempotency key", `INSERT INTO idempotency (key, at_ms, seq) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`,
-		`INSERT INTO idempotency (key, at_ms, seq) VALUES`, len(w.keys), 3, func(i int) []any {
+		},
+	}, {
+		name:   "new_facts",
+		arrays: `INSERT INTO facts (patient, domain, audience, latest) SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::integer[])`,
+		values: `INSERT INTO facts (patient, domain, audience, latest) VALUES`,
+		n:      len(created), cols: 4,
+		row: func(i int) []any {
+			f := created[i]
+			return []any{f.patient, f.domain, string(f.audience), f.latest}
+		},
+	}, {
+		name: "moved_facts",
+		arrays: `UPDATE facts SET latest = m.n FROM unnest(?::text[], ?::text[], ?::integer[]) AS m(patient, domain, n)
+			WHERE facts.patient = m.patient AND facts.domain = m.domain`,
+		values: `UPDATE facts SET latest = m.column3 FROM (VALUES) AS m WHERE facts.patient = m.column1 AND facts.domain = m.column2`,
+		n:      len(moved), cols: 3,
+		row: func(i int) []any {
+			f := moved[i]
+			return []any{f.patient, f.domain, f.latest}
+		},
+	}, {
+		name:   "new_keys",
+		arrays: `INSERT INTO idempotency (key, at_ms, seq) SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[])`,
+		values: `INSERT INTO idempotency (key, at_ms, seq) VALUES`,
+		n:      len(w.keys), cols: 3,
+		row: func(i int) []any {
 			k := w.keys[i]
 			return []any{k.key, k.at, k.seq}
-		}); err != nil {
-		return err
-	}
-	return exec("audit", `INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, count, last_at, mac)
-		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-		$9::bigint[], $10::bigint[], $11::text[])`,
-		`INSERT INTO audit (seq, at, actor, uri, outcome, reason, via, author, count, last_at, mac) VALUES`,
-		len(w.audits), 11, func(i int) []any {
+		},
+	}, {
+		name: "new_audit",
+		arrays: `INSERT INTO audit ` + auditColumns + `
+			SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[])`,
+		values: `INSERT INTO audit ` + auditColumns + ` VALUES`,
+		n:      len(w.audits), cols: 11,
+		row: func(i int) []any {
 			e := w.audits[i]
 			return []any{e.Seq, e.At.UnixMilli(), e.Actor, e.URI, e.Outcome, string(e.Reason), e.Via, e.Author, e.Count, msOrZero(e.LastAt), e.MAC}
+		},
+	}}
+}
+
+// writeBatch writes w and signs the audit head (when w.auditHead is set):
+// on Postgres in one statement (writeBatchPostgres), on SQLite a
+// multi-row statement per table.
+func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, w batchWrites) error {
+	if s.arrays() {
+		if err := s.writeBatchPostgres(ctx, tx, w); err != nil {
+			return fmt.Errorf("store: publish: write: %w", err)
+		}
+		return nil
+	}
+	for _, t := range w.tables() {
+		err := s.chunked(t.n, func(lo, hi int) error {
+			args := make([]any, 0, t.cols*(hi-lo))
+			for i := lo; i < hi; i++ {
+				args = append(args, t.row(i)...)
+			}
+			_, err := s.execPrepared(ctx, tx, strings.Replace(t.values, "VALUES", "VALUES "+rowsOf(hi-lo, t.cols), 1), args...)
+			return err
 		})
+		if err != nil {
+			return fmt.Errorf("store: publish: %s: %w", t.name, err)
+		}
+	}
+	if h := w.auditHead; h != nil {
+		return s.signAuditHead(ctx, tx, h.count, h.last)
+	}
+	return nil
+}
+
+// writeBatchPostgres writes w in one statement: each table's rows a
+// data-modifying CTE taking one array per column, then the audit head's
+// update and signature, and NOTIFY (delivered on commit) naming the batch's
+// last version — the highest seq, as the write lock is held. No two CTEs
+// touch one row (moveFact), which Postgres leaves unordered.
+func (s *Store) writeBatchPostgres(ctx context.Context, tx *sql.Tx, w batchWrites) error {
+	var (
+		q    strings.Builder
+		args []any
+	)
+	cte := func(name, stmt string) {
+		if q.Len() == 0 {
+			q.WriteString("WITH ")
+		} else {
+			q.WriteString(",\n")
+		}
+		q.WriteString(name + " AS (" + stmt + ")")
+	}
+	for _, t := range w.tables() {
+		if t.n == 0 {
+			continue
+		}
+		cs := make([][]any, t.cols)
+		for i := range t.n {
+			for c, v := range t.row(i) {
+				cs[c] = append(cs[c], v)
+			}
+		}
+		for _, c := range cs {
+			args = append(args, typedArray(c))
+		}
+		cte(t.name, t.arrays)
+	}
+	if h := w.auditHead; h != nil {
+		sig, kid := s.sign(auditHeadPreimage(h.count, h.last))
+		cte("audit_head_moved", `UPDATE audit_head SET count = ?, last_mac = ?, sig = ?, key_id = ? WHERE id = 1`)
+		args = append(args, h.count, h.last, sig, kid)
+	}
+	if q.Len() == 0 {
+		return nil
+	}
+	if n := len(w.versions); n > 0 {
+		payload, err := changeNotice(w.versions[n-1])
+		if err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+		q.WriteString("\nSELECT pg_notify(?, ?)")
+		args = append(args, s.d.(postgresDialect).channel, payload)
+	} else {
+		q.WriteString("\nSELECT 1")
+	}
+	_, err := s.execPrepared(ctx, tx, s.rebound(q.String()), args...)
+	return err
 }
 
 // arrays reports whether the backend takes a batch's rows as arrays

@@ -140,3 +140,54 @@ func TestPublish_ConcurrentWritesCommitTogetherEachDecidedAsAlone(t *testing.T) 
 		t.Fatalf("audit log: %+v, %v", v, err)
 	}
 }
+
+// TestPublish_AHeadKeptByThisStoreButMovedByAnotherIsPlannedAgain: a
+// Publish plans against the head its store last committed (planCached)
+// without reading it; when another store on the same database moved the
+// fact meanwhile, the write is still chained to the real head, and a write
+// that repeats the real head is still Unchanged.
+func TestPublish_AHeadKeptByThisStoreButMovedByAnotherIsPlannedAgain(t *testing.T) {
+	ctx := context.Background()
+	s1, dsn := openTest(t, nil)
+	s2, err := Open(ctx, Options{DSN: dsn, AuditKey: []byte("test-audit-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	mustPublish(t, s1, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing."))
+	v2 := mustPublish(t, s1, writer, in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated."))
+	if h, ok := s1.heads.Get([2]string{"ray", "weight_bearing"}); !ok || h.v.N != 2 || h.v.Hash != v2.Version.Hash {
+		t.Fatalf("s1 keeps %+v, %v; want v2 %s", h.v, ok, v2.Version.Hash)
+	}
+
+	v3 := mustPublish(t, s2, writer, in("weight_bearing", models.AudienceUser, "No weight on the leg."))
+	v4 := mustPublish(t, s1, writer, in("weight_bearing", models.AudienceUser, "Touch-down weight-bearing."))
+	if v4.Version.N != 4 || v4.Version.PrevHash != v3.Version.Hash || v4.Unchanged {
+		t.Fatalf("s1's write after s2's v3 = v%d chained to %s; want v4 chained to %s", v4.Version.N, v4.Version.PrevHash, v3.Version.Hash)
+	}
+
+	// s1 keeps v4; s2 writes v5; s1 repeats v5 exactly: s1's kept head
+	// says it changes the fact, the head read under the lock says not.
+	v5 := mustPublish(t, s2, writer, in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated."))
+	again := mustPublish(t, s1, writer, in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated."))
+	if !again.Unchanged || again.Version.N != 5 || again.Seq != v5.Seq {
+		t.Fatalf("s1 repeating s2's v5 = %+v (unchanged %v, seq %d); want v5 unchanged, seq %d", again.Version, again.Unchanged, again.Seq, v5.Seq)
+	}
+	if _, ok := s1.heads.Get([2]string{"ray", "weight_bearing"}); ok {
+		t.Fatal("s1 still keeps the head s2 moved")
+	}
+	// Positive twin: unmoved, the head s1 keeps (v6) is the one its next write (v7) chains to.
+	v6 := mustPublish(t, s1, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing."))
+	if v6.Version.N != 6 || v6.Version.PrevHash != v5.Version.Hash {
+		t.Fatalf("next write = v%d chained to %s; want v6 chained to %s", v6.Version.N, v6.Version.PrevHash, v5.Version.Hash)
+	}
+	if h, ok := s1.heads.Get([2]string{"ray", "weight_bearing"}); !ok || h.v.Hash != v6.Version.Hash {
+		t.Fatalf("s1 keeps %+v, %v; want v6", h.v, ok)
+	}
+	if v7 := mustPublish(t, s1, writer, in("weight_bearing", models.AudienceUser, "Touch-down weight-bearing.")); v7.Version.N != 7 || v7.Version.PrevHash != v6.Version.Hash {
+		t.Fatalf("next write = v%d chained to %s; want v7 chained to %s", v7.Version.N, v7.Version.PrevHash, v6.Version.Hash)
+	}
+	if err := s1.CheckStartup(ctx); err != nil {
+		t.Fatalf("the chain after writes from two stores: %v", err)
+	}
+}

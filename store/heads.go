@@ -175,8 +175,7 @@ func (s *Store) legacyUnsigned(ctx context.Context, q queryRower) (bool, error) 
 func (s *Store) currentHeads(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }) ([]row, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+versionCols+` FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest ORDER BY v.seq`)
+	rows, err := q.QueryContext(ctx, `SELECT `+versionCols+` FROM facts f `+s.d.latestJoin()+` ORDER BY v.seq`)
 	if err != nil {
 		return nil, err
 	}

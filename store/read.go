@@ -234,8 +234,7 @@ func listKey(cond string, args []any) string {
 func (s *Store) list(ctx context.Context, p models.Principal, cond string, args []any) ([]models.Fact, error) {
 	// Prepared once per filter shape (how many patients p is bound to):
 	// every resources/list page runs it.
-	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest WHERE `+cond), args...)
+	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT `+versionCols+` FROM facts f `+s.d.latestJoin()+` WHERE `+cond), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list: %w", err)
 	}

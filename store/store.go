@@ -76,6 +76,11 @@ type Store struct {
 	// write lock, so in-process writers queue on a mutex instead of
 	// spinning on SQLITE_BUSY.
 	writeMu sync.Mutex
+	// planReads holds a slot for each Publish reading its fact's head
+	// outside the write lock (planVersion), so those reads hold at most
+	// planReadSlots of the pool's connections and a batch's leader never
+	// waits behind them for one to begin its transaction.
+	planReads chan struct{}
 	// factMu stripes serialize this process's Publishes per fact (see
 	// Publish), taken before writeMu and never while holding it.
 	factMu [factLocks]sync.Mutex
@@ -92,8 +97,10 @@ type Store struct {
 
 	readLatest *sql.Stmt
 	readN      *sql.Stmt
-	stmts      sync.Map                       // query → *sql.Stmt, the write path's prepared statements (stmt.go)
-	lists      *lru.Cache[string, listAnswer] // List's answers until the next commit (read.go)
+	stmts      sync.Map                          // query → *sql.Stmt, the write path's prepared statements (stmt.go)
+	rebinds    sync.Map                          // "?" query → the dialect's (rebound, stmt.go)
+	lists      *lru.Cache[string, listAnswer]    // List's answers until the next commit (read.go)
+	heads      *lru.Cache[[2]string, cachedHead] // (patient, domain) → the head this process committed last (planCached)
 
 	heard  HeardLedger // the speech principal's heard ledger (heardledger.go)
 	budget AlertBudget // the audible budget's slots (budget.go)
@@ -135,8 +142,11 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		log:    opts.Logger,
 		wake:   make(chan struct{}),
 		closed: make(chan struct{}),
+
+		planReads: make(chan struct{}, planReadSlots),
 	}
 	s.lists, _ = lru.New[string, listAnswer](listAnswers) // errors only for a size < 1
+	s.heads, _ = lru.New[[2]string, cachedHead](headCacheSize)
 	s.heard.s, s.budget.s = s, s
 	s.health.faultEvery, s.health.healthyEvery = writeProbeInterval, writeHealthInterval
 	if s.clock == nil {
@@ -161,8 +171,7 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 		s.verifyKey = s.signKey.Public().(ed25519.PublicKey)
 	}
 	var err error
-	if s.readLatest, err = db.PrepareContext(ctx, d.rebind(`SELECT `+versionCols+` FROM facts f JOIN versions v
-		ON v.patient = f.patient AND v.domain = f.domain AND v.n = f.latest
+	if s.readLatest, err = db.PrepareContext(ctx, d.rebind(`SELECT `+versionCols+` FROM facts f `+d.latestJoin()+`
 		WHERE f.patient = ? AND f.domain = ?`)); err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
