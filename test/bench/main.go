@@ -227,15 +227,12 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// startUnsay starts the product as the peers' harnesses expect it: the
-// demo seed (patient ray), Alexa verification on with the skill id the
+// startUnsayWith starts the product as the peers' harnesses expect it:
+// the demo seed (patient ray), Alexa verification on with the skill id the
 // peer's bodies carry, the peer's test chain served for its certificate URL
 // and its root trusted (the test-only hooks --alexa-cert, --alexa-roots),
-// ray for unlinked devices, and an admin listener.
-func startUnsay(ctx context.Context, o options, certs certSet) (*harness.Server, func(), error) {
-	return startUnsayWith(ctx, o, certs)
-}
-
+// ray for unlinked devices, and an admin listener; extra are further
+// `serve` flags (e.g. --admin-pprof).
 func startUnsayWith(ctx context.Context, o options, certs certSet, extra ...string) (*harness.Server, func(), error) {
 	dir, err := os.MkdirTemp("", "unsay-bench-")
 	if err != nil {
