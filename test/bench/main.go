@@ -62,7 +62,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 200, "mcp-live measured writes")
 	flag.IntVar(&o.c, "c", 32, "wrk connections")
 	flag.DurationVar(&o.d, "d", 6*time.Second, "wrk measured duration (every request a distinct signed body: at most -wrk-bodies of them)")
-	flag.IntVar(&o.wrkBodies, "wrk-bodies", 15000, "distinct signed LaunchRequests wrk sends in its measured run (Unsay refuses a replayed request id)")
+	flag.IntVar(&o.wrkBodies, "wrk-bodies", 30000, "distinct signed LaunchRequests wrk sends in its measured run (Unsay refuses a replayed request id)")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "open-loop warm-up, discarded")
 	flag.IntVar(&o.rate, "rate", 500, "open-loop requests per second")
 	flag.DurationVar(&o.openD, "open-d", 15*time.Second, "open-loop measured duration")
