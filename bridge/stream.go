@@ -172,10 +172,10 @@ func (sw *StreamWriter) Header() http.Header { return sw.w.Header() }
 
 // WriteHeader queues the status line. An event stream gets
 // "X-Accel-Buffering: no" and, unless KeepAlive is negative, its keep-alive
-// timer.
+// timer. After Finish it does nothing: the ResponseWriter is no longer ours.
 func (sw *StreamWriter) WriteHeader(code int) {
 	sw.mu.Lock()
-	if sw.wroteHeader {
+	if sw.wroteHeader || sw.closing || sw.finished {
 		sw.mu.Unlock()
 		return
 	}
@@ -306,10 +306,10 @@ func (sw *StreamWriter) Finish(deadline time.Time) {
 	sw.mu.Unlock()
 }
 
-// startLocked starts the writer goroutine unless one runs or the stream
-// has failed. Requires sw.mu.
+// startLocked starts the writer goroutine unless one runs, the stream has
+// failed or Finish returned. Requires sw.mu.
 func (sw *StreamWriter) startLocked() {
-	if sw.running || sw.err != nil {
+	if sw.running || sw.err != nil || sw.finished {
 		return
 	}
 	sw.running = true

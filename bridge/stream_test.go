@@ -452,3 +452,43 @@ func TestStreamWriter_AnIdleStreamHoldsNoWriterGoroutineAndDeliversTheNext(t *te
 		waitUntil(t, func() bool { return !sw.writing() })
 	})
 }
+
+// headerCounter is a ResponseWriter that counts what reaches it.
+type headerCounter struct {
+	*httptest.ResponseRecorder
+	mu      sync.Mutex
+	headers int
+}
+
+func (h *headerCounter) WriteHeader(code int) {
+	h.mu.Lock()
+	h.headers++
+	h.mu.Unlock()
+	h.ResponseRecorder.WriteHeader(code)
+}
+
+func (h *headerCounter) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.headers
+}
+
+func TestStreamWriter_AWriteAfterFinishNeverReachesTheResponseWriter(t *testing.T) {
+	for _, finishFirst := range []bool{true, false} { // false: the twin, a write before Finish does reach it
+		w := &headerCounter{ResponseRecorder: httptest.NewRecorder()}
+		sw := NewStreamWriter(w, httptest.NewRequest(http.MethodGet, "/", nil), StreamOptions{})
+		if finishFirst {
+			sw.Finish(time.Now().Add(time.Second))
+		}
+		_, err := sw.Write([]byte("x"))
+		if !finishFirst {
+			sw.Finish(time.Now().Add(time.Second))
+		}
+		switch {
+		case finishFirst && (err == nil || w.count() != 0 || sw.writing()):
+			t.Errorf("after Finish: err %v, %d headers reached the ResponseWriter, writer running %v", err, w.count(), sw.writing())
+		case !finishFirst && (err != nil || w.count() != 1 || w.Body.String() != "x"):
+			t.Errorf("before Finish: err %v, %d headers, body %q", err, w.count(), w.Body.String())
+		}
+	}
+}
