@@ -21,7 +21,7 @@ import (
 // logDelivery appends the first event of kind for version of uri, stamped
 // how.At (the store's clock when zero), with how's device and via.
 func (l *HeardLedger) logDelivery(ctx context.Context, tx *sql.Tx, patient, uri string, version int, how models.Hearing, kind models.DeliveryKind) error {
-	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms, device, via) VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms, device, via) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (patient, uri, version, event) DO NOTHING`), patient, uri, version, string(kind), l.stamp(how.At).UnixMilli(), string(how.Device), string(how.Via))
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: delivery log: %w", err)
@@ -35,7 +35,7 @@ ON CONFLICT (patient, uri, version, event) DO NOTHING`), patient, uri, version, 
 func (l *HeardLedger) Notified(ctx context.Context, patient string, at time.Time) error {
 	atMS := l.stamp(at).UnixMilli()
 	return l.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms, via)
+		_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms, via)
 SELECT patient, uri, to_version, 'notified', ?, 'notification' FROM speech_announcements WHERE patient = ? AND state = 'pending'
 ON CONFLICT (patient, uri, version, event) DO NOTHING`), atMS, patient)
 		if err != nil {
@@ -115,7 +115,7 @@ func (l *HeardLedger) DeliveryChanges(ctx context.Context, after int64, limit in
 // DeliveryCursor returns the id of the latest delivery-log row, 0 when none.
 func (l *HeardLedger) DeliveryCursor(ctx context.Context) (int64, error) {
 	var id sql.NullInt64
-	if err := l.s.db.QueryRowContext(ctx, "SELECT MAX(id) FROM speech_delivery").Scan(&id); err != nil {
+	if err := l.s.queryRowPrepared(ctx, l.s.db, "SELECT MAX(id) FROM speech_delivery").Scan(&id); err != nil {
 		return 0, fmt.Errorf("store: heard ledger: delivery cursor: %w", err)
 	}
 	return id.Int64, nil

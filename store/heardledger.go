@@ -60,7 +60,20 @@ func (l *HeardLedger) OnWrite(fn func()) {
 }
 
 // q is query in the dialect's placeholder style.
-func (l *HeardLedger) q(query string) string { return l.s.d.rebind(query) }
+func (l *HeardLedger) q(query string) string { return l.s.rebound(query) }
+
+// exec runs a write statement in tx, the ledger's locked transaction. On
+// SQLite through its cached prepared statement (parsing was a tenth of a
+// turn's CPU); on Postgres as is: preparing opens the target table on
+// another pooled connection, which waits for the very lock tx holds
+// (lockLedger: SHARE ROW EXCLUSIVE conflicts with the parse's ROW
+// EXCLUSIVE), and tx would wait for the prepare.
+func (l *HeardLedger) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if _, ok := l.s.d.(postgresDialect); ok {
+		return tx.ExecContext(ctx, query, args...)
+	}
+	return l.s.execPrepared(ctx, tx, query, args...)
+}
 
 // stamp is at, or the store's clock when at is zero.
 func (l *HeardLedger) stamp(at time.Time) time.Time {
@@ -76,11 +89,11 @@ func (l *HeardLedger) stamp(at time.Time) time.Time {
 // a table lock that conflicts with itself serializes ledger writers across
 // instances.
 func (l *HeardLedger) lockLedger(ctx context.Context, tx *sql.Tx) error {
-	stmt := "UPDATE speech_heard SET version = version WHERE 1 = 0"
 	if _, ok := l.s.d.(postgresDialect); ok {
-		stmt = "LOCK TABLE speech_heard, speech_announcements, speech_offered_version, speech_delivery IN SHARE ROW EXCLUSIVE MODE"
+		_, err := tx.ExecContext(ctx, "LOCK TABLE speech_heard, speech_announcements, speech_offered_version, speech_delivery IN SHARE ROW EXCLUSIVE MODE")
+		return err
 	}
-	_, err := tx.ExecContext(ctx, stmt)
+	_, err := l.exec(ctx, tx, "UPDATE speech_heard SET version = version WHERE 1 = 0")
 	return err
 }
 
@@ -151,7 +164,7 @@ func (l *HeardLedger) pendingIn(ctx context.Context, db queryRower, patient, uri
 }
 
 func (l *HeardLedger) setHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
-	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
@@ -163,7 +176,7 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 // ledger held a newer one: what a confirmed delivery carried is what he
 // heard (P-19), whatever was written meanwhile.
 func (l *HeardLedger) setHeardExactly(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
-	_, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
@@ -174,7 +187,7 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version`), patient, 
 // clearOffered forgets an unconfirmed offer of version or older: he heard
 // version, so it is no longer in doubt.
 func (l *HeardLedger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
-	if _, err := tx.ExecContext(ctx, l.q("DELETE FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?"), patient, uri, version); err != nil {
+	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?"), patient, uri, version); err != nil {
 		return fmt.Errorf("store: heard ledger: clear offered: %w", err)
 	}
 	return nil
@@ -253,7 +266,7 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 			return nil
 		case models.Settle:
 			if ok {
-				if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), p.ID); err != nil {
+				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), p.ID); err != nil {
 					return fmt.Errorf("store: heard ledger: drop: %w", err)
 				}
 			}
@@ -263,13 +276,13 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 			}
 			return l.logDelivery(ctx, tx, patient, uri, v.At.To, how, models.DeliveryUnchanged)
 		case models.Extend:
-			if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), v.At.From, v.At.To, p.ID); err != nil {
+			if _, err := l.exec(ctx, tx, l.q("UPDATE speech_announcements SET from_version = ?, to_version = ? WHERE id = ?"), v.At.From, v.At.To, p.ID); err != nil {
 				return fmt.Errorf("store: heard ledger: update pending: %w", err)
 			}
 			changed = true
 			return l.logDelivery(ctx, tx, patient, uri, v.At.To, how, models.DeliveryQueued)
 		case models.Queue:
-			if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, uri, v.At.From, v.At.To); err != nil {
+			if _, err := l.exec(ctx, tx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, uri, v.At.From, v.At.To); err != nil {
 				return fmt.Errorf("store: heard ledger: queue: %w", err)
 			}
 			changed = true
@@ -317,12 +330,12 @@ func (l *HeardLedger) Offered(ctx context.Context, patient string, offers []mode
 				}
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
+			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
 SELECT patient, uri, ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), o.Version, o.ID, patient, o.URI); err != nil {
 				return fmt.Errorf("store: heard ledger: offered: %w", err)
 			}
-			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms)
+			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms)
 SELECT patient, uri, ?, 'offered', ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
 ON CONFLICT (patient, uri, version, event) DO NOTHING`), o.Version, atMS, o.ID, patient, o.URI); err != nil {
 				return fmt.Errorf("store: heard ledger: offered: %w", err)
@@ -346,7 +359,7 @@ func (l *HeardLedger) offerTold(ctx context.Context, tx *sql.Tx, patient string,
 	if p, ok, err := l.pendingIn(ctx, tx, patient, o.URI); err != nil || ok && p.From > 0 {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, o.URI, o.Version); err != nil {
 		return fmt.Errorf("store: heard ledger: offered told: %w", err)
 	}
@@ -406,10 +419,10 @@ func (l *HeardLedger) MarkHeard(ctx context.Context, patient, uri string, versio
 // advancePending marks the pending announcement of uri heard when it
 // reaches no further than version, and otherwise starts it from version.
 func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
-	if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = '"+stateHeard+"' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
+	if _, err := l.exec(ctx, tx, l.q("UPDATE speech_announcements SET state = '"+stateHeard+"' WHERE patient = ? AND uri = ? AND state = 'pending' AND to_version <= ?"), patient, uri, version); err != nil {
 		return fmt.Errorf("store: heard ledger: mark heard: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET from_version = ? WHERE patient = ? AND uri = ? AND state = 'pending' AND from_version <> ?"), version, patient, uri, version); err != nil {
+	if _, err := l.exec(ctx, tx, l.q("UPDATE speech_announcements SET from_version = ? WHERE patient = ? AND uri = ? AND state = 'pending' AND from_version <> ?"), version, patient, uri, version); err != nil {
 		return fmt.Errorf("store: heard ledger: advance pending: %w", err)
 	}
 	return nil
@@ -496,14 +509,14 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 				continue
 			}
 			if m.HeardBefore == 0 {
-				_, err = tx.ExecContext(ctx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
+				_, err = l.exec(ctx, tx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
 			} else {
-				_, err = tx.ExecContext(ctx, l.q("UPDATE speech_heard SET version = ? WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+				_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ? WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
 			}
 			if err != nil {
 				return fmt.Errorf("store: heard ledger: not played: %w", err)
 			}
-			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
 				return fmt.Errorf("store: heard ledger: not played: %w", err)
 			}
@@ -512,7 +525,7 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 				return err
 			}
 			if !ok {
-				if _, err := tx.ExecContext(ctx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, m.Version); err != nil {
+				if _, err := l.exec(ctx, tx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, m.Version); err != nil {
 					return fmt.Errorf("store: heard ledger: not played: %w", err)
 				}
 				if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, how, models.DeliveryQueued); err != nil {
@@ -541,7 +554,7 @@ func (l *HeardLedger) Drop(ctx context.Context, id int64, at time.Time) error {
 		if err != nil {
 			return fmt.Errorf("store: heard ledger: drop: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), id); err != nil {
+		if _, err := l.exec(ctx, tx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), id); err != nil {
 			return fmt.Errorf("store: heard ledger: drop: %w", err)
 		}
 		if err := l.setHeard(ctx, tx, r.Patient, r.URI, r.To); err != nil {
@@ -628,7 +641,7 @@ func (l *HeardLedger) Status(ctx context.Context, patient, uri string) (heard, p
 // Backlog counts pending announcements for every patient.
 func (l *HeardLedger) Backlog(ctx context.Context) (int, error) {
 	var n int
-	if err := l.s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM speech_announcements WHERE state = 'pending'").Scan(&n); err != nil {
+	if err := l.s.queryRowPrepared(ctx, l.s.db, "SELECT COUNT(*) FROM speech_announcements WHERE state = 'pending'").Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: heard ledger: backlog: %w", err)
 	}
 	return n, nil
@@ -642,7 +655,7 @@ func (l *HeardLedger) Followed(ctx context.Context, patients []string) (map[stri
 	out := make(map[string]bool, len(patients))
 	for _, p := range patients {
 		var one int
-		err := l.s.db.QueryRowContext(ctx, l.q("SELECT 1 FROM speech_followed WHERE patient = ?"), p).Scan(&one)
+		err := l.s.queryRowPrepared(ctx, l.s.db, l.q("SELECT 1 FROM speech_followed WHERE patient = ?"), p).Scan(&one)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -662,12 +675,12 @@ func (l *HeardLedger) Followed(ctx context.Context, patients []string) (map[stri
 func (l *HeardLedger) Follow(ctx context.Context, patient string, facts map[string]int) error {
 	return l.write(ctx, func(tx *sql.Tx) error {
 		for uri, v := range facts {
-			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_baseline (patient, uri, version) VALUES (?, ?, ?)
+			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_baseline (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO NOTHING`), patient, uri, v); err != nil {
 				return fmt.Errorf("store: heard ledger: baseline: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO speech_followed (patient) VALUES (?) ON CONFLICT (patient) DO NOTHING`), patient); err != nil {
+		if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_followed (patient) VALUES (?) ON CONFLICT (patient) DO NOTHING`), patient); err != nil {
 			return fmt.Errorf("store: heard ledger: follow: %w", err)
 		}
 		return nil
@@ -676,7 +689,7 @@ ON CONFLICT (patient, uri) DO NOTHING`), patient, uri, v); err != nil {
 
 func (l *HeardLedger) baselineIn(ctx context.Context, db queryRower, patient, uri string) (int, error) {
 	var v int
-	err := db.QueryRowContext(ctx, l.q("SELECT version FROM speech_baseline WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
+	err := l.s.queryRowPrepared(ctx, db, l.q("SELECT version FROM speech_baseline WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
