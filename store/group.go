@@ -500,24 +500,32 @@ func (s *Store) signAhead(jobs []*publishJob, now time.Time) (wait func() []head
 	if len(todo) == 0 {
 		return func() []headSig { return sigs }
 	}
-	workers := max(1, min(runtime.GOMAXPROCS(0), len(todo)/4))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := w; k < len(todo); k += workers {
-				j := jobs[todo[k]]
-				v := s.nextVersion(j.in, now, j.pl)
-				sig, key := s.sign(chainHeadPreimage(v.URI(), v.Hash))
-				sigs[todo[k]] = headSig{hash: v.Hash, sig: sig, key: key}
-			}
-		}()
-	}
+	signed := spread(len(todo), func(k int) {
+		j := jobs[todo[k]]
+		v := s.nextVersion(j.in, now, j.pl)
+		sig, key := s.sign(chainHeadPreimage(v.URI(), v.Hash))
+		sigs[todo[k]] = headSig{hash: v.Hash, sig: sig, key: key}
+	})
 	return func() []headSig {
-		wg.Wait()
+		signed()
 		return sigs
 	}
+}
+
+// spread runs fn(k) for every k in [0, n) on other goroutines — one per
+// 4 items, at most GOMAXPROCS, each taking every workers-th k — and
+// returns a wait that returns once every call has.
+func spread(n int, fn func(k int)) (wait func()) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/4))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for k := w; k < n; k += workers {
+				fn(k)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // signHeads sets the chain head signature of each new version (P-26):
@@ -533,24 +541,13 @@ func (s *Store) signHeads(rows []versionRow, ahead []headSig) {
 		}
 	}
 	sign := func(r *versionRow) { r.headSig, r.headKey = s.sign(chainHeadPreimage(r.v.URI(), r.v.Hash)) }
-	workers := min(runtime.GOMAXPROCS(0), len(todo)/4)
-	if workers < 2 {
+	if min(runtime.GOMAXPROCS(0), len(todo)/4) < 2 { // too few to be worth goroutines
 		for _, i := range todo {
 			sign(&rows[i])
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := w; k < len(todo); k += workers {
-				sign(&rows[todo[k]])
-			}
-		}()
-	}
-	wg.Wait()
+	spread(len(todo), func(k int) { sign(&rows[todo[k]]) })()
 }
 
 type versionRow struct {
