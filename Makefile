@@ -15,7 +15,7 @@ PEERS_OUT ?= bin/bench-peers.json
 # fuzz: time per target; FUZZ_TARGETS lists package:FuzzName pairs
 FUZZTIME ?= 60s
 FUZZFLAGS ?=
-FUZZ_TARGETS ?= ./skill:FuzzEscapeSSML ./skill:FuzzVerifyRequestBody ./skill:FuzzNormalizeCertURL ./bridge:FuzzCursor ./bridge/httpapi:FuzzWriteBody ./models:FuzzParseURI ./store/envelope:FuzzOpen
+FUZZ_TARGETS ?= ./skill:FuzzEscapeSSML ./skill:FuzzVerifyRequestBody ./skill:FuzzParseEnvelope_DecodesAsEncodingJSONDoes ./skill:FuzzNormalizeCertURL ./bridge:FuzzCursor ./bridge/httpapi:FuzzWriteBody ./models:FuzzParseURI ./store/envelope:FuzzOpen
 
 .PHONY: all build run test test-e2e demo bench bench-peers fuzz skill-package clean
 

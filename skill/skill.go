@@ -15,7 +15,6 @@ package skill
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -214,8 +213,7 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.verifier != nil {
 		env, err = s.verifier.Verify(r.Context(), r.Header, body)
 	} else {
-		env = new(RequestEnvelope)
-		if err = json.Unmarshal(body, env); err != nil {
+		if env, err = ParseEnvelope(body); err != nil {
 			err = fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 	}

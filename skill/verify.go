@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -339,8 +338,8 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err != nil || len(sig) == 0 {
 		return nil, fmt.Errorf("%w: Signature-256 is not base64", ErrSignature)
 	}
-	env := new(RequestEnvelope)
-	if err := json.Unmarshal(body, env); err != nil {
+	env, err := ParseEnvelope(body)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if err := checkTimestamp(&env.Request, now); err != nil {
