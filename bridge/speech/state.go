@@ -191,10 +191,7 @@ func (st *state) factsOf(patient string) []models.Version {
 }
 
 // ledgerChanged wakes WaitPending callers.
-func (st *state) ledgerChanged(backlog int, ok bool) {
-	if ok {
-		st.backlog = backlog
-	}
+func (st *state) ledgerChanged() {
 	close(st.changed)
 	st.changed = make(chan struct{})
 }
