@@ -102,6 +102,30 @@ func otherControlReason(s string) string {
 // controls).
 func isBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
 
+// isBidiOverride reports whether r is a bidirectional embedding, override
+// or isolate control (U+202A–U+202E, U+2066–U+2069): each reorders the
+// text after it on a screen, so "10 mg" can show as "gm 01" on Ray's card
+// while the voice says it in order. The marks (U+061C, U+200E, U+200F)
+// only set the direction of the neutral characters next to them, which
+// mixed-script instructions need.
+func isBidiOverride(r rune) bool {
+	return r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069
+}
+
+// bidiOverrideReason names the first control of s that isBidiOverride
+// refuses and its position (in characters, from 1).
+func bidiOverrideReason(s string) string {
+	at := 0
+	for _, r := range s {
+		at++
+		if isBidiOverride(r) {
+			return fmt.Sprintf("must show as it is spoken: no bidirectional embedding, override or isolate (U+202A–U+202E, U+2066–U+2069), "+
+				"which reorders the text on the screen: found U+%04X at character %d", r, at)
+		}
+	}
+	return ""
+}
+
 // Validate is THE write validator (POST /write only checks the body's
 // shape, then calls it; Publish calls it again). It checks in and returns it
 // normalized: StaleAfter in UTC truncated to ms, AuthorLabel trimmed.
@@ -112,6 +136,8 @@ func isBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
 //   - audience: "user" or "assistant";
 //   - value: not blank; characters XML 1.0 allows (ReasonXMLForbidden)
 //     and no control character but tab, LF and CR (DEL and C1 included);
+//     and no bidirectional embedding, override or isolate (the card and the
+//     clinician's page must show the words in the order they are spoken);
 //     a speakable (user) value at most models.MaxSpeakableValueRunes
 //     characters (code points, whatever the script); any value, of either
 //     audience, at most models.MaxValueBytes bytes of UTF-8, which 6,000
@@ -155,6 +181,8 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("value", "must not be empty")
 	case strings.ContainsFunc(in.Value, isOtherControl):
 		return bad("value", otherControlReason(in.Value))
+	case strings.ContainsFunc(in.Value, isBidiOverride):
+		return bad("value", bidiOverrideReason(in.Value))
 	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
 		return bad("value", fmt.Sprintf("a speakable value must be at most %d characters (Unicode code points, in any script), "+
 			"what one Alexa response can carry with a retraction around it (this one has %d); "+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -246,6 +247,34 @@ func TestValidate_AuthorLabelRefusesBidiControlsAndKeepsEveryScript(t *testing.T
 		pi.AuthorLabel = label
 		if _, err := Validate(pi); err != nil {
 			t.Errorf("label %q: Validate = %v, want accepted", label, err)
+		}
+	}
+}
+
+// TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript: an
+// embedding, override or isolate control reorders a value on the card
+// ("10 mg" shown as "gm 01") while the voice says it in order; each is
+// refused, in either audience, naming the character and where it is. The
+// twins: right-to-left and mixed-script values, and the direction marks
+// mixed-script text needs, are accepted.
+func TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript(t *testing.T) {
+	for _, c := range []rune{0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069} {
+		for _, aud := range []models.Audience{models.AudienceUser, models.AudienceAssistant} {
+			value := "Take 10 mg " + string(c) + "twice daily."
+			var ve *ValidationError
+			_, err := Validate(in("medication", aud, value))
+			if !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, fmt.Sprintf("U+%04X at character 12", c)) {
+				t.Errorf("U+%04X (%s): Validate = %v, want the value refused naming U+%04X at character 12", c, aud, err, c)
+			}
+		}
+	}
+	for _, value := range []string{
+		"خذ ١٠ ملغ مرتين يوميًا.", "שתי כדורים ביום", "Take 10 mg \u200fمرتين\u200e daily.",
+		"Take 10 mg \u061ctwice daily.", "Full weight-bearing as tolerated.",
+	} {
+		v, _ := strconv.Unquote(`"` + value + `"`)
+		if _, err := Validate(in("medication", models.AudienceUser, v)); err != nil {
+			t.Errorf("value %q: Validate = %v, want accepted", v, err)
 		}
 	}
 }
