@@ -2,7 +2,9 @@ package speech
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,16 +36,30 @@ const (
 	// first request, for the turns asking meanwhile to join it: at most
 	// that much latency added to a turn, saving one MCP round trip (about
 	// 1 ms of CPU) for every turn that joins.
-	gatherWindow = time.Millisecond
+	gatherWindowC = time.Millisecond
 )
+
+var gatherWindow, gatherFull = func() (time.Duration, int) {
+	w := gatherWindowC
+	if d, err := time.ParseDuration(os.Getenv("GATHERX_W")); err == nil {
+		w = d
+	}
+	n, err := strconv.Atoi(os.Getenv("GATHERX_FULL"))
+	if err != nil {
+		n = 1 << 30
+	}
+	return w, n
+}()
 
 // confirmRound is one round of reads of a patient's current facts.
 type confirmRound struct {
 	done    chan struct{}
 	facts   []models.Version // set before done closes
 	err     error
-	started bool // its first request may have begun: no turn joins it (under confirmRounds.mu)
-	turns   int  // the turns that joined it (under confirmRounds.mu)
+	started bool          // its first request may have begun: no turn joins it (under confirmRounds.mu)
+	turns   int           // the turns that joined it (under confirmRounds.mu)
+	first   time.Time     // when its first turn asked
+	full    chan struct{} // closed when gatherFull turns have joined it
 }
 
 // confirmRounds holds each patient's round under way (or gathering) and
@@ -86,29 +102,28 @@ func (p *Principal) confirmCurrent(ctx context.Context, patient string) ([]model
 	if c.running == nil {
 		c.running, c.next, c.ended = map[string]*confirmRound{}, map[string]*confirmRound{}, map[string]time.Time{}
 	}
+	now, _ := c.clock()
 	r := c.running[patient]
 	switch {
 	case r == nil:
-		r = &confirmRound{done: make(chan struct{})}
-		c.running[patient] = r
-		now, after := c.clock()
-		var window <-chan time.Time
-		if ended, ok := c.ended[patient]; ok && now().Sub(ended) < gatherBusy {
-			window = after(gatherWindow)
-		} else {
-			r.started = true
-		}
+		r = &confirmRound{done: make(chan struct{}), full: make(chan struct{}), first: now()}
+		ended, ok := c.ended[patient]
+		r.started = !ok || r.first.Sub(ended) >= gatherBusy // a quiet patient's round starts at once
 		delete(c.ended, patient)
-		go p.runRound(patient, r, window)
+		c.running[patient] = r
+		go p.runRound(patient, r)
 	case !r.started:
 		// gathering: its first request begins after this turn asked
 	default:
 		if r = c.next[patient]; r == nil {
-			r = &confirmRound{done: make(chan struct{})}
+			r = &confirmRound{done: make(chan struct{}), full: make(chan struct{}), first: now()}
 			c.next[patient] = r
 		}
 	}
 	r.turns++
+	if r.turns == gatherFull {
+		close(r.full)
+	}
 	c.mu.Unlock()
 	select {
 	case <-r.done:
@@ -118,26 +133,34 @@ func (p *Principal) confirmCurrent(ctx context.Context, patient string) ([]model
 	}
 }
 
-// runRound waits for window to close (nil: r has started), then reads,
-// within ConfirmTimeout, the current version of every fact of patient
-// the principal knows, concurrently, then starts the next round if turns
-// joined it meanwhile.
-func (p *Principal) runRound(patient string, r *confirmRound, window <-chan time.Time) {
+// runRound runs r and then each next round of patient while turns join
+// one: a round not yet started first gathers (confirmRound.first), then
+// reads, within ConfirmTimeout, the current version of every fact of
+// patient the principal knows, concurrently.
+func (p *Principal) runRound(patient string, r *confirmRound) {
 	c := &p.rounds
-	if window != nil {
-		<-window
-		c.mu.Lock()
-		r.started = true // from here on a turn asking waits for the next round
-		c.mu.Unlock()
-	}
 	for r != nil {
+		if !r.started {
+			c.mu.Lock()
+			now, after := c.clock()
+			wait, full := r.first.Add(gatherWindow).Sub(now()), r.turns >= gatherFull
+			c.mu.Unlock()
+			if wait > 0 && !full {
+				select {
+				case <-after(wait):
+				case <-r.full:
+				}
+			}
+			c.mu.Lock()
+			r.started = true // from here on a turn asking waits for the next round
+			c.mu.Unlock()
+		}
 		r.facts, r.err = p.readRound(patient)
 		close(r.done)
 		c.mu.Lock()
 		r = c.next[patient]
 		delete(c.next, patient)
 		if r != nil {
-			r.started = true
 			c.running[patient] = r
 		} else {
 			delete(c.running, patient)
