@@ -2,9 +2,7 @@ package speech
 
 import (
 	"context"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,112 +17,45 @@ import (
 // soon as the one under way ends. At most two rounds per patient exist
 // at a time: busy Alexa traffic for one patient costs about one round
 // trip of reads per round trip, not one per request.
-//
-// At moderate rates turns rarely meet a round under way, so a round for a
-// busy patient — one whose last round ended less than gatherBusy ago —
-// first gathers: it waits gatherWindow before its first request, and every
-// turn asking meanwhile joins it. Its requests still begin after each of
-// its turns asked. A patient's first turn after a quiet spell starts its
-// round at once.
-
-// The gathering of a busy patient's round.
-const (
-	// gatherBusy is how recently, at most, a patient's last round must
-	// have ended for his next round to gather (monotonic time).
-	gatherBusy = 5 * time.Millisecond
-	// gatherWindow is how long a busy patient's round waits before its
-	// first request, for the turns asking meanwhile to join it: at most
-	// that much latency added to a turn, saving one MCP round trip (about
-	// 1 ms of CPU) for every turn that joins.
-	gatherWindowC = time.Millisecond
-)
-
-var gatherWindow, gatherFull = func() (time.Duration, int) {
-	w := gatherWindowC
-	if d, err := time.ParseDuration(os.Getenv("GATHERX_W")); err == nil {
-		w = d
-	}
-	n, err := strconv.Atoi(os.Getenv("GATHERX_FULL"))
-	if err != nil {
-		n = 1 << 30
-	}
-	return w, n
-}()
 
 // confirmRound is one round of reads of a patient's current facts.
 type confirmRound struct {
-	done    chan struct{}
-	facts   []models.Version // set before done closes
-	err     error
-	started bool          // its first request may have begun: no turn joins it (under confirmRounds.mu)
-	turns   int           // the turns that joined it (under confirmRounds.mu)
-	first   time.Time     // when its first turn asked
-	full    chan struct{} // closed when gatherFull turns have joined it
+	done  chan struct{}
+	facts []models.Version // set before done closes
+	err   error
 }
 
-// confirmRounds holds each patient's round under way (or gathering) and
-// the next one.
+// confirmRounds holds each patient's round under way and the next one.
 type confirmRounds struct {
 	mu      sync.Mutex
 	running map[string]*confirmRound
 	next    map[string]*confirmRound
-	ended   map[string]time.Time // when each patient's last round ended, while none is under way
-	// now and after are time.Now and time.After; tests replace them
-	// (setClock) to decide, without waiting on wall time, which patient
-	// is busy and when a window closes.
-	now   func() time.Time
-	after func(time.Duration) <-chan time.Time
-}
-
-// setClock replaces the clock rounds use to tell a busy patient and to
-// close a gathering window (tests).
-func (c *confirmRounds) setClock(now func() time.Time, after func(time.Duration) <-chan time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now, c.after = now, after
-}
-
-func (c *confirmRounds) clock() (func() time.Time, func(time.Duration) <-chan time.Time) {
-	if c.now == nil {
-		return time.Now, time.After
-	}
-	return c.now, c.after
 }
 
 // confirmCurrent returns the current version of each of patient's facts
 // as the principal knows them, each read afresh over the current
-// connection by a round whose first request began after this call. A
-// fact the server no longer serves is left out (logged); any other
-// failure of the round is returned, and so is ctx's end while waiting.
+// connection by a round that began after this call. A fact the server no
+// longer serves is left out (logged); any other failure of the round is
+// returned, and so is ctx's end while waiting.
 func (p *Principal) confirmCurrent(ctx context.Context, patient string) ([]models.Version, error) {
 	c := &p.rounds
 	c.mu.Lock()
 	if c.running == nil {
-		c.running, c.next, c.ended = map[string]*confirmRound{}, map[string]*confirmRound{}, map[string]time.Time{}
+		c.running, c.next = map[string]*confirmRound{}, map[string]*confirmRound{}
 	}
-	now, _ := c.clock()
 	r := c.running[patient]
-	switch {
-	case r == nil:
-		r = &confirmRound{done: make(chan struct{}), full: make(chan struct{}), first: now()}
-		ended, ok := c.ended[patient]
-		r.started = !ok || r.first.Sub(ended) >= gatherBusy // a quiet patient's round starts at once
-		delete(c.ended, patient)
+	if r == nil {
+		r = &confirmRound{done: make(chan struct{})}
 		c.running[patient] = r
+		c.mu.Unlock()
 		go p.runRound(patient, r)
-	case !r.started:
-		// gathering: its first request begins after this turn asked
-	default:
+	} else {
 		if r = c.next[patient]; r == nil {
-			r = &confirmRound{done: make(chan struct{}), full: make(chan struct{}), first: now()}
+			r = &confirmRound{done: make(chan struct{})}
 			c.next[patient] = r
 		}
+		c.mu.Unlock()
 	}
-	r.turns++
-	if r.turns == gatherFull {
-		close(r.full)
-	}
-	c.mu.Unlock()
 	select {
 	case <-r.done:
 		return slices.Clone(r.facts), r.err
@@ -133,30 +64,14 @@ func (p *Principal) confirmCurrent(ctx context.Context, patient string) ([]model
 	}
 }
 
-// runRound runs r and then each next round of patient while turns join
-// one: a round not yet started first gathers (confirmRound.first), then
-// reads, within ConfirmTimeout, the current version of every fact of
-// patient the principal knows, concurrently.
+// runRound reads, within ConfirmTimeout, the current version of every fact
+// of patient the principal knows, concurrently, then starts the next
+// round if turns joined it meanwhile.
 func (p *Principal) runRound(patient string, r *confirmRound) {
-	c := &p.rounds
 	for r != nil {
-		if !r.started {
-			c.mu.Lock()
-			now, after := c.clock()
-			wait, full := r.first.Add(gatherWindow).Sub(now()), r.turns >= gatherFull
-			c.mu.Unlock()
-			if wait > 0 && !full {
-				select {
-				case <-after(wait):
-				case <-r.full:
-				}
-			}
-			c.mu.Lock()
-			r.started = true // from here on a turn asking waits for the next round
-			c.mu.Unlock()
-		}
 		r.facts, r.err = p.readRound(patient)
 		close(r.done)
+		c := &p.rounds
 		c.mu.Lock()
 		r = c.next[patient]
 		delete(c.next, patient)
@@ -164,8 +79,6 @@ func (p *Principal) runRound(patient string, r *confirmRound) {
 			c.running[patient] = r
 		} else {
 			delete(c.running, patient)
-			now, _ := c.clock()
-			c.ended[patient] = now()
 		}
 		c.mu.Unlock()
 	}

@@ -22,6 +22,15 @@ func listsSoFar(f *fakeCare) int {
 	return f.lists
 }
 
+// nextRoundWaits reports whether a turn of patient waits for the round
+// after the one under way (confirmCurrent made it for that turn).
+func nextRoundWaits(p *testPrincipal, patient string) bool {
+	c := &p.rounds
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next[patient] != nil
+}
+
 // P-24 with shared rounds: a turn that asks while a round of reads is
 // under way is not answered by it — it waits for the next round, which
 // began after it asked — so a revision written meanwhile is what it
@@ -55,7 +64,7 @@ func TestTurn_ARoundUnderWayWhenATurnAsksDoesNotConfirmIt(t *testing.T) {
 	}()
 	// It has asked once it waits for the next round (had it wrongly joined
 	// the round under way, it would speak v1).
-	eventually(t, "the second turn waits for the next round", func() bool { return queued(p, "ray") == 1 })
+	eventually(t, "the second turn waits for the next round", func() bool { return nextRoundWaits(p, "ray") })
 	f.readHold.Store(nil)
 	close(hold)
 	a := <-second
@@ -248,181 +257,5 @@ func TestTurn_HeardIsWhatTheLedgerHoldsWhenItReturnsEvenAfterADrop(t *testing.T)
 	}
 	if s.Heard[u] != h {
 		t.Fatalf("Snapshot.Heard[%s] = v%d, but the ledger says he heard v%d when Turn returned", wb, s.Heard[u], h)
-	}
-}
-
-// testClock drives confirmRounds' clock in tests: now is what the test set,
-// and every gathering window is the channel the test holds (gate), so
-// which patient is busy and when a window closes are decided by the test,
-// never by wall time.
-type testClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	gate   chan time.Time // what after returns; closed: windows close at once
-	afters int            // windows asked for
-}
-
-func newTestClock(p *testPrincipal) *testClock {
-	c := &testClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), gate: make(chan time.Time)}
-	close(c.gate)
-	p.rounds.setClock(func() time.Time {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.now
-	}, func(time.Duration) <-chan time.Time {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.afters++
-		return c.gate
-	})
-	return c
-}
-
-// hold makes the next windows stay open until the returned func closes them.
-func (c *testClock) hold() (release func()) {
-	g := make(chan time.Time)
-	c.mu.Lock()
-	c.gate = g
-	c.mu.Unlock()
-	return sync.OnceFunc(func() { close(g) })
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *testClock) windows() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.afters
-}
-
-// gathering reports how many turns have joined patient's round that has
-// not begun its requests yet (false: no such round).
-func gathering(p *testPrincipal, patient string) (int, bool) {
-	c := &p.rounds
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.running[patient]; r != nil && !r.started {
-		return r.turns, true
-	}
-	return 0, false
-}
-
-// queued reports how many turns wait for patient's next round (the one
-// after the round under way).
-func queued(p *testPrincipal, patient string) int {
-	c := &p.rounds
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.next[patient]; r != nil {
-		return r.turns
-	}
-	return 0
-}
-
-// A busy patient's round gathers: a turn asking while it waits for its
-// window joins it, so two turns cost one list, and no request of it
-// begins before both asked (P-24) — a revision written between the two
-// asks is what both speak.
-func TestTurn_TwoTurnsOfABusyPatientWithinTheWindowShareOneRound(t *testing.T) {
-	f := newFakeCare(t)
-	seedRay(f)
-	p := startPrincipal(t, f, newTestDB(t), "ray")
-	waitConnected(t, p)
-	hearAll(t, p, "ray")
-	clock := newTestClock(p)
-	turnOf(t, p, "ray") // a round ends now: ray is busy
-
-	release := clock.hold()
-	defer release()
-	before := listsSoFar(f)
-	type answer struct {
-		s   models.Snapshot
-		err error
-	}
-	answers := make(chan answer, 2)
-	ask := func() {
-		s, err := p.Turn(context.Background(), "ray")
-		answers <- answer{s, err}
-	}
-	go ask()
-	eventually(t, "the first turn has joined a gathering round", func() bool { n, ok := gathering(p, "ray"); return ok && n == 1 })
-	if n := listsSoFar(f); n != before {
-		t.Fatalf("a gathering round began %d lists before its window closed", n-before)
-	}
-	f.publishSilently(wb, "Full weight-bearing as tolerated.") // v2, after the first asked; nobody is told
-	go ask()
-	eventually(t, "the second turn has joined the same round", func() bool {
-		n, ok := gathering(p, "ray")
-		return (ok && n == 2) || listsSoFar(f) > before // joined (or the round began: checked below)
-	})
-	release()
-	for range 2 {
-		a := <-answers
-		if a.err != nil {
-			t.Fatal(a.err)
-		}
-		if v, _ := factOf(a.s, "weight_bearing"); v.N != 2 {
-			t.Fatalf("walking confirmed at v%d, want v2 (written before the round's first request)", v.N)
-		}
-		if len(a.s.Pending) != 1 || a.s.Pending[0].Current.N != 2 {
-			t.Fatalf("pending = %+v, want the announcement of v2", a.s.Pending)
-		}
-	}
-	if n := listsSoFar(f) - before; n != 1 {
-		t.Fatalf("two turns within a busy patient's window made %d lists; want them to share one", n)
-	}
-}
-
-// A lone turn on a patient with no recent round starts its round at once:
-// it asks for no window, and a window that never closes does not hold it.
-// Its twin: the same turn a moment earlier, on a busy patient, is held
-// until the window closes, and no request of its round begins before.
-func TestTurn_ALoneTurnOnAnIdlePatientDoesNotWaitForTheWindow(t *testing.T) {
-	f := newFakeCare(t)
-	seedRay(f)
-	p := startPrincipal(t, f, newTestDB(t), "ray")
-	waitConnected(t, p)
-	hearAll(t, p, "ray")
-	clock := newTestClock(p)
-	turnOf(t, p, "ray") // a round ends now
-	release := clock.hold()
-	defer release()
-
-	clock.advance(gatherBusy) // quiet for gatherBusy: idle
-	windows, before := clock.windows(), listsSoFar(f)
-	if s := turnOf(t, p, "ray"); len(s.Facts) != 4 {
-		t.Fatalf("an idle patient's turn confirmed %d facts, want 4", len(s.Facts))
-	}
-	if n := clock.windows() - windows; n != 0 {
-		t.Fatalf("an idle patient's turn asked for %d gathering windows; want none", n)
-	}
-	if n := listsSoFar(f) - before; n != 1 {
-		t.Fatalf("an idle patient's turn made %d lists, want 1", n)
-	}
-
-	// Twin: that turn's round ended just now, so ray is busy.
-	clock.advance(gatherBusy - time.Nanosecond)
-	before = listsSoFar(f)
-	done := make(chan error, 1)
-	go func() { _, err := p.Turn(context.Background(), "ray"); done <- err }()
-	eventually(t, "the turn has joined a gathering round", func() bool { n, ok := gathering(p, "ray"); return ok && n == 1 })
-	if n := listsSoFar(f) - before; n != 0 {
-		t.Fatalf("a busy patient's round began %d lists before its window closed", n)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("a busy patient's turn returned (%v) before its window closed", err)
-	default:
-	}
-	release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n := listsSoFar(f) - before; n != 1 {
-		t.Fatalf("the busy patient's turn made %d lists, want 1", n)
 	}
 }
