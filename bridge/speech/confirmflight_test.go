@@ -22,6 +22,15 @@ func listsSoFar(f *fakeCare) int {
 	return f.lists
 }
 
+// nextRoundWaits reports whether a turn of patient waits for the round
+// after the one under way (confirmCurrent made it for that turn).
+func nextRoundWaits(p *testPrincipal, patient string) bool {
+	c := &p.rounds
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next[patient] != nil
+}
+
 // P-24 with shared rounds: a turn that asks while a round of reads is
 // under way is not answered by it — it waits for the next round, which
 // began after it asked — so a revision written meanwhile is what it
@@ -53,7 +62,9 @@ func TestTurn_ARoundUnderWayWhenATurnAsksDoesNotConfirmIt(t *testing.T) {
 		s, err := p.Turn(context.Background(), "ray")
 		second <- answer{s, err}
 	}()
-	time.Sleep(50 * time.Millisecond) // let it ask (if it wrongly joined the round under way, it would speak v1)
+	// It has asked once it waits for the next round (had it wrongly joined
+	// the round under way, it would speak v1).
+	eventually(t, "the second turn waits for the next round", func() bool { return nextRoundWaits(p, "ray") })
 	f.readHold.Store(nil)
 	close(hold)
 	a := <-second
