@@ -584,7 +584,9 @@ func (f *inflight) wait() {
 func newRig(tb testing.TB, mutate func(*Config)) *rig {
 	tb.Helper()
 	p := getPKI(tb)
-	r := &rig{t: tb, pki: p, care: rayCare(), links: &fakeLinks{}, now: t0, fetcher: &countingFetcher{pem: p.chainPEM}, logs: &bytes.Buffer{}}
+	// The skill is made rigUptime before t0, as a server that has been up
+	// a while: a turn signed before it started is refused (signedSince).
+	r := &rig{t: tb, pki: p, care: rayCare(), links: &fakeLinks{}, now: t0.Add(-rigUptime), fetcher: &countingFetcher{pem: p.chainPEM}, logs: &bytes.Buffer{}}
 	cfg := Config{SkillID: testSkillID, Verify: true, ExtraRoots: []*x509.Certificate{p.root},
 		Clock: r.clock, DefaultPatient: "ray", Fetcher: r.fetcher, Logger: newTestLogger(r.logs)}
 	if mutate != nil {
@@ -595,6 +597,7 @@ func newRig(tb testing.TB, mutate func(*Config)) *rig {
 		tb.Fatal(err)
 	}
 	r.skill = s
+	r.setNow(t0)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.inflight.add(1)
 		defer r.inflight.add(-1)
@@ -603,6 +606,9 @@ func newRig(tb testing.TB, mutate func(*Config)) *rig {
 	tb.Cleanup(r.srv.Close)
 	return r
 }
+
+// rigUptime is how long before t0 a rig's skill was made.
+const rigUptime = 10 * time.Minute
 
 func (r *rig) clock() time.Time   { r.nowMu.Lock(); defer r.nowMu.Unlock(); return r.now }
 func (r *rig) setNow(t time.Time) { r.nowMu.Lock(); r.now = t; r.nowMu.Unlock() }

@@ -3,6 +3,7 @@ package skill
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"strings"
@@ -124,5 +125,60 @@ func TestVerifier_AFullReplayMemoryFailsClosed(t *testing.T) {
 	b = envelope(reqOpts{Timestamp: later})
 	if _, err := v.Verify(ctx, r.signedHeader(b), b); err != nil {
 		t.Fatalf("after the window made room: %v", err)
+	}
+}
+
+// A restart empties the replay memory, so a turn signed before this
+// Verifier was made is refused as a possible replay (ErrReplay): a signed
+// LaunchRequest accepted by the process before a restart, replayed to the
+// new one within Alexa's 150 s window, cannot use up Ray's retraction.
+// The twins: a turn signed in the second the new Verifier started, or
+// later, is accepted, and so is an older AlexaSkillEvent (never spoken,
+// delivered up to an hour late), each once.
+func TestVerify_ATurnSignedBeforeARestartIsRefusedAndOneSignedAfterIsAccepted(t *testing.T) {
+	p := getPKI(t)
+	roots := x509.NewCertPool()
+	roots.AddCert(p.root)
+	now := t0
+	verifier := func() *Verifier {
+		v, err := NewVerifier(VerifierConfig{SkillID: testSkillID, Roots: roots, Fetcher: &countingFetcher{pem: p.chainPEM},
+			Clock: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	signed := func(o reqOpts) http.Header {
+		h := http.Header{}
+		h.Set(HeaderCertChainURL, testCertURL)
+		h.Set(HeaderSignature256, p.sign(envelope(o)))
+		return h
+	}
+	before := reqOpts{RequestID: "amzn1.echo-api.request.before-restart", Timestamp: t0.Add(-20 * time.Second)}
+	first := verifier()
+	first.since = t0.Add(-time.Hour) // up for an hour
+	if _, err := first.Verify(context.Background(), signed(before), envelope(before)); err != nil {
+		t.Fatalf("the first process refused a genuine turn: %v", err)
+	}
+	if _, err := first.Verify(context.Background(), signed(before), envelope(before)); !errors.Is(err, ErrReplay) {
+		t.Fatalf("the first process accepted its replay: %v", err)
+	}
+
+	restarted := verifier() // a new process at t0: its memory is empty
+	if _, err := restarted.Verify(context.Background(), signed(before), envelope(before)); !errors.Is(err, ErrReplay) || !strings.Contains(err.Error(), "before this server started") {
+		t.Fatalf("after a restart a replayed turn was not refused as signed before the server started: %v", err)
+	}
+	now = t0.Add(700 * time.Millisecond) // the same second as the start: Alexa's timestamps have no fraction
+	for _, o := range []reqOpts{
+		{RequestID: "amzn1.echo-api.request.same-second", Timestamp: t0},
+		{RequestID: "amzn1.echo-api.request.after", Timestamp: t0.Add(time.Second)},
+		{RequestID: "amzn1.echo-api.request.skill-event", Type: "AlexaSkillEvent.SkillEnabled", Timestamp: t0.Add(-30 * time.Minute)},
+	} {
+		if _, err := restarted.Verify(context.Background(), signed(o), envelope(o)); err != nil {
+			t.Errorf("%s (signed %s): refused after the restart: %v", o.RequestID, o.Timestamp.Format(time.RFC3339), err)
+		}
+		if _, err := restarted.Verify(context.Background(), signed(o), envelope(o)); !errors.Is(err, ErrReplay) {
+			t.Errorf("%s: its replay was accepted: %v", o.RequestID, err)
+		}
 	}
 }

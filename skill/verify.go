@@ -253,7 +253,9 @@ type VerifierConfig struct {
 // (CertFetchBurst, CertFetchEvery). The request ids it accepted are
 // remembered, in memory, until their timestamps leave the window, and a
 // request whose id it has seen is refused (ErrReplay): a captured request
-// replayed to this instance cannot use up a retraction. The memory is per
+// replayed to this instance cannot use up a retraction. A turn signed
+// before the Verifier was made is refused too (signedSince), so a restart,
+// which empties the memory, lets no replay through. The memory is per
 // instance: several instances behind a load balancer each refuse a replay
 // they receive twice, not one first accepted by another.
 type Verifier struct {
@@ -270,6 +272,11 @@ type Verifier struct {
 	failures map[string]*failedURL
 
 	replays replayMemory
+	// since is when this Verifier began remembering request ids, to the
+	// second (Alexa's timestamps have no fraction): a speech request
+	// signed earlier may have been accepted by a process that remembered
+	// it and is gone, so it is refused (ErrReplay).
+	since time.Time
 }
 
 // failedURL remembers a URL whose chain could not be fetched or verified.
@@ -308,6 +315,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	v.since = v.now().Truncate(time.Second)
 	return v, nil
 }
 
@@ -356,10 +364,36 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
 		return nil, fmt.Errorf("%w: RSA-SHA256 over the raw body", ErrSignature)
 	}
+	if err := v.signedSince(env.Request); err != nil {
+		return nil, err
+	}
 	if err := v.replays.accept(env.Request, now); err != nil {
 		return nil, err
 	}
 	return env, nil
+}
+
+// signedSince refuses (ErrReplay) a request other than an
+// AlexaSkillEvent.* signed before this Verifier began remembering request
+// ids: the replay memory lives in the process, so after a restart a
+// request captured and accepted before it would otherwise be accepted
+// again, and a replayed turn could use up the retraction Ray is owed.
+// Alexa sends a turn as the user speaks, so a genuine one is signed after
+// the server started; a skill event (never spoken, delivered up to an hour
+// late) keeps its own window.
+func (v *Verifier) signedSince(r Request) error {
+	if r.IsSkillEvent() {
+		return nil
+	}
+	ts, err := time.Parse(time.RFC3339, r.Timestamp)
+	if err != nil {
+		return fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
+	}
+	if ts.Before(v.since) {
+		return fmt.Errorf("%w: signed at %s, before this server started (%s): an earlier process may have accepted it", ErrReplay,
+			ts.UTC().Format(time.RFC3339), v.since.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // replayMemory remembers accepted request ids (as SHA-256 digests, so its
