@@ -60,6 +60,37 @@ func TestDelivery_AFailedWriteMarksNothingAndTheNextTurnSpeaksItAgain(t *testing
 	}
 }
 
+// P-24: when the heard ledger cannot record what a response offers, the
+// response is not sent — lost after the write, it would leave the ledger
+// saying he never heard it, and a later revision would withdraw other
+// words. The apology goes instead, marking nothing, and the retraction is
+// spoken on the next turn, once the ledger records it. The twin is that
+// next turn.
+func TestDelivery_AnOfferTheLedgerCannotRecordIsNotSpoken(t *testing.T) {
+	r := newRig(t, nil)
+	r.care.setPending("ray", retractionWB())
+	r.care.mu.Lock()
+	r.care.failOffered = errors.New("heard ledger: begin: context deadline exceeded")
+	r.care.mu.Unlock()
+	out, _ := r.turn(reqOpts{})
+	if s := plain(out); strings.Contains(s, "Stop") || strings.Contains(s, "Partial") || !strings.Contains(s, "can't reach your care notes") {
+		t.Fatalf("with the ledger failing the turn said %q, want the apology and nothing of the retraction", s)
+	}
+	if calls := r.care.heardCalls(); len(calls) != 0 {
+		t.Fatalf("a response not sent marked %v heard", calls)
+	}
+	r.care.mu.Lock()
+	r.care.failOffered = nil
+	r.care.mu.Unlock()
+	out, _ = r.turn(reqOpts{Session: "s2"})
+	if s := plain(out); !strings.HasPrefix(s, "Stop — your walking instruction has changed. I told you: “Partial") {
+		t.Fatalf("next turn = %q, want the retraction", s)
+	}
+	if heardSet(r.care.heardCalls())["care://ray/weight_bearing"] != 3 {
+		t.Errorf("delivered now, not marked heard: %v", r.care.heardCalls())
+	}
+}
+
 func TestDelivery_ADeliveredResponseMarksWhatItSpoke(t *testing.T) {
 	r := newRig(t, nil)
 	r.care.setPending("ray", retractionWB())

@@ -149,6 +149,9 @@ type fakeCare struct {
 	failFact error
 	offered  map[int64]bool // Offered ids
 	offers   []models.Offer // every offer, in order
+	// failOffered, when set, is what Offered returns (the heard ledger
+	// cannot be written), recording nothing.
+	failOffered error
 	discard  bool           // MarkHeard records nothing (benchmarks)
 	delay    time.Duration  // MarkHeard waits this long first (widens races)
 	// onTurn, when set, runs at the start of Turn with the request's
@@ -257,6 +260,9 @@ func (f *fakeCare) notPlayedCalls() [][]models.Marked {
 func (f *fakeCare) Offered(_ context.Context, _ string, offers []models.Offer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failOffered != nil {
+		return f.failOffered
+	}
 	if f.offered == nil {
 		f.offered = map[int64]bool{}
 	}

@@ -229,7 +229,8 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // its SSML is checked well-formed (an ill-formed response is replaced by
 // a fixed apology and marks nothing); the announcements it carries, and
 // the facts it tells that he has not heard at that version, are recorded
-// as offered in one transaction; it is written in full and flushed to Alexa's
+// as offered in one transaction (when that fails, the fixed apology is
+// sent instead, marking nothing); it is written in full and flushed to Alexa's
 // connection; only then is what it spoke marked heard — all under the
 // patient's turn lock. A write that fails marks nothing: what it carried
 // stays owed and is spoken again on the next turn, saying so. So does a
@@ -268,7 +269,18 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	defer cancel()
 	if offers := append(h.offered, toldOffers(h.marks)...); len(offers) > 0 {
 		if err := s.care.Offered(lctx, h.patient, offers); err != nil {
-			s.log.Error("alexa announcements and facts told not recorded as offered", "patient", h.patient, "err", err)
+			// Unrecorded, a response that was then lost would leave the
+			// ledger saying he never heard what it carried, and a later
+			// revision would withdraw other words (P-24): it is not
+			// sent. The apology marks and offers nothing; all it carried
+			// stays owed.
+			s.log.Error("alexa announcements and facts told not recorded as offered; the apology sent instead", "patient", h.patient, "err", err)
+			h.out, h.marks, h.offered = safeResponse(), nil, nil
+			if b, _, err = encodeResponse(h.out); err != nil {
+				s.log.Error("alexa response", "err", err)
+				http.Error(w, "cannot build response", http.StatusInternalServerError)
+				return
+			}
 		}
 	}
 	carries := len(h.marks) > 0
