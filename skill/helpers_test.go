@@ -152,8 +152,8 @@ type fakeCare struct {
 	// failOffered, when set, is what Offered returns (the heard ledger
 	// cannot be written), recording nothing.
 	failOffered error
-	discard  bool           // MarkHeard records nothing (benchmarks)
-	delay    time.Duration  // MarkHeard waits this long first (widens races)
+	discard     bool          // MarkHeard records nothing (benchmarks)
+	delay       time.Duration // MarkHeard waits this long first (widens races)
 	// onTurn, when set, runs at the start of Turn with the request's
 	// context (a slow confirmation, a client that hangs up meanwhile).
 	onTurn func(ctx context.Context)
