@@ -631,6 +631,15 @@ func TestRead_LastReadVersionCarriesTheRetraction(t *testing.T) {
 	if r, ok := contents(read(fmt.Sprintf(`,%q:%d`, MetaLastReadVersion, current)))["_meta"].(map[string]any)[MetaRetraction]; ok {
 		t.Errorf("naming the current version carried a retraction: %v", r)
 	}
+	// A version not yet written is refused too, saying which is the latest:
+	// silently, it would mean no retraction (the twin above names the
+	// current version and is answered).
+	for _, ahead := range []int{current + 1, 99999} {
+		f := read(fmt.Sprintf(`,%q:%d`, MetaLastReadVersion, ahead))
+		if code, msg, _ := errorOf(f); code != -32602 || !strings.Contains(msg, fmt.Sprintf("the latest version of %s is %d", uri, current)) {
+			t.Errorf("%s = %d beyond the latest v%d: %d %q, want -32602 naming the latest", MetaLastReadVersion, ahead, current, code, msg)
+		}
+	}
 	for _, bad := range []string{`"two"`, `0`, `-1`, `1.5`, `true`} {
 		f := read(fmt.Sprintf(`,%q:%s`, MetaLastReadVersion, bad))
 		if code, msg, _ := errorOf(f); code != -32602 || !strings.HasPrefix(msg, "Invalid params") {

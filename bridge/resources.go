@@ -332,6 +332,12 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	// session read before.
 	m := models.NewReadMeta(v, rr.Latest, now)
 	text := models.ReadText(v, m, now)
+	if !m.Superseded() && lastRead > v.N {
+		// A version not yet written: a client or host that lost track
+		// would otherwise hear no retraction at all, silently.
+		return nil, invalidParams(fmt.Sprintf("_meta %q is %d, but the latest version of %s is %d: name the %q of the version you last read",
+			MetaLastReadVersion, lastRead, v.FactURI(), v.N, MetaVersion))
+	}
 	if !m.Superseded() {
 		if lastRead > 0 {
 			m.Retraction = s.retractionSince(ctx, p, v, lastRead, now)
