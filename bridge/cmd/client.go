@@ -258,6 +258,9 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 		return fmt.Sprintf("unchanged: %s is already version %d with these words; nothing was saved\n", fact, r.Version)
 	case r.Replayed:
 		return fmt.Sprintf("already saved: %s version %d (this signed request was applied before)\n", fact, r.Version)
+	case r.Version == 1 && r.NewPatient:
+		return fmt.Sprintf("saved %s as version 1, but %q had no care notes before this: a new patient, who may have no device yet. "+
+			"If you meant another patient, this change did not reach them: write it again with the right --patient\n", fact, req.Patient)
 	case req.Audience == models.AudienceAssistant:
 		return fmt.Sprintf("saved %s as version %d; assistant-only: it is never spoken to %s\n", fact, r.Version, who)
 	case r.Version == 1:

@@ -25,6 +25,8 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 		{"a new topic", user, `{"uri":"care://ray/walking/v1","version":1}`, "saved care://ray/walking as version 1 (a new topic); Ray will hear it at his next turn"},
 		{"a revision", user, `{"uri":"care://ray/walking/v3","version":3}`, "saved care://ray/walking as version 3; Ray will hear the retraction at his next turn"},
 		{"assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1}`, "assistant-only: it is never spoken to Ray"},
+		{"a new patient", user, `{"uri":"care://ray/walking/v1","version":1,"newPatient":true}`, `but "ray" had no care notes before this: a new patient`},
+		{"a new patient, assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1,"newPatient":true}`, "this change did not reach them"},
 		{"unchanged", user, `{"uri":"care://ray/walking/v2","version":2,"unchanged":true}`, "unchanged: care://ray/walking is already version 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

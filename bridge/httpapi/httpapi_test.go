@@ -296,6 +296,37 @@ func TestWrite_SignedWriteCommitsTheNextVersionAndAuditsItAsHMAC(t *testing.T) {
 	}
 }
 
+// A write that creates a patient's first fact says so (newPatient): a
+// typo in the patient id would otherwise send a physio's change to nobody
+// while the answer read like any new topic. The twins: a new topic of a
+// patient on record, and a revision, do not say it.
+func TestWrite_APatientsFirstFactIsAnsweredAsANewPatient(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name    string
+		patient string
+		domain  string
+		want    bool
+	}{
+		{"a typo: no care notes for rayy", "rayy", "weight_bearing", true},
+		{"the same patient's second topic", "rayy", "exercise", false},
+		{"a new topic of ray, on record", "ray", "sleep", false},
+		{"a revision of ray's", "ray", "weight_bearing", false},
+	} {
+		a := f.signed(writeBody(func(m map[string]any) { m["patient"], m["domain"] = tc.patient, tc.domain }), f.now.Unix())
+		if a.status != http.StatusCreated {
+			t.Fatalf("%s: status %d, body %s", tc.name, a.status, a.body)
+		}
+		var resp WriteResponse
+		if err := json.Unmarshal(a.body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.NewPatient != tc.want {
+			t.Errorf("%s: newPatient = %v, want %v (%s)", tc.name, resp.NewPatient, tc.want, a.body)
+		}
+	}
+}
+
 func TestWrite_BodyMutatedAfterSigningIsRefusedWithAnAuditRowAndNothingWritten(t *testing.T) {
 	f := newFixture(t)
 	signedBody := writeBody(nil)

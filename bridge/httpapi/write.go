@@ -114,6 +114,10 @@ type WriteResponse struct {
 	Unchanged bool `json:"unchanged,omitempty"`
 	// Audio describes the clip the version carries, when it has one.
 	Audio *WriteAudio `json:"audio,omitempty"`
+	// NewPatient: this write created the patient's first fact — nothing
+	// was on record for this patient id before, so a typo in it sends the
+	// change to nobody. Set only on version 1 of a fact.
+	NewPatient bool `json:"newPatient,omitempty"`
 }
 
 // WriteAudio is what the store found in a written clip's headers.
@@ -318,6 +322,11 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.cfg.Subscribers != nil {
 		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
+	}
+	if res.Version.N == 1 && !res.Replayed && !res.Unchanged {
+		if n, err := a.cfg.Store.FactCount(r.Context(), req.Patient); err == nil {
+			resp.NewPatient = n == 1
+		}
 	}
 	at.uri = resp.URI
 	status, outcome, reason := http.StatusCreated, store.OutcomeAccepted, store.ReasonOK
