@@ -156,6 +156,7 @@ func TestSignedAlexa_RefusesBadRequestsBeforeAnyHandler(t *testing.T) {
 	s, c, ca, m := signedSetup(t, part)
 	ray := harness.NewDevice("ray-vectors")
 	link(t, s, c, m, ray, part)
+	ready := time.Now() // the server started before this
 
 	post := func(t *testing.T, body []byte, h http.Header) int {
 		t.Helper()
@@ -226,18 +227,21 @@ func TestSignedAlexa_RefusesBadRequestsBeforeAnyHandler(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct {
-		name   string
-		offset time.Duration
-		want   int
+		name string
+		at   func() time.Time
+		want int
 	}{
-		{"refused: a timestamp 200 s old", -200 * time.Second, http.StatusBadRequest},
-		{"refused: a timestamp 200 s in the future", 200 * time.Second, http.StatusBadRequest},
-		{"accepted: a timestamp 100 s old is inside the window", -100 * time.Second, http.StatusOK},
-		{"accepted: a timestamp 100 s in the future is inside the window", 100 * time.Second, http.StatusOK},
+		{"refused: a timestamp 200 s old", func() time.Time { return time.Now().Add(-200 * time.Second) }, http.StatusBadRequest},
+		{"refused: a timestamp 200 s in the future", func() time.Time { return time.Now().Add(200 * time.Second) }, http.StatusBadRequest},
+		// Inside the window but signed before this server started: a turn an
+		// earlier process may have accepted, replayed after a restart.
+		{"refused: a timestamp 100 s old, before the server started", func() time.Time { return time.Now().Add(-100 * time.Second) }, http.StatusBadRequest},
+		{"accepted: a timestamp seconds old, after the server started", func() time.Time { return ready }, http.StatusOK},
+		{"accepted: a timestamp 100 s in the future is inside the window", func() time.Time { return time.Now().Add(100 * time.Second) }, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ray.Launch()
-			r["request"].(map[string]any)["timestamp"] = time.Now().Add(tc.offset).UTC().Format(time.RFC3339)
+			r["request"].(map[string]any)["timestamp"] = tc.at().UTC().Format(time.RFC3339)
 			b := marshal(r)
 			if got := post(t, b, signed(b)); got != tc.want {
 				t.Errorf("HTTP %d, want %d", got, tc.want)
