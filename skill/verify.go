@@ -330,8 +330,10 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 // download. It returns the parsed envelope, or an error wrapping one of
 // ErrMissingHeader, ErrCertURL, ErrSignature, ErrCertificate, ErrMalformed,
 // ErrTimestamp, ErrSkillID. Last — only for a request that passed all of
-// that, so a forged one is never remembered — its request.requestId must be
-// one not accepted before within the window (ErrReplay).
+// that, so a forged one is never remembered — a turn (anything but an
+// AlexaSkillEvent.*) must be signed no earlier than this Verifier was made
+// (signedSince), and its request.requestId must be one not accepted before
+// within the window (ErrReplay for either).
 func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*RequestEnvelope, error) {
 	now := v.now()
 	sig64, certURL := h.Get(HeaderSignature256), h.Get(HeaderCertChainURL)
