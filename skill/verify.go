@@ -352,7 +352,8 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if err := checkTimestamp(&env.Request, now); err != nil {
+	signed, err := checkTimestamp(&env.Request, now)
+	if err != nil {
 		return nil, err
 	}
 	if got := env.Context.System.Application.ApplicationID; got != v.skillID {
@@ -366,7 +367,7 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig); err != nil {
 		return nil, fmt.Errorf("%w: RSA-SHA256 over the raw body", ErrSignature)
 	}
-	if err := v.signedSince(env.Request); err != nil {
+	if err := v.signedSince(env.Request, signed); err != nil {
 		return nil, err
 	}
 	if err := v.replays.accept(env.Request, now); err != nil {
@@ -376,20 +377,16 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 }
 
 // signedSince refuses (ErrReplay) a request other than an
-// AlexaSkillEvent.* signed before this Verifier began remembering request
-// ids: the replay memory lives in the process, so after a restart a
+// AlexaSkillEvent.* whose timestamp ts (checkTimestamp's) is before this
+// Verifier began remembering request ids: the replay memory lives in the process, so after a restart a
 // request captured and accepted before it would otherwise be accepted
 // again, and a replayed turn could use up the retraction Ray is owed.
 // Alexa sends a turn as the user speaks, so a genuine one is signed after
 // the server started; a skill event (never spoken, delivered up to an hour
 // late) keeps its own window.
-func (v *Verifier) signedSince(r Request) error {
+func (v *Verifier) signedSince(r Request, ts time.Time) error {
 	if r.IsSkillEvent() {
 		return nil
-	}
-	ts, err := time.Parse(time.RFC3339, r.Timestamp)
-	if err != nil {
-		return fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
 	}
 	if ts.Before(v.since) {
 		return fmt.Errorf("%w: signed at %s, before this server started (%s): an earlier process may have accepted it", ErrReplay,
@@ -475,10 +472,13 @@ func (h *expiryHeap) Pop() any {
 	return e
 }
 
-func checkTimestamp(r *Request, now time.Time) error {
+// checkTimestamp returns r's request.timestamp, parsed, or ErrTimestamp
+// when it is unparsable or more than the tolerance from now (±150 s;
+// ±3,600 s for AlexaSkillEvent.*).
+func checkTimestamp(r *Request, now time.Time) (time.Time, error) {
 	ts, err := time.Parse(time.RFC3339, r.Timestamp)
 	if err != nil {
-		return fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
+		return time.Time{}, fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
 	}
 	tol := TimestampTolerance
 	if r.IsSkillEvent() {
@@ -486,9 +486,9 @@ func checkTimestamp(r *Request, now time.Time) error {
 	}
 	d := now.Sub(ts)
 	if d > tol || d < -tol {
-		return fmt.Errorf("%w: off by %s (allowed %s)", ErrTimestamp, d.Round(time.Millisecond), tol)
+		return time.Time{}, fmt.Errorf("%w: off by %s (allowed %s)", ErrTimestamp, d.Round(time.Millisecond), tol)
 	}
-	return nil
+	return ts, nil
 }
 
 // chainKey returns the verified leaf key for a normalized URL, from the
