@@ -31,8 +31,13 @@ var (
 	// presented again. The grant it belongs to is revoked in the same
 	// transaction (OAuth 2.1 §4.3.1: a replayed refresh token means it leaked).
 	ErrRefreshTokenReused = errors.New("oauth: refresh token reused; its grant is revoked")
+	// ErrAuthCodeReused: an authorization code that was already exchanged
+	// was presented again. The grant its exchange produced is revoked, so
+	// the access and refresh tokens already issued from it stop working
+	// (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2: a code used twice has leaked).
+	ErrAuthCodeReused = errors.New("oauth: authorization code reused; its grant is revoked")
 	// ErrGrantRevoked: the grant was revoked (unsay grants revoke, reuse of a
-	// refresh token, or its client was removed).
+	// refresh token or an authorization code, or its client was removed).
 	ErrGrantRevoked = errors.New("oauth: grant revoked")
 	// ErrAuthRequestState: the authorization request is not in the state the
 	// operation needs (a code already issued, no patient yet, …).
@@ -51,6 +56,13 @@ const (
 	GrantAuthorizationCode = "authorization_code" // a person consented on the consent page
 	GrantClientCredentials = "client_credentials" // a client's own, bound to no patient
 	GrantInternal          = "internal"           // minted by the server for itself (the speech principal, `unsay token`)
+)
+
+// Who revoked a grant, in OAuthGrant.RevokedBy, when the server did it
+// itself because a one-time credential came back.
+const (
+	RevokedByRefreshReuse = "refresh token reuse"
+	RevokedByCodeReuse    = "authorization code reuse"
 )
 
 // OAuthClient is a registered OAuth client.
@@ -551,9 +563,114 @@ func (s *Store) OAuthAuthRequest(ctx context.Context, id string, now time.Time) 
 }
 
 // OAuthAuthRequestByCode returns the unexpired request whose code hashes to
-// codeHash, or ErrOAuthNotFound.
+// codeHash. Errors: ErrOAuthNotFound (no such code, or it expired unused);
+// ErrAuthCodeReused (wrapped, naming the grant) when the code was already
+// exchanged (ExchangeOAuthCode): the grant that exchange produced is
+// revoked now, by RevokedByCodeReuse, and its refresh tokens deleted.
 func (s *Store) OAuthAuthRequestByCode(ctx context.Context, codeHash []byte, now time.Time) (OAuthAuthRequest, error) {
-	return s.scanAuthRequest(s.db.QueryRowContext(ctx, s.d.rebind(`SELECT `+oauthAuthRequestCols+` FROM oauth_auth_requests WHERE code_hash = ?`), codeHash), now)
+	r, err := s.scanAuthRequest(s.db.QueryRowContext(ctx, s.d.rebind(`SELECT `+oauthAuthRequestCols+` FROM oauth_auth_requests WHERE code_hash = ?`), codeHash), now)
+	if !errors.Is(err, ErrOAuthNotFound) {
+		return r, err
+	}
+	var grantID, clientID string
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT id, client_id FROM oauth_grants WHERE code_hash = ?`), codeHash).Scan(&grantID, &clientID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return OAuthAuthRequest{}, ErrOAuthNotFound
+	case err != nil:
+		return OAuthAuthRequest{}, fmt.Errorf("store: oauth auth request: %w", err)
+	}
+	if err := s.RevokeOAuthGrant(ctx, grantID, RevokedByCodeReuse, now); err != nil && !errors.Is(err, ErrOAuthNotFound) {
+		return OAuthAuthRequest{}, err
+	}
+	return OAuthAuthRequest{}, codeReused(grantID, clientID)
+}
+
+func codeReused(grantID, clientID string) error {
+	return fmt.Errorf("%w (grant %s, client %s)", ErrAuthCodeReused, grantID, clientID)
+}
+
+// ExchangeOAuthCode is the one use of an authorization code: in one
+// transaction it ends the pending request with id whose code hashes to
+// codeHash, records codeHash on the request's grant (so a second use is
+// known as one: OAuthAuthRequestByCode) and, when refreshHash is not nil,
+// stores that refresh token for the grant until refreshExpires. Of several
+// concurrent exchanges of one code exactly one succeeds; each other one is
+// a second use. It returns the grant's id. Errors: ErrOAuthNotFound (no
+// such request, or it expired), ErrGrantRevoked, and ErrAuthCodeReused
+// (wrapped, naming the grant) when the code was already exchanged — the
+// grant is then revoked by RevokedByCodeReuse in the same transaction, its
+// refresh tokens deleted.
+func (s *Store) ExchangeOAuthCode(ctx context.Context, id string, codeHash, refreshHash []byte, now, refreshExpires time.Time) (grantID string, err error) {
+	if len(codeHash) == 0 {
+		return "", ErrOAuthNotFound
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.oauthBegin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback()
+	// reused ends a second use: the grant the first use recorded is revoked
+	// and the revocation committed.
+	reused := func() (string, error) {
+		var clientID string
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT id, client_id FROM oauth_grants WHERE code_hash = ?`), codeHash).Scan(&grantID, &clientID)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return "", ErrOAuthNotFound
+		case err != nil:
+			return "", fmt.Errorf("store: exchange oauth code: %w", err)
+		}
+		if err := revokeGrantTx(ctx, s, tx, grantID, RevokedByCodeReuse, now); err != nil {
+			return "", err
+		}
+		if err := tx.Commit(); err != nil {
+			return "", fmt.Errorf("store: exchange oauth code: commit: %w", err)
+		}
+		return "", codeReused(grantID, clientID)
+	}
+	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT grant_id FROM oauth_auth_requests WHERE id = ? AND code_hash = ? AND expires_ms > ?`),
+		id, codeHash, now.UnixMilli()).Scan(&grantID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return reused()
+	case err != nil:
+		return "", fmt.Errorf("store: exchange oauth code: %w", err)
+	}
+	// On Postgres a concurrent exchange that read the row too waits here
+	// for this one's commit, then deletes nothing: a second use.
+	res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM oauth_auth_requests WHERE id = ? AND code_hash = ?`), id, codeHash)
+	if err != nil {
+		return "", fmt.Errorf("store: exchange oauth code: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return reused()
+	}
+	if err := grantActiveTx(ctx, s, tx, grantID); err != nil {
+		return "", err
+	}
+	res, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE oauth_grants SET code_hash = ? WHERE id = ? AND code_hash IS NULL`), codeHash, grantID)
+	if err != nil {
+		return "", fmt.Errorf("store: exchange oauth code: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return "", fmt.Errorf("store: exchange oauth code: grant %s already has a code: %w", grantID, ErrAuthRequestState)
+	}
+	if refreshHash != nil {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM oauth_refresh_tokens WHERE expires_ms <= ?`), now.UnixMilli()); err != nil {
+			return "", fmt.Errorf("store: exchange oauth code: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO oauth_refresh_tokens (hash, grant_id, created_ms, expires_ms) VALUES (?, ?, ?, ?)`),
+			refreshHash, grantID, now.UnixMilli(), refreshExpires.UnixMilli()); err != nil {
+			return "", fmt.Errorf("store: exchange oauth code: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return "", fmt.Errorf("store: exchange oauth code: commit: %w", err)
+	}
+	return grantID, nil
 }
 
 // SetOAuthAuthRequestPatient records the patient a redeemed link code
@@ -587,9 +704,9 @@ func (s *Store) updateAuthRequest(ctx context.Context, q string, v any, id strin
 	return nil
 }
 
-// DeleteOAuthAuthRequest deletes the request (its code can no longer be
-// exchanged). Deleting an absent request is ErrOAuthNotFound: a code
-// exchanged twice is refused the second time.
+// DeleteOAuthAuthRequest deletes the request (the person said no, or its
+// code was exchanged: ExchangeOAuthCode deletes it already). Deleting an
+// absent request is ErrOAuthNotFound.
 func (s *Store) DeleteOAuthAuthRequest(ctx context.Context, id string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -648,7 +765,7 @@ func grantActiveTx(ctx context.Context, s *Store, tx *sql.Tx, grantID string) er
 // OAuthRefreshTokenGrant returns the grant of an unused, unexpired refresh
 // token whose grant is active. Errors: ErrOAuthNotFound (unknown or
 // expired), ErrGrantRevoked, ErrRefreshTokenReused (already rotated: the
-// grant is revoked now, by "refresh token reuse").
+// grant is revoked now, by RevokedByRefreshReuse).
 func (s *Store) OAuthRefreshTokenGrant(ctx context.Context, hash []byte, now time.Time) (OAuthGrant, error) {
 	var grantID string
 	var expiresMS, usedMS int64
@@ -660,10 +777,10 @@ func (s *Store) OAuthRefreshTokenGrant(ctx context.Context, hash []byte, now tim
 	case err != nil:
 		return OAuthGrant{}, fmt.Errorf("store: oauth refresh token: %w", err)
 	case usedMS != 0:
-		if err := s.RevokeOAuthGrant(ctx, grantID, "refresh token reuse", now); err != nil && !errors.Is(err, ErrOAuthNotFound) {
+		if err := s.RevokeOAuthGrant(ctx, grantID, RevokedByRefreshReuse, now); err != nil && !errors.Is(err, ErrOAuthNotFound) {
 			return OAuthGrant{}, err
 		}
-		return OAuthGrant{}, ErrRefreshTokenReused
+		return OAuthGrant{}, fmt.Errorf("%w (grant %s)", ErrRefreshTokenReused, grantID)
 	case expiresMS <= now.UnixMilli():
 		return OAuthGrant{}, ErrOAuthNotFound
 	}
@@ -729,10 +846,10 @@ func (s *Store) RotateOAuthRefreshToken(ctx context.Context, oldHash, newHash []
 		return "", err
 	}
 	if reused {
-		if err := s.RevokeOAuthGrant(ctx, grantID, "refresh token reuse", now); err != nil && !errors.Is(err, ErrOAuthNotFound) {
+		if err := s.RevokeOAuthGrant(ctx, grantID, RevokedByRefreshReuse, now); err != nil && !errors.Is(err, ErrOAuthNotFound) {
 			return "", err
 		}
-		return "", ErrRefreshTokenReused
+		return "", fmt.Errorf("%w (grant %s)", ErrRefreshTokenReused, grantID)
 	}
 	return grantID, nil
 }

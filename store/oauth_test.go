@@ -295,3 +295,164 @@ func BenchmarkOAuthGrantRevoked(b *testing.B) {
 		}
 	}
 }
+
+// codeRequest stores grant id and a pending authorization request for it
+// whose code is code, as the consent page leaves them after Allow.
+func codeRequest(t *testing.T, s *Store, id, code string, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.CreateOAuthGrant(ctx, testGrant("g-"+id, now)); err != nil {
+		t.Fatal(err)
+	}
+	r := OAuthAuthRequest{ID: id, ClientID: "c1", Request: json.RawMessage(`{}`), CSRF: "k", CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
+	if err := s.CreateOAuthAuthRequest(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOAuthAuthRequestPatient(ctx, id, "ray"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOAuthAuthRequestGrant(ctx, id, "g-"+id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOAuthAuthRequestCode(ctx, id, HashSecret(code)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOAuthCode_ASecondUseRevokesTheGrantTheFirstProduced: OAuth 2.1
+// §4.1.3 / RFC 6749 §4.1.2. The exchange stores the refresh token and ends
+// the request; the same code again — at the exchange or at the lookup — is
+// refused and revokes the grant, its refresh token with it. Twins: a grant
+// whose code was used once stays active with its refresh token, and a code
+// that was never issued revokes nothing.
+func TestOAuthCode_ASecondUseRevokesTheGrantTheFirstProduced(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	codeRequest(t, s, "a1", "code-1", now)
+	codeRequest(t, s, "a2", "code-2", now)
+	for _, c := range []struct{ id, code, refresh string }{{"a1", "code-1", "r1"}, {"a2", "code-2", "r2"}} {
+		got, err := s.OAuthAuthRequestByCode(ctx, HashSecret(c.code), now)
+		if err != nil || got.ID != c.id {
+			t.Fatalf("pending request of %s = %+v, %v", c.code, got, err)
+		}
+		g, err := s.ExchangeOAuthCode(ctx, c.id, HashSecret(c.code), HashSecret(c.refresh), now, now.Add(time.Hour))
+		if err != nil || g != "g-"+c.id {
+			t.Fatalf("first exchange of %s = %q, %v", c.code, g, err)
+		}
+		if rg, err := s.OAuthRefreshTokenGrant(ctx, HashSecret(c.refresh), now); err != nil || rg.ID != "g-"+c.id {
+			t.Fatalf("refresh token of the exchange = %+v, %v", rg, err)
+		}
+	}
+
+	// code-1 again at the token endpoint's lookup: refused, grant revoked.
+	if _, err := s.OAuthAuthRequestByCode(ctx, HashSecret("code-1"), now.Add(time.Minute)); !errors.Is(err, ErrAuthCodeReused) {
+		t.Fatalf("second lookup of a used code: %v, want ErrAuthCodeReused", err)
+	}
+	if err := s.OAuthGrantRevoked(ctx, "g-a1"); !errors.Is(err, ErrGrantRevoked) {
+		t.Fatalf("grant of a reused code: %v, want revoked", err)
+	}
+	if g, _ := s.OAuthGrant(ctx, "g-a1"); g.RevokedBy != RevokedByCodeReuse || !g.RevokedAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("revoked grant = %+v, want revoked by %q at the second use", g, RevokedByCodeReuse)
+	}
+	if _, err := s.OAuthRefreshTokenGrant(ctx, HashSecret("r1"), now.Add(time.Minute)); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("refresh token of a reused code's grant: %v, want deleted", err)
+	}
+	// …and at the exchange itself (a request read before the first use ended it).
+	if _, err := s.ExchangeOAuthCode(ctx, "a1", HashSecret("code-1"), HashSecret("r1b"), now, now.Add(time.Hour)); !errors.Is(err, ErrAuthCodeReused) {
+		t.Fatalf("second exchange: %v, want ErrAuthCodeReused", err)
+	}
+	if _, err := s.OAuthRefreshTokenGrant(ctx, HashSecret("r1b"), now); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("a second exchange stored a refresh token: %v", err)
+	}
+
+	// A code never issued (and a never-issued one at the exchange): not
+	// found, and nothing is revoked.
+	if _, err := s.OAuthAuthRequestByCode(ctx, HashSecret("never-issued"), now); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("unknown code: %v, want ErrOAuthNotFound", err)
+	}
+	if _, err := s.ExchangeOAuthCode(ctx, "a2", HashSecret("never-issued"), nil, now, now); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("exchange of an unknown code: %v, want ErrOAuthNotFound", err)
+	}
+	if err := s.OAuthGrantRevoked(ctx, "g-a2"); err != nil {
+		t.Fatalf("the grant of a code used once: %v, want active", err)
+	}
+	if _, err := s.OAuthRefreshTokenGrant(ctx, HashSecret("r2"), now.Add(time.Minute)); err != nil {
+		t.Fatalf("the refresh token of a code used once: %v", err)
+	}
+}
+
+// TestOAuthCode_AnExpiredUnusedCodeRevokesNothing: a code whose request
+// expired before any exchange is not found, at the lookup and at the
+// exchange, and its grant (which never produced a token) is not revoked:
+// only a code that was exchanged can be reused.
+func TestOAuthCode_AnExpiredUnusedCodeRevokesNothing(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	codeRequest(t, s, "a1", "code-1", now)
+	late := now.Add(11 * time.Minute)
+	if _, err := s.OAuthAuthRequestByCode(ctx, HashSecret("code-1"), late); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("expired code: %v, want ErrOAuthNotFound", err)
+	}
+	if _, err := s.ExchangeOAuthCode(ctx, "a1", HashSecret("code-1"), HashSecret("r1"), late, late.Add(time.Hour)); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("exchange of an expired code: %v, want ErrOAuthNotFound", err)
+	}
+	if g, err := s.OAuthGrant(ctx, "g-a1"); err != nil || !g.Active() {
+		t.Fatalf("grant of an expired unused code = %+v, %v; want active", g, err)
+	}
+}
+
+// TestOAuthCode_ConcurrentExchangesOfOneCodeLetOneWinAndRevokeTheGrant:
+// eight exchanges of one code at once (on Postgres from two stores, as two
+// instances would): exactly one succeeds, every other one is a second use,
+// and the grant ends revoked — the winner's refresh token deleted with it.
+func TestOAuthCode_ConcurrentExchangesOfOneCodeLetOneWinAndRevokeTheGrant(t *testing.T) {
+	ctx := context.Background()
+	s1, dsn := openTest(t, nil)
+	stores := []*Store{s1}
+	if onPostgres() {
+		s2, err := Open(ctx, Options{DSN: dsn, AuditKey: []byte("test-audit-key")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s2.Close() })
+		stores = append(stores, s2)
+	}
+	now := demoNow(t)
+	codeRequest(t, s1, "a1", "code-1", now)
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = stores[i%len(stores)].ExchangeOAuthCode(ctx, "a1", HashSecret("code-1"), HashSecret("r-"+string(rune('a'+i))), now, now.Add(time.Hour))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, ErrAuthCodeReused):
+			t.Fatalf("exchange error %v, want nil or ErrAuthCodeReused", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d of %d concurrent exchanges of one code succeeded, want exactly 1 (%v)", wins, n, errs)
+	}
+	if err := s1.OAuthGrantRevoked(ctx, "g-a1"); !errors.Is(err, ErrGrantRevoked) {
+		t.Fatalf("grant after concurrent reuse of its code: %v, want revoked", err)
+	}
+	for i := range n {
+		if _, err := s1.OAuthRefreshTokenGrant(ctx, HashSecret("r-"+string(rune('a'+i))), now); !errors.Is(err, ErrOAuthNotFound) {
+			t.Fatalf("refresh token %d survived the revocation: %v", i, err)
+		}
+	}
+}

@@ -269,22 +269,63 @@ func (st *storage) AuthRequestByID(ctx context.Context, id string) (op.AuthReque
 	return st.authRequestByID(ctx, id)
 }
 
+// AuthRequestByCode finds the pending request of a code. A code already
+// exchanged is refused (op answers invalid_grant) and the store revokes the
+// grant its exchange produced: the tokens already issued from the code stop
+// working (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2).
 func (st *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
 	row, err := st.s.st.OAuthAuthRequestByCode(ctx, store.HashSecret(code), st.s.now())
 	if err != nil {
+		st.securityEvent(err)
 		return nil, err
 	}
 	return st.loadAuthRequest(ctx, row)
+}
+
+// securityEvent logs, at Warn, a one-time credential presented again (the
+// store revoked its grant; the grant row keeps who revoked it and when:
+// `unsay grants list --all`). Other errors are not logged here.
+func (st *storage) securityEvent(err error) {
+	switch {
+	case errors.Is(err, store.ErrAuthCodeReused):
+		st.s.log.Warn("oauth: an authorization code was used a second time; the grant it produced is revoked", "err", err)
+	case errors.Is(err, store.ErrRefreshTokenReused):
+		st.s.log.Warn("oauth: a rotated refresh token was presented again; its grant is revoked", "err", err)
+	}
 }
 
 func (st *storage) SaveAuthCode(ctx context.Context, id, code string) error {
 	return st.s.st.SetOAuthAuthRequestCode(ctx, id, store.HashSecret(code))
 }
 
-// DeleteAuthRequest ends the request once its code was exchanged; the
-// second exchange of one code fails here (the row is gone).
+// exchangeCode is the code's one use, before any token of it is made
+// (store.ExchangeOAuthCode: of two concurrent exchanges one wins, and the
+// other revokes the grant as a second use), storing refreshHash when it is
+// not nil.
+func (st *storage) exchangeCode(ctx context.Context, a *authRequest, refreshHash []byte, refreshExpires time.Time) error {
+	_, err := st.s.st.ExchangeOAuthCode(ctx, a.row.ID, a.row.CodeHash, refreshHash, st.s.now(), refreshExpires)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrAuthCodeReused):
+		st.securityEvent(err)
+		return oidc.ErrInvalidGrant().WithDescription("authorization code already used; the grant is revoked").WithParent(err)
+	case errors.Is(err, store.ErrGrantRevoked):
+		return oidc.ErrInvalidGrant().WithDescription("the grant was revoked").WithParent(err)
+	case errors.Is(err, store.ErrOAuthNotFound):
+		return oidc.ErrInvalidGrant().WithDescription("invalid code").WithParent(err)
+	}
+	return oidc.ErrServerError().WithParent(err)
+}
+
+// DeleteAuthRequest: op's call after the tokens are made. The exchange
+// (exchangeCode) already ended the request, so a request that is gone is
+// no error here.
 func (st *storage) DeleteAuthRequest(ctx context.Context, id string) error {
-	return st.s.st.DeleteOAuthAuthRequest(ctx, id)
+	if err := st.s.st.DeleteOAuthAuthRequest(ctx, id); err != nil && !errors.Is(err, store.ErrOAuthNotFound) {
+		return err
+	}
+	return nil
 }
 
 // ---- tokens ----
@@ -319,18 +360,26 @@ func (st *storage) accessTokenID(g store.OAuthGrant) (string, time.Time) {
 	return g.ID + "." + randomToken(12), st.s.now().Add(st.s.cfg.AccessTokenTTL)
 }
 
+// CreateAccessToken makes an access token's id; for a code exchange it
+// first uses the code up (exchangeCode).
 func (st *storage) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
 	g, err := st.grantOf(ctx, req)
 	if err != nil {
 		return "", time.Time{}, err
+	}
+	if a, ok := req.(*authRequest); ok {
+		if err := st.exchangeCode(ctx, a, nil, time.Time{}); err != nil {
+			return "", time.Time{}, err
+		}
 	}
 	id, exp := st.accessTokenID(g)
 	return id, exp, nil
 }
 
 // CreateAccessAndRefreshTokens issues a refresh token with the code
-// exchange, and rotates it on each refresh: the presented token is marked
-// used, and presenting it again revokes the whole grant.
+// exchange (in the transaction that uses the code up: exchangeCode), and
+// rotates it on each refresh: the presented token is marked used, and
+// presenting it again revokes the whole grant.
 func (st *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
 	g, err := st.grantOf(ctx, req)
 	if err != nil {
@@ -339,13 +388,20 @@ func (st *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Toke
 	now := st.s.now()
 	next := randomToken(32)
 	expires := now.Add(st.s.cfg.RefreshTokenTTL)
-	if current == "" {
-		err = st.s.st.CreateOAuthRefreshToken(ctx, store.HashSecret(next), g.ID, now, expires)
+	if a, ok := req.(*authRequest); ok {
+		if err := st.exchangeCode(ctx, a, store.HashSecret(next), expires); err != nil {
+			return "", "", time.Time{}, err
+		}
 	} else {
-		_, err = st.s.st.RotateOAuthRefreshToken(ctx, store.HashSecret(current), store.HashSecret(next), now, expires)
-	}
-	if err != nil {
-		return "", "", time.Time{}, refreshError(err)
+		if current == "" {
+			err = st.s.st.CreateOAuthRefreshToken(ctx, store.HashSecret(next), g.ID, now, expires)
+		} else {
+			_, err = st.s.st.RotateOAuthRefreshToken(ctx, store.HashSecret(current), store.HashSecret(next), now, expires)
+		}
+		if err != nil {
+			st.securityEvent(err)
+			return "", "", time.Time{}, refreshError(err)
+		}
 	}
 	id, exp := st.accessTokenID(g)
 	return id, next, exp, nil
@@ -366,6 +422,7 @@ func refreshError(err error) error {
 func (st *storage) TokenRequestByRefreshToken(ctx context.Context, rt string) (op.RefreshTokenRequest, error) {
 	g, err := st.s.st.OAuthRefreshTokenGrant(ctx, store.HashSecret(rt), st.s.now())
 	if err != nil {
+		st.securityEvent(err)
 		return nil, refreshError(err)
 	}
 	scopes := slices.Clone(g.Scopes)
