@@ -17,7 +17,9 @@ import (
 // viewport, the current walking instruction is visible and updates live, no
 // assistant-only text is in the DOM, and without a token the card shows only
 // how to open it. On the clinician page the author label is prefilled, a
-// mistyped topic asks before it is created, and the "did Ray hear it?"
+// mistyped patient is named as none of the token's ("did you mean ray?")
+// before anything is offered, a mistyped topic asks before it is created,
+// and the "did Ray hear it?"
 // timeline shows the clinician's revision pending, then — after Ray's next
 // turn on his Echo Show, live — heard on the Echo Show, the version he
 // heard before withdrawn. Screenshots go to test/artifacts/

@@ -34,7 +34,9 @@
 //	                write-form, patient, domain, audience, audience-note, value,
 //	                authorLabel, staleAfter, write-submit, write-result
 //	                (data-subscribers), current, current-version,
-//	                current-value, history, history-row, and error-<field>
+//	                current-value, history, history-row, patient-suggestion
+//	                (a patient that is not the token's), new-topic (its
+//	                question, choices, create), and error-<field>
 //	                for patient, domain, audience, value, authorId,
 //	                authorLabel, staleAfter, priority and form
 package web

@@ -281,6 +281,23 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     await e.waitFor({ state: 'visible', timeout: 5000 });
     if (!((await e.textContent()) || '').trim()) return 'error-value is empty';
   });
+  await step("clinician: a patient who is not the token's says \"no patient 'rayy' … did you mean ray?\" and offers no new topic", async () => {
+    await p.locator('[data-testid="patient"]').fill('rayy');
+    await p.locator('[data-testid="domain"]').fill('weight_bearing');
+    await p.locator('[data-testid="value"]').fill('Full weight-bearing as tolerated (for a mistyped patient, never saved).');
+    await p.locator('[data-testid="write-submit"]').click();
+    await p.waitForFunction(() => (document.querySelector('[data-testid="error-patient"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+    const t = (await p.locator('[data-testid="error-patient"]').textContent()) || '';
+    if (!t.includes("There is no patient 'rayy' for this token") || !t.includes('Did you mean ray?')) return 'error-patient says: ' + t;
+    if (await p.locator('[data-testid="new-topic"]').isVisible()) return 'a new topic is offered for a patient the token cannot write for';
+    if (await p.locator('[data-testid="write-result"]').isVisible()) return 'a write result is shown: something was sent';
+    const r = await fetch(base + '/verify?uri=' + encodeURIComponent('care://rayy/weight_bearing'));
+    if (r.status !== 404) return `care://rayy/weight_bearing exists (HTTP ${r.status})`;
+    await p.locator('[data-testid="patient-suggestion"]').click();
+    await p.waitForFunction(() => document.querySelector('[data-testid="patient"]').value === 'ray' &&
+      (document.querySelector('[data-testid="error-patient"]').textContent || '') === '' &&
+      !!document.querySelector('[data-testid="current-value"]'), null, { timeout: 10000 });
+  });
   await step("clinician: a topic typed that does not exist asks \"create a new topic 'walkng'?\" and offers the known ones", async () => {
     await p.locator('[data-testid="domain"]').fill('walkng');
     await p.locator('[data-testid="value"]').fill('Walk to the end of the garden (a typo, never saved).');
