@@ -213,8 +213,12 @@ func (s *Server) handleConsentForm(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// validCode reports whether code has the shape of a link code: six ASCII
+// digits. One that cannot have been issued (CreateLinkCode's start at
+// 100000, so "000000" or "012345") still has that shape: it is tried, and
+// refused as a wrong code, not as one without six digits.
 func validCode(code string) bool {
-	if len(code) != 6 || code[0] == '0' {
+	if len(code) != 6 {
 		return false
 	}
 	for i := range len(code) {

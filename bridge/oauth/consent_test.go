@@ -70,3 +70,31 @@ func TestConsent_GlobalLinkPauseSaysHowLongAndEnds(t *testing.T) {
 		t.Fatalf("one address's own block: %d\n%s", got.status, got.body)
 	}
 }
+
+// TestConsent_ASixDigitWrongCodeSaysItDidNotWork: "000000" and "012345"
+// (six digits, though no code starts with 0) were answered "A linking code
+// has six digits", which they have. Every six-digit wrong code now says
+// the code didn't work (and counts as a wrong try); the twin: a code
+// without six digits is still told it needs six, and the right code then
+// works.
+func TestConsent_ASixDigitWrongCodeSaysItDidNotWork(t *testing.T) {
+	f := newFixture(t, nil)
+	conf := f.config(f.publicClient(), "")
+	p := f.authorize(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	for _, tc := range []struct{ code, want string }{
+		{"000000", "didn&#39;t work"},
+		{"012345", "didn&#39;t work"},
+		{"12345", "has six digits"},
+		{"1234567", "has six digits"},
+		{"12a456", "has six digits"},
+	} {
+		got := f.post(p, url.Values{"action": {"code"}, "code": {tc.code}})
+		other := map[string]string{"didn&#39;t work": "has six digits", "has six digits": "didn&#39;t work"}[tc.want]
+		if got.status != http.StatusBadRequest || !strings.Contains(got.body, tc.want) || strings.Contains(got.body, other) {
+			t.Errorf("code %q: %d, want 400 saying %q:\n%s", tc.code, got.status, tc.want, got.body)
+		}
+	}
+	if got := f.post(p, url.Values{"action": {"code"}, "code": {f.linkCode("ray")}}); got.status != http.StatusOK || !strings.Contains(got.body, "Allow") {
+		t.Fatalf("the right code after the wrong ones: %d\n%s", got.status, got.body)
+	}
+}
