@@ -8,14 +8,21 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/unsay/unsay/apl"
 	"github.com/unsay/unsay/bridge/app"
 	skillpackage "github.com/unsay/unsay/skill-package"
 	"github.com/unsay/unsay/skill/alexaask"
 	"github.com/unsay/unsay/skill/alexatest"
 )
+
+// aplVersionRE is what --apl-version takes: an APL runtime version as Alexa
+// declares one in runtime.maxVersion, "1.0"–"1.9" or a year version
+// ("2022.1", "2024.3", and later ones).
+var aplVersionRE = regexp.MustCompile(`^(1\.[0-9]|20[2-9][0-9]\.[1-9])$`)
 
 // cmdAsk talks to a running server's /alexa from the terminal:
 //
@@ -26,7 +33,9 @@ import (
 // (or "") is a LaunchRequest. Several utterances are turns of one session.
 // Unsigned requests suit a development server (--alexa-verify=false
 // --default-patient ray, on loopback); --alexa-test-ca DIR signs them with a
-// test CA kept in DIR (created on first use, with the serve flags printed).
+// test CA kept in DIR (created on first use: the serve flags are printed
+// and it exits 3, nothing asked). --apl-version takes 1.0–1.9 or a year
+// version from 2022.1 (aplVersionRE); anything else is a usage error.
 // It prints what Ray hears (SSML as plain text), what happens next and what
 // the card shows; --json prints the response envelopes, --print-request the
 // request bodies.
@@ -48,6 +57,9 @@ func cmdAsk(ctx context.Context, args []string) error {
 	}
 	if len(utterances) == 0 {
 		return usageErr("ask", `say something: unsay ask "what's my walking instruction" (or "open care notes")`)
+	}
+	if !aplVersionRE.MatchString(*aplVersion) {
+		return usageErr("ask", "--apl-version %q: want an APL runtime version: 1.0 to 1.9, or a year version from 2022.1 (2024.3, the newest, is the default; below %s the screen gets no card)", *aplVersion, apl.MinRuntime)
 	}
 	var raw []byte
 	for _, l := range skillpackage.Locales() {
@@ -75,9 +87,9 @@ func cmdAsk(ctx context.Context, args []string) error {
 			return fmt.Errorf("--alexa-test-ca %s: %w", *testCA, err)
 		}
 		if created {
-			fmt.Fprintf(os.Stderr, "unsay ask: created a test CA in %s. Start the server trusting it (loopback only), then ask again:\n  unsay serve --alexa-skill-id %s --alexa-roots %s --alexa-cert %s=%s\n",
+			fmt.Fprintf(os.Stderr, "unsay ask: created a test CA in %s; nothing was asked. Start the server trusting it (loopback only), then ask again:\n  unsay serve --alexa-skill-id %s --alexa-roots %s --alexa-cert %s=%s\n",
 				*testCA, *skillID, filepath.Join(*testCA, alexatest.RootFile), alexatest.CertURL, filepath.Join(*testCA, alexatest.ChainFile))
-			return nil
+			return exitError{code: 3} // a script can tell that the question was not sent
 		}
 		client.CA = pki
 	}

@@ -104,6 +104,29 @@ func randomHex(n int) string {
 	return fmt.Sprintf("%x", b)
 }
 
+// parseStaleAfter reads --stale-after: an RFC 3339 time, or a duration from
+// now ("72h"), as the RFC 3339 time /write takes. Either must be after now:
+// an instruction past its review date the moment it is written would be
+// read to the patient as past its review date at once, so a negative
+// duration or a past time is a typo, refused.
+func parseStaleAfter(v string, now time.Time) (string, error) {
+	const want = "want a time in the future (RFC 3339, 2026-10-12T09:00:00Z) or a positive duration from now (72h)"
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return "", fmt.Errorf("the review date would be now or in the past: %s", want)
+		}
+		return now.Add(d).UTC().Format(time.RFC3339), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return "", errors.New(want)
+	}
+	if !t.After(now) {
+		return "", fmt.Errorf("that is in the past: %s", want)
+	}
+	return v, nil
+}
+
 // writeFlags maps /write's JSON fields to the flags of `unsay write`, so a
 // refusal names the flag a person typed.
 var writeFlags = map[string]string{
@@ -121,7 +144,9 @@ var writeFlags = map[string]string{
 //	            --author okafor --author-label "Sarah Okafor, physio"
 //	            [--audience user] [--stale-after T] [--priority P] [--json]
 //
-// --stale-after is an RFC 3339 time or a duration from now ("72h").
+// --stale-after is an RFC 3339 time or a duration from now ("72h"), after
+// now (parseStaleAfter). A UNSAY_WRITE_SECRET under app.MinSecretBytes is
+// refused before anything is sent: serve refuses such a secret.
 // The secret is UNSAY_WRITE_SECRET, or httpapi.DevWriteSecret (said on stderr).
 func cmdWrite(ctx context.Context, args []string) error {
 	c, fs := newCommand("write")
@@ -162,13 +187,11 @@ func cmdWrite(ctx context.Context, args []string) error {
 		return usageErr("write", "--audience %q: want user (speakable) or assistant (never spoken)", *audience)
 	}
 	if *staleAfter != "" {
-		if d, err := time.ParseDuration(*staleAfter); err == nil {
-			req.StaleAfter = time.Now().Add(d).UTC().Format(time.RFC3339)
-		} else if _, err := time.Parse(time.RFC3339, *staleAfter); err == nil {
-			req.StaleAfter = *staleAfter
-		} else {
-			return usageErr("write", "--stale-after %q: want an RFC 3339 time (2026-10-12T09:00:00Z) or a duration from now (72h)", *staleAfter)
+		at, err := parseStaleAfter(*staleAfter, time.Now())
+		if err != nil {
+			return usageErr("write", "--stale-after %q: %v", *staleAfter, err)
 		}
+		req.StaleAfter = at
 	}
 	if *priority != "" {
 		p, err := strconv.ParseFloat(*priority, 64)
@@ -185,6 +208,9 @@ func cmdWrite(ctx context.Context, args []string) error {
 		return err
 	}
 	secret := secretFromEnv("UNSAY_WRITE_SECRET", httpapi.DevWriteSecret, "write")
+	if n := len(secret); n < app.MinSecretBytes {
+		return usageErr("write", "UNSAY_WRITE_SECRET is %d bytes: unsay serve refuses a write secret under %d bytes, so no server can have this one; set the server's secret", n, app.MinSecretBytes)
+	}
 	url := strings.TrimRight(*base, "/") + "/write"
 	for attempt := 1; ; attempt++ {
 		ts := time.Now().Unix()

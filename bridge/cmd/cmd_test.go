@@ -656,8 +656,10 @@ func startServeVerifying(t *testing.T) *server {
 func TestAsk_SignedWithATestCAIsAcceptedByAVerifyingServer(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ca")
 	first := unsay(t, nil, "ask", "--alexa-test-ca", dir, "open care notes")
-	if first.code != 0 || !strings.Contains(first.stderr, "--alexa-roots") || !strings.Contains(first.stderr, "--alexa-cert") {
-		t.Fatalf("first use: exit %d, %q; want the serve flags", first.code, first.stderr)
+	// Nothing is asked on first use, and the exit code says so (3, not 0).
+	if first.code != 3 || first.stdout != "" || !strings.Contains(first.stderr, "nothing was asked") ||
+		!strings.Contains(first.stderr, "--alexa-roots") || !strings.Contains(first.stderr, "--alexa-cert") {
+		t.Fatalf("first use: exit %d, %q %q; want 3, nothing asked, and the serve flags", first.code, first.stdout, first.stderr)
 	}
 	flags := regexp.MustCompile(`unsay serve (.*)`).FindStringSubmatch(first.stderr)
 	if flags == nil {

@@ -281,6 +281,19 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     await e.waitFor({ state: 'visible', timeout: 5000 });
     if (!((await e.textContent()) || '').trim()) return 'error-value is empty';
   });
+  await step('clinician: a review date that has passed is refused next to the field, and nothing is sent', async () => {
+    await p.locator('[data-testid="patient"]').fill('ray');
+    await p.locator('[data-testid="domain"]').fill('weight_bearing');
+    await p.locator('[data-testid="value"]').fill('Full weight-bearing as tolerated (past review date, never saved).');
+    await p.locator('[data-testid="staleAfter"]').fill('2020-01-01T09:00');
+    await p.locator('[data-testid="write-submit"]').click();
+    const e = p.locator('[data-testid="error-staleAfter"]');
+    await e.waitFor({ state: 'visible', timeout: 5000 });
+    const t = (await e.textContent()) || '';
+    if (!t.includes('That date has passed')) return 'error-staleAfter says: ' + t;
+    if (await p.locator('[data-testid="write-result"]').isVisible()) return 'a write result is shown: something was sent';
+    await p.locator('[data-testid="staleAfter"]').fill('');
+  });
   await step("clinician: a patient who is not the token's says \"no patient 'rayy' … did you mean ray?\" and offers no new topic", async () => {
     await p.locator('[data-testid="patient"]').fill('rayy');
     await p.locator('[data-testid="domain"]').fill('weight_bearing');
@@ -388,6 +401,18 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     const t = (await r.textContent()) || '';
     if (!/Saved as version 3/.test(t)) return 'write-result says: ' + t;
     await p.locator('[data-testid="audio"]').setInputFiles([]);
+  });
+  await step('clinician: a review date three days ahead is saved (the twin of the date that has passed)', async () => {
+    const d = new Date(Date.now() + 3 * 24 * 3600 * 1000);
+    const pad = (n) => String(n).padStart(2, '0');
+    const local = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    await p.locator('[data-testid="domain"]').fill('exercise');
+    await p.locator('[data-testid="value"]').fill('Heel slides twenty times, morning and evening (review in three days).');
+    await p.locator('[data-testid="staleAfter"]').fill(local);
+    await p.locator('[data-testid="write-submit"]').click();
+    await p.waitForFunction(() => /Saved as version/.test(document.querySelector('[data-testid="write-result"]').textContent || ''), null, { timeout: 10000 });
+    if (((await p.locator('[data-testid="error-staleAfter"]').textContent()) || '').trim()) return 'error-staleAfter is shown for a future date';
+    await p.locator('[data-testid="staleAfter"]').fill('');
   });
   await step('clinician: nothing overflows the viewport width after signing in (the form may scroll down)', async () => {
     const o = await overflow(p, false);

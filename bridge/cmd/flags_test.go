@@ -1,0 +1,95 @@
+package cmd
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes: `--apl-version
+// banana` was sent as runtime.maxVersion. It is refused before anything
+// is sent (exit 2), naming the flag, the value and the versions it takes;
+// the twins — an older Echo Show's 1.6 and a year version — are asked.
+func TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes(t *testing.T) {
+	for _, v := range []string{"banana", "", "1.10", "2024", "7.0", "2024.3 "} {
+		r := unsay(t, nil, "ask", "--url", "http://127.0.0.1:1", "--apl-version", v, "open care notes")
+		if r.code != 2 || r.stdout != "" {
+			t.Errorf("--apl-version %q: exit %d, stdout %q; want 2 and nothing asked", v, r.code, r.stdout)
+		}
+		for _, w := range []string{"--apl-version", "1.0 to 1.9", "2022.1"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("--apl-version %q: message lacks %q: %s", v, w, r.stderr)
+			}
+		}
+	}
+	s := startServe(t)
+	for _, v := range []string{"1.6", "2023.2", "2024.3"} {
+		r := unsay(t, nil, "ask", "--url", s.url, "--apl-version", v, "open care notes")
+		if r.code != 0 || !strings.Contains(r.stdout, "Ray hears:") {
+			t.Errorf("--apl-version %s: exit %d\n%s%s", v, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestWrite_StaleAfterNowOrInThePastIsRefusedAtTheFlag: `--stale-after
+// -1h` (or a date gone by) made an instruction past its review date the
+// moment it was written. Refused (exit 2) naming the flag and the forms it
+// takes; nothing is sent.
+func TestWrite_StaleAfterNowOrInThePastIsRefusedAtTheFlag(t *testing.T) {
+	for _, v := range []string{"-1h", "0s", "2020-01-01T00:00:00Z", "tomorrow"} {
+		r := unsay(t, nil, "write", "--url", "http://127.0.0.1:1", "--patient", "ray", "--domain", "weight_bearing",
+			"--value", "Full weight-bearing as tolerated.", "--author", "okafor", "--author-label", "Sarah Okafor, physio", "--stale-after", v)
+		if r.code != 2 {
+			t.Errorf("--stale-after %s: exit %d, want 2: %s", v, r.code, r.stderr)
+		}
+		for _, w := range []string{"--stale-after", v, "a time in the future", "a positive duration from now (72h)"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("--stale-after %s: message lacks %q: %s", v, w, r.stderr)
+			}
+		}
+	}
+}
+
+// TestParseStaleAfter_TakesAFutureTimeOrAPositiveDuration: the twins of
+// the refusals above, and the refusals themselves, at a fixed now.
+func TestParseStaleAfter_TakesAFutureTimeOrAPositiveDuration(t *testing.T) {
+	now := time.Date(2026, 10, 9, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"72h", "2026-10-12T09:00:00Z", true},
+		{"1m", "2026-10-09T09:01:00Z", true},
+		{"2026-10-12T09:00:00Z", "2026-10-12T09:00:00Z", true},
+		{"2026-10-12T10:00:00+01:00", "2026-10-12T10:00:00+01:00", true},
+		{"-1h", "", false},
+		{"0s", "", false},
+		{"2026-10-09T09:00:00Z", "", false}, // now is not after now
+		{"2020-01-01T00:00:00Z", "", false},
+		{"next week", "", false},
+	} {
+		got, err := parseStaleAfter(tc.in, now)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseStaleAfter(%q) = %q, %v; want %q (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestWrite_AWriteSecretUnder32BytesIsRefusedBeforeSending: a short
+// UNSAY_WRITE_SECRET got the server's "401 signature does not match" — no
+// hint that serve refuses such a secret, so no server can hold it. Now
+// exit 2 saying so, nothing sent; the twin: a 32-byte secret that is not
+// the server's is sent and refused by the server (exit 1, its words).
+func TestWrite_AWriteSecretUnder32BytesIsRefusedBeforeSending(t *testing.T) {
+	s := startServe(t)
+	args := []string{"write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing",
+		"--value", "Full weight-bearing as tolerated.", "--author", "okafor", "--author-label", "Sarah Okafor, physio"}
+	short := unsay(t, []string{"UNSAY_WRITE_SECRET=short"}, args...)
+	if short.code != 2 || !strings.Contains(short.stderr, "UNSAY_WRITE_SECRET is 5 bytes") || !strings.Contains(short.stderr, "under 32 bytes") {
+		t.Errorf("short secret: exit %d, %q; want 2 naming the 32-byte minimum", short.code, short.stderr)
+	}
+	other := unsay(t, []string{"UNSAY_WRITE_SECRET=" + strings.Repeat("x", 32)}, args...)
+	if other.code != 1 || !strings.Contains(other.stderr, "401") || strings.Contains(other.stderr, "under 32 bytes") {
+		t.Errorf("a 32-byte secret not the server's: exit %d, %q; want the server's 401", other.code, other.stderr)
+	}
+}
