@@ -6,7 +6,7 @@
 // it survives restarts and every instance on Postgres shares it.
 //
 //	GET  /.well-known/oauth-authorization-server  RFC 8414 metadata (oauthex.AuthServerMeta)
-//	GET  /oauth/authorize                         authorization_code, PKCE S256 required (op)
+//	GET  /oauth/authorize                         authorization_code, PKCE S256 required, scope defaults to care.read.user (op)
 //	GET  /oauth/consent, POST /oauth/consent      the consent page (consent.go)
 //	POST /oauth/token                             authorization_code, refresh_token (rotated), client_credentials (op)
 //	GET  /oauth/jwks                              the public signing keys, ES256 (op; keys.go rotates them)
@@ -219,7 +219,7 @@ func (s *Server) JWKSURL() string { return s.issuer + PathJWKS }
 // Routes mounts the endpoints of the package comment on r.
 func (s *Server) Routes(r chi.Router) {
 	r.Get(PathMetadata, s.handleMetadata)
-	r.Handle(PathAuthorize, withIss(s.issuer, s.provider))
+	r.Handle(PathAuthorize, withDefaultScope(withIss(s.issuer, s.provider)))
 	r.Post(PathToken, s.provider.ServeHTTP)
 	r.Get(PathJWKS, s.provider.ServeHTTP)
 	r.Post(PathRevoke, s.provider.ServeHTTP)

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/unsay/unsay/models"
 )
 
 // resourceKey carries the request's RFC 8707 "resource" values into the
@@ -83,25 +87,51 @@ func withIss(issuer string, next http.Handler) http.Handler {
 	})
 }
 
+// issWriter rewrites the redirect's Location, and the little HTML body
+// http.Redirect writes for a GET (a link to the same place) to match.
 type issWriter struct {
 	http.ResponseWriter
 	issuer string
 	done   bool
+	moved  string // the rewritten Location, once rewritten
 }
 
 func (w *issWriter) WriteHeader(status int) {
 	if !w.done && status >= 300 && status < 400 {
 		if loc := w.Header().Get("Location"); loc != "" && !strings.HasPrefix(loc, w.issuer+"/") {
-			w.Header().Set("Location", addIss(loc, w.issuer))
+			w.moved = addIss(loc, w.issuer)
+			w.Header().Set("Location", w.moved)
 		}
 	}
 	w.done = true
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// Write passes the body on, except a rewritten redirect's: that one is
+// http.Redirect's link to the old Location, replaced by one to the new.
 func (w *issWriter) Write(b []byte) (int, error) {
 	w.done = true
+	if w.moved != "" {
+		if _, err := io.WriteString(w.ResponseWriter, "<a href=\""+html.EscapeString(w.moved)+"\">Found</a>.\n"); err != nil {
+			return 0, err
+		}
+		w.moved = ""
+		return len(b), nil
+	}
 	return w.ResponseWriter.Write(b)
+}
+
+// withDefaultScope gives an authorization request without "scope" (or
+// with an empty one) the scope the consent page grants, care.read.user:
+// an MCP host may leave scope out and rely on the server's default, and op
+// would refuse the request as missing its scope.
+func withDefaultScope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err == nil && strings.TrimSpace(r.Form.Get("scope")) == "" {
+			r.Form.Set("scope", string(models.ScopeReadUser))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // addIss sets "iss" beside the response parameters: in the fragment when

@@ -3,13 +3,18 @@ package oauth
 import (
 	"bytes"
 	"errors"
+	"html"
 	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"golang.org/x/oauth2"
 
+	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 )
 
@@ -152,5 +157,53 @@ func TestAuthorizationCode_TwoSimultaneousExchangesDoNotBothSucceed(t *testing.T
 	}
 	if gs, _ := f.st.OAuthGrants(t.Context(), store.OAuthGrantFilter{Patient: "ray", ActiveOnly: true}); len(gs) != 0 {
 		t.Fatalf("active grants after a code was redeemed twice: %+v", gs)
+	}
+}
+
+// TestAuthorize_WithoutScopeDefaultsToTheSpeakableScope: an MCP host that
+// leaves "scope" out (or sends it empty) was refused invalid_request
+// ("The scope of your request is missing"), although care.read.user is
+// the only scope the page grants. It now reaches the consent page and its
+// token carries care.read.user. The twin: a request for only a scope the
+// page cannot grant is still invalid_scope.
+func TestAuthorize_WithoutScopeDefaultsToTheSpeakableScope(t *testing.T) {
+	f := newFixture(t, nil)
+	id := f.publicClient()
+	for _, scopes := range [][]string{nil, {""}} {
+		conf := &oauth2.Config{ClientID: id, RedirectURL: redirectURI, Scopes: scopes, Endpoint: f.config(id, "").Endpoint}
+		v := oauth2.GenerateVerifier()
+		authURL := conf.AuthCodeURL("s", oauth2.S256ChallengeOption(v))
+		if u, _ := url.Parse(authURL); u.Query().Get("scope") != "" {
+			t.Fatalf("the request carries scope %q", u.Query().Get("scope"))
+		}
+		back := f.consent(authURL, f.linkCode("ray"))
+		tok, err := conf.Exchange(t.Context(), back.Query().Get("code"), oauth2.VerifierOption(v))
+		if err != nil {
+			t.Fatalf("scopes %q: %v", scopes, err)
+		}
+		p, err := f.principal(tok.AccessToken)
+		if err != nil || !slices.Equal(p.Scopes, []models.Scope{models.ScopeReadUser}) {
+			t.Fatalf("scopes %q: principal %+v, %v; want care.read.user", scopes, p, err)
+		}
+	}
+	conf := &oauth2.Config{ClientID: id, RedirectURL: redirectURI, Scopes: []string{"care.write"}, Endpoint: f.config(id, "").Endpoint}
+	p := f.get(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	if u, err := url.Parse(p.location); err != nil || u.Query().Get("error") != "invalid_scope" {
+		t.Fatalf("only care.write asked: %d %q, want invalid_scope", p.status, p.location)
+	}
+}
+
+// TestAuthorize_TheRedirectsHTMLLinkCarriesIssLikeItsLocation: the 302's
+// body (http.Redirect's link, for a browser that does not follow) named
+// the Location without RFC 9207's "iss"; it now names the same URL.
+func TestAuthorize_TheRedirectsHTMLLinkCarriesIssLikeItsLocation(t *testing.T) {
+	f := newFixture(t, nil)
+	conf := f.config(f.publicClient(), "")
+	p := f.get(conf.AuthCodeURL("s")) // no PKCE: an error redirect to the client
+	if p.status != http.StatusFound || !strings.Contains(p.location, "iss=") {
+		t.Fatalf("%d %q: want a 302 carrying iss", p.status, p.location)
+	}
+	if want := `<a href="` + html.EscapeString(p.location) + `">`; !strings.Contains(p.body, want) {
+		t.Fatalf("body %q: want the link %s", p.body, want)
 	}
 }
