@@ -522,7 +522,7 @@ func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) htt
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tok, err := BearerToken(r)
 			if err != nil {
-				WriteChallenge(w, http.StatusUnauthorized, Challenge(resourceMetadataURL, "", ""), "missing bearer token")
+				WriteChallenge(w, http.StatusUnauthorized, Challenge(resourceMetadataURL, "", ""), noTokenMessage(r))
 				return
 			}
 			ti, err := v.Verify(r.Context(), tok, r)
@@ -547,6 +547,17 @@ func (v *Verifier) Middleware(resourceMetadataURL string) func(http.Handler) htt
 			inner.ServeHTTP(&challengeWriter{ResponseWriter: w, meta: resourceMetadataURL}, r.WithContext(ctx))
 		})
 	}
+}
+
+// noTokenMessage is the refusal body's words when BearerToken found no
+// token: "missing bearer token" without an Authorization header, and what
+// is wrong with one that is there ("Bearer A, Bearer B", "Basic …", a
+// bare "Bearer"), so nobody debugging is told a header they sent is missing.
+func noTokenMessage(r *http.Request) string {
+	if len(r.Header.Values("Authorization")) == 0 {
+		return "missing bearer token"
+	}
+	return `the Authorization header is not one bearer token: want "Authorization: Bearer <token>" (one header, one token)`
 }
 
 // challengeWriter gives a 401 the SDK writes itself (its own expiry check

@@ -538,3 +538,45 @@ func TestVerify_ARepeatedTokenStillExpiresByTheClock(t *testing.T) {
 		t.Fatalf("a cached token past its exp: %v", err)
 	}
 }
+
+// TestMiddleware_AMalformedAuthorizationHeaderIsNotCalledMissing: two
+// bearer values ("Bearer A, Bearer B"), another scheme, or "Bearer" alone
+// were answered "missing bearer token" although a header was sent. They
+// keep the same 401 and challenge, and the body now says the header is not
+// one bearer token; the twin: no header at all is still "missing".
+func TestMiddleware_AMalformedAuthorizationHeaderIsNotCalledMissing(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL}
+	v := newVerifier(t, cfg)
+	meta := v.ResourceMetadataURL()
+	srv := httptest.NewServer(v.Middleware(meta)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	defer srv.Close()
+	tok, err := Mint(cfg, "host", []models.Scope{models.ScopeReadUser}, []string{"ray"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ authz, want string }{
+		{"", "missing bearer token"},
+		{"Bearer " + tok + ", Bearer " + tok, "not one bearer token"},
+		{"Basic dXNlcjpwYXNz", "not one bearer token"},
+		{"Bearer", "not one bearer token"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader("{}"))
+		if tc.authz != "" {
+			req.Header.Set("Authorization", tc.authz)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error string }
+		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+meta+`"` ||
+			json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("Authorization %.20q: %d %q %s; want 401 saying %q", tc.authz, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, tc.want)
+		}
+	}
+}
