@@ -19,6 +19,7 @@ import (
 	"github.com/unsay/unsay/bridge/app"
 	"github.com/unsay/unsay/bridge/auth"
 	"github.com/unsay/unsay/bridge/httpapi"
+	"github.com/unsay/unsay/bridge/oauth"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 )
@@ -28,6 +29,9 @@ import (
 //
 //	unsay token --patient ray [--patient …] --scope care.read.user [--scope …]
 //	            [--sub NAME] [--ttl 1h] [--public-url URL]
+//
+// --ttl is at most 30 days (maxDevTokenTTL), with --db at most
+// oauth.InternalTokenMaxTTL (a day).
 //
 // Without --sub it mints a unique subject (dev-<random>) and says so on
 // stderr: two tokens never share a subject, and so never an MCP session
@@ -58,6 +62,10 @@ func cmdToken(ctx context.Context, args []string) error {
 		return usageErr("token", "--scope is required: one or more of %s", strings.Join(valid, ", "))
 	case *ttl <= 0:
 		return usageErr("token", "--ttl %s: want a positive duration such as 1h", *ttl)
+	case *db != "" && *ttl > oauth.InternalTokenMaxTTL:
+		return usageErr("token", "--ttl %s: a token signed with the authorization server's key (--db) lives at most %s; mint a new one when it ends", *ttl, fmtHours(oauth.InternalTokenMaxTTL))
+	case *db == "" && *ttl > maxDevTokenTTL:
+		return usageErr("token", "--ttl %s: a development token lives at most %s (30 days); mint a new one when it ends", *ttl, fmtHours(maxDevTokenTTL))
 	}
 	for _, p := range patients {
 		if !models.ValidID(p) {
@@ -95,6 +103,14 @@ func cmdToken(ctx context.Context, args []string) error {
 	fmt.Println(tok)
 	return nil
 }
+
+// maxDevTokenTTL caps a development (HS256) token's --ttl: 30 days. A
+// bearer token that outlives any test session (an 11-year one was minted
+// without comment) is a typo or a token nobody will revoke.
+const maxDevTokenTTL = 30 * 24 * time.Hour
+
+// fmtHours writes d as whole hours ("24h", "720h"), as --ttl takes it.
+func fmtHours(d time.Duration) string { return strconv.Itoa(int(d/time.Hour)) + "h" }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

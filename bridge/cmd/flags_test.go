@@ -1,9 +1,12 @@
 package cmd
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/unsay/unsay/store"
 )
 
 // TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes: `--apl-version
@@ -91,5 +94,49 @@ func TestWrite_AWriteSecretUnder32BytesIsRefusedBeforeSending(t *testing.T) {
 	other := unsay(t, []string{"UNSAY_WRITE_SECRET=" + strings.Repeat("x", 32)}, args...)
 	if other.code != 1 || !strings.Contains(other.stderr, "401") || strings.Contains(other.stderr, "under 32 bytes") {
 		t.Errorf("a 32-byte secret not the server's: exit %d, %q; want the server's 401", other.code, other.stderr)
+	}
+}
+
+// TestToken_ATTLBeyondTheCapIsRefusedNamingIt: `--ttl 100000h` minted an
+// 11-year development token without comment, and with --db a ttl over a
+// day failed with the authorization server's own words. Both are refused
+// at the flag (exit 2, no token) naming the cap; the twins at the caps
+// mint a token living that long.
+func TestToken_ATTLBeyondTheCapIsRefusedNamingIt(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "unsay.db")
+	st, err := store.Open(t.Context(), store.Options{DSN: db, AuditKey: []byte(store.DevAuditKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ttl", "100000h"}, "at most 720h (30 days)"},
+		{[]string{"--ttl", "721h"}, "at most 720h (30 days)"},
+		{[]string{"--ttl", "25h", "--db", db}, "at most 24h"},
+	} {
+		r := unsay(t, nil, append([]string{"token", "--patient", "ray", "--scope", "care.read.user", "--sub", "t"}, tc.args...)...)
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "--ttl") || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, %q; want 2, no token, naming %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		life time.Duration
+	}{
+		{[]string{"--ttl", "720h"}, 720 * time.Hour},
+		{[]string{"--ttl", "24h", "--db", db}, 24 * time.Hour},
+	} {
+		r := unsay(t, nil, append([]string{"token", "--patient", "ray", "--scope", "care.read.user", "--sub", "t"}, tc.args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d, %s", tc.args, r.code, r.stderr)
+		}
+		c := jwtClaims(t, r.stdout)
+		exp, iat := c["exp"].(float64), c["iat"].(float64)
+		if got := time.Duration(exp-iat) * time.Second; got != tc.life {
+			t.Errorf("%v: the token lives %s, want %s", tc.args, got, tc.life)
+		}
 	}
 }
