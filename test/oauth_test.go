@@ -9,12 +9,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -473,5 +475,60 @@ func TestOAuth_TokenWithDBIsSignedByTheServersKeyAndRevocable(t *testing.T) {
 	}
 	if status, wa := mcpStatus(t, s.URL, tok); status != http.StatusUnauthorized || !strings.Contains(wa, "invalid_token") {
 		t.Fatalf("after revoking its grant: %d %q", status, wa)
+	}
+}
+
+// TestOAuth_ASecondUseOfACodeRevokesTheTokensItProduced, against the real
+// binary (OAuth 2.1 §4.1.3, RFC 6749 §4.1.2): a host that asks without
+// "scope" links with care.read.user; its token reads /mcp; the same code
+// presented again is invalid_grant, and from then on the token of the
+// first exchange is 401 invalid_token at /mcp and its refresh token is
+// refused; `unsay grants list --all` shows the grant revoked by
+// "authorization code reuse". The twin: a second host's code, used once,
+// keeps its token working after the first host's revocation.
+func TestOAuth_ASecondUseOfACodeRevokesTheTokensItProduced(t *testing.T) {
+	s := startServer(t, oauthPart, "--alexa-verify=false")
+	ctx := context.Background()
+	link := func(name string) (*oauth2.Config, *oauth2.Token, string, string) {
+		reg, err := oauthex.RegisterClient(ctx, s.URL+"/oauth/register", &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{"http://127.0.0.1:9/callback"}, TokenEndpointAuthMethod: "none", ClientName: name}, http.DefaultClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := &oauth2.Config{ClientID: reg.ClientID, RedirectURL: "http://127.0.0.1:9/callback",
+			Endpoint: oauth2.Endpoint{AuthURL: s.URL + "/oauth/authorize", TokenURL: s.URL + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+		v := oauth2.GenerateVerifier()
+		back := consentWith(t, conf.AuthCodeURL("st", oauth2.S256ChallengeOption(v)), linkCodeFor(t, s))
+		tok, err := conf.Exchange(ctx, back.Query().Get("code"), oauth2.VerifierOption(v))
+		if err != nil {
+			t.Fatalf("%s: exchange: %v", name, err)
+		}
+		if scope, _ := tok.Extra("scope").(string); !slices.Contains(strings.Fields(scope), "care.read.user") || strings.Contains(scope, "care.read.assistant") {
+			t.Fatalf("%s asked without scope and got %q, want care.read.user", name, scope)
+		}
+		if status, _ := mcpStatus(t, s.URL, tok.AccessToken); status != http.StatusOK {
+			t.Fatalf("%s: /mcp with the new token: %d", name, status)
+		}
+		return conf, tok, back.Query().Get("code"), v
+	}
+	conf, tok, code, v := link("Host A")
+	_, other, _, _ := link("Host B")
+
+	var re *oauth2.RetrieveError
+	if _, err := conf.Exchange(ctx, code, oauth2.VerifierOption(v)); !errors.As(err, &re) || re.ErrorCode != "invalid_grant" {
+		t.Fatalf("second use of the code: %v, want invalid_grant", err)
+	}
+	if status, wa := mcpStatus(t, s.URL, tok.AccessToken); status != http.StatusUnauthorized || !strings.Contains(wa, `error="invalid_token"`) {
+		t.Fatalf("the first exchange's token after the code's reuse: %d %q, want 401 invalid_token", status, wa)
+	}
+	if _, err := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err == nil {
+		t.Fatal("the first exchange's refresh token still refreshes")
+	}
+	list, err := harness.Run(ctx, bin, "grants", "list", "--db", s.DB, "--all")
+	if err != nil || !strings.Contains(list, "by authorization code reuse") {
+		t.Fatalf("unsay grants list --all: %v\n%s\nwant a grant revoked by authorization code reuse", err, list)
+	}
+	if status, _ := mcpStatus(t, s.URL, other.AccessToken); status != http.StatusOK {
+		t.Fatalf("host B's token (its code used once): %d, want 200", status)
 	}
 }
