@@ -207,3 +207,33 @@ func TestAuthorize_TheRedirectsHTMLLinkCarriesIssLikeItsLocation(t *testing.T) {
 		t.Fatalf("body %q: want the link %s", p.body, want)
 	}
 }
+
+// TestRefresh_AReusedRefreshTokenIsLoggedAtWarnNamingTheGrant: the other
+// one-time credential. A rotated refresh token presented again revokes the
+// grant (TestRefresh_RotatesAndAReusedRefreshTokenRevokesTheGrant) and is
+// now logged at WARN naming it; the twin: a normal rotation logs nothing.
+func TestRefresh_AReusedRefreshTokenIsLoggedAtWarnNamingTheGrant(t *testing.T) {
+	logs := &logBuffer{}
+	f := newFixture(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	conf, code, v := f.codeFlow()
+	tok, err := conf.Exchange(t.Context(), code, oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conf.TokenSource(t.Context(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); strings.Contains(l, "level=WARN") {
+		t.Fatalf("a normal exchange and rotation logged a warning: %s", l)
+	}
+	if _, err := conf.TokenSource(t.Context(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); !invalidGrant(err) {
+		t.Fatalf("reused refresh token: %v, want invalid_grant", err)
+	}
+	gs, _ := f.st.OAuthGrants(t.Context(), store.OAuthGrantFilter{Patient: "ray"})
+	if len(gs) != 1 || gs[0].RevokedBy != store.RevokedByRefreshReuse {
+		t.Fatalf("grants %+v: want one revoked by %q", gs, store.RevokedByRefreshReuse)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "rotated refresh token was presented again") || !strings.Contains(l, gs[0].ID) {
+		t.Fatalf("log %q: want a WARN line naming grant %s", l, gs[0].ID)
+	}
+}

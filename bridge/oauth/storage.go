@@ -388,20 +388,19 @@ func (st *storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Toke
 	now := st.s.now()
 	next := randomToken(32)
 	expires := now.Add(st.s.cfg.RefreshTokenTTL)
-	if a, ok := req.(*authRequest); ok {
+	switch a, isCode := req.(*authRequest); {
+	case isCode:
 		if err := st.exchangeCode(ctx, a, store.HashSecret(next), expires); err != nil {
 			return "", "", time.Time{}, err
 		}
-	} else {
-		if current == "" {
-			err = st.s.st.CreateOAuthRefreshToken(ctx, store.HashSecret(next), g.ID, now, expires)
-		} else {
-			_, err = st.s.st.RotateOAuthRefreshToken(ctx, store.HashSecret(current), store.HashSecret(next), now, expires)
-		}
-		if err != nil {
-			st.securityEvent(err)
-			return "", "", time.Time{}, refreshError(err)
-		}
+	case current == "":
+		err = st.s.st.CreateOAuthRefreshToken(ctx, store.HashSecret(next), g.ID, now, expires)
+	default:
+		_, err = st.s.st.RotateOAuthRefreshToken(ctx, store.HashSecret(current), store.HashSecret(next), now, expires)
+	}
+	if err != nil {
+		st.securityEvent(err)
+		return "", "", time.Time{}, refreshError(err)
 	}
 	id, exp := st.accessTokenID(g)
 	return id, next, exp, nil
@@ -477,6 +476,7 @@ func (st *storage) RevokeToken(ctx context.Context, tokenOrID, userID, clientID 
 	var err error
 	if userID == "" {
 		g, err = st.s.st.OAuthRefreshTokenGrant(ctx, store.HashSecret(tokenOrID), st.s.now())
+		st.securityEvent(err)
 	} else {
 		grantID, _, _ := strings.Cut(tokenOrID, ".")
 		g, err = st.s.st.OAuthGrant(ctx, grantID)
@@ -493,6 +493,7 @@ func (st *storage) RevokeToken(ctx context.Context, tokenOrID, userID, clientID 
 func (st *storage) GetRefreshTokenInfo(ctx context.Context, _ string, token string) (string, string, error) {
 	g, err := st.s.st.OAuthRefreshTokenGrant(ctx, store.HashSecret(token), st.s.now())
 	if err != nil {
+		st.securityEvent(err)
 		return "", "", op.ErrInvalidRefreshToken
 	}
 	// op hands this id back to RevokeToken, which revokes the grant before the ".".
