@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
 )
@@ -247,5 +248,25 @@ func (s *Server) abortStreams(all bool) {
 		if all || !graceful {
 			sw.Abort()
 		}
+	}
+}
+
+// releaseRequestExtra is the outermost receiving middleware of the
+// 2025-11-25 server: once a request or notification has been handled (its
+// result returned), it drops the HTTP header map and the TokenInfo from the
+// request's RequestExtra. The SDK's jsonrpc2 handler queue (v1.8.0) keeps
+// the last handled request reachable until the session's next one arrives
+// (the popped slot is not cleared before the queue is resliced), so without
+// this an idle session keeps its last POST's headers, bearer token
+// included, and its TokenInfo: about 2.8 KiB per session (issue 17). Every
+// handler reads its principal from the TokenInfo at its start (readToken)
+// and none keeps the request past its return, so nothing reads them later.
+func releaseRequestExtra(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if extra := req.GetExtra(); extra != nil {
+			extra.Header, extra.TokenInfo = nil, nil
+		}
+		return res, err
 	}
 }

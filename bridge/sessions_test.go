@@ -3,11 +3,16 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
+	"weak"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -289,5 +294,62 @@ func TestReplay_ExpiredResumingTokenGetsEveryURIFrameRedacted(t *testing.T) {
 				t.Errorf("%s: frame %d = %s, redacted want %v", tc.name, i, data, tc.redacted[i])
 			}
 		}
+	}
+}
+
+// TestSession_AnIdleSessionKeepsNoHeaderOrTokenOfItsLastRequest: once a
+// session's last POST (here resources/subscribe) has been answered, neither
+// that request's header map (probed by a header value sent nowhere else)
+// nor its TokenInfo stays reachable, although the SDK's handler queue
+// (go-sdk v1.8.0) keeps the last handled request: releaseRequestExtra drops
+// both from it (issue 17, memory per idle session). Twin: while the request
+// is being handled, the same probes find both reachable after a GC.
+func TestSession_AnIdleSessionKeepsNoHeaderOrTokenOfItsLastRequest(t *testing.T) {
+	h := newHarness(t)
+	probe := "probe-" + rand.Text()
+	var (
+		mu         sync.Mutex
+		hdr        weak.Pointer[byte]
+		ti         weak.Pointer[sdkauth.TokenInfo]
+		heldHeader bool
+		heldToken  bool
+	)
+	h.srv.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if extra := req.GetExtra(); method == "resources/subscribe" && extra != nil && extra.Header.Get("X-Unsay-Probe") == probe {
+				mu.Lock()
+				hdr = weak.Make(unsafe.StringData(extra.Header.Get("X-Unsay-Probe")))
+				ti = weak.Make(extra.TokenInfo)
+				runtime.GC()
+				heldHeader, heldToken = hdr.Value() != nil, ti.Value() != nil
+				mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	tok := h.token("idle-mem", userScopes)
+	sid := h.rawInit(tok)
+	r := h.do("POST", "/mcp", tok, map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": ProtocolVersion, "X-Unsay-Probe": probe},
+		`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"care://ray/weight_bearing"}}`)
+	if r.status != http.StatusOK {
+		t.Fatalf("subscribe: %d %s", r.status, r.body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !heldHeader || !heldToken {
+		t.Fatalf("while handled: header reachable %v, TokenInfo reachable %v; want both (the probes see nothing)", heldHeader, heldToken)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		runtime.GC()
+		if hdr.Value() == nil && ti.Value() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session's last request: header reachable %v, TokenInfo reachable %v after 5 s; want neither",
+				hdr.Value() != nil, ti.Value() != nil)
+		}
+	}
+	if h.srv.sessions.get(sid) == nil {
+		t.Fatal("the session is gone: the probe proved nothing about an idle one")
 	}
 }
