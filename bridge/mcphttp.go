@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
 )
@@ -50,6 +52,9 @@ const (
 //     sessions ends the least-recently-used of them that is idle — no
 //     request being served on it, no stream open — and is served; it is
 //     refused 429 only when every one of them is busy;
+//   - a request opening a session hands the SDK a context that drops its
+//     values once the request is answered (sessionContext), since the SDK
+//     keeps that context for the session's life;
 //   - every response is written through a StreamWriter (P-25): its own
 //     bounded queue and per-write deadline. A standalone GET stream that
 //     cannot keep up closes its session (serveStandalone); a POST's
@@ -100,6 +105,12 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		if victim != nil {
 			s.evictSession(victimID, victim)
 		}
+		// The SDK keeps this request's context as the new session's
+		// (sessionContext): it carries the request's values only while the
+		// request is served.
+		sc := newSessionContext(ctx)
+		defer func() { cancel(); sc.detach() }()
+		r = r.WithContext(sc)
 	}
 	if r.Method == http.MethodGet && st != nil {
 		s.serveStandalone(w, r, sid, st, p, cancel)
@@ -248,4 +259,75 @@ func (s *Server) abortStreams(all bool) {
 			sw.Abort()
 		}
 	}
+}
+
+// releaseRequestExtra is the outermost receiving middleware of the
+// 2025-11-25 server: once a request or notification has been handled (its
+// result returned), it drops the HTTP header map and the TokenInfo from the
+// request's RequestExtra. The SDK's jsonrpc2 handler queue (v1.8.0) keeps
+// the last handled request reachable until the session's next one arrives
+// (the popped slot is not cleared before the queue is resliced), so without
+// this an idle session keeps its last POST's headers, bearer token
+// included, and its TokenInfo: about 2.8 KiB per session (issue 17). Every
+// handler reads its principal from the TokenInfo at its start (readToken)
+// and none keeps the request past its return, so nothing reads them later.
+func releaseRequestExtra(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if extra := req.GetExtra(); extra != nil {
+			extra.Header, extra.TokenInfo = nil, nil
+		}
+		return res, err
+	}
+}
+
+// sessionContext is the context of a request opening a session, as serveMCP
+// hands it to the SDK. The SDK (v1.8.0) keeps the context of the request
+// that created a session as that session's own for its whole life — its
+// values, not its cancellation (connectStreamable; jsonrpc2's notDone) — so
+// every idle session would keep its initialize request's TokenInfo, bearer
+// token, router state and context chain reachable: about 1.5 KiB (issue 17),
+// and a credential the session no longer needs. A sessionContext is the
+// request's context until detach, called once the request was answered and
+// its context cancelled; from then on it carries no values, is done, and
+// keeps nothing of the request but its closed Done channel. No later request
+// of the session reads a value from it: each one's principal comes from its
+// own RequestExtra.TokenInfo (doc.go), and the SDK's per-request values
+// (request id, protocol version, log level) are set on each request's own
+// context. Safe for concurrent use.
+type sessionContext struct {
+	done <-chan struct{}
+	live atomic.Pointer[context.Context] // nil once detached
+}
+
+func newSessionContext(ctx context.Context) *sessionContext {
+	sc := &sessionContext{done: ctx.Done()}
+	sc.live.Store(&ctx)
+	return sc
+}
+
+// detach drops the request's context; call it after that context is done.
+func (sc *sessionContext) detach() { sc.live.Store(nil) }
+
+func (sc *sessionContext) Deadline() (time.Time, bool) {
+	if ctx := sc.live.Load(); ctx != nil {
+		return (*ctx).Deadline()
+	}
+	return time.Time{}, false
+}
+
+func (sc *sessionContext) Done() <-chan struct{} { return sc.done }
+
+func (sc *sessionContext) Err() error {
+	if ctx := sc.live.Load(); ctx != nil {
+		return (*ctx).Err()
+	}
+	return context.Canceled
+}
+
+func (sc *sessionContext) Value(key any) any {
+	if ctx := sc.live.Load(); ctx != nil {
+		return (*ctx).Value(key)
+	}
+	return nil
 }

@@ -253,6 +253,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	s.addAlexaPlusTools(srv)
 	srv.AddPrompt(briefCarerPrompt(), s.briefCarer)
 	srv.AddReceivingMiddleware(s.receiveMiddleware)
+	srv.AddReceivingMiddleware(releaseRequestExtra) // outermost: after every other
 	srv.AddSendingMiddleware(s.sendFilter)
 	return srv
 }

@@ -3,11 +3,17 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
+	"weak"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -289,5 +295,133 @@ func TestReplay_ExpiredResumingTokenGetsEveryURIFrameRedacted(t *testing.T) {
 				t.Errorf("%s: frame %d = %s, redacted want %v", tc.name, i, data, tc.redacted[i])
 			}
 		}
+	}
+}
+
+// TestSession_AnIdleSessionKeepsNoTokenOrHeaderOfItsRequests: once a
+// session's POSTs (initialize, then resources/subscribe) have been answered
+// and its GET stream is attached and idle, neither request's TokenInfo nor
+// the subscribe's header map (probed by a header value sent nowhere else)
+// stays reachable. The SDK keeps the initialize request's context as the
+// session's (sessionContext drops its values) and its handler queue keeps
+// the last handled request (releaseRequestExtra drops its header and token;
+// go-sdk v1.8.0; issue 17, memory per idle session). Twin: while each
+// request is being handled, the same probes find them reachable after a GC.
+func TestSession_AnIdleSessionKeepsNoTokenOrHeaderOfItsRequests(t *testing.T) {
+	h := newHarness(t)
+	probe := "probe-" + rand.Text()
+	type probes struct {
+		hdr          weak.Pointer[byte]
+		ti           weak.Pointer[sdkauth.TokenInfo]
+		heldWhileRun bool
+	}
+	var mu sync.Mutex
+	seen := map[string]*probes{}
+	h.srv.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if extra := req.GetExtra(); extra != nil && extra.Header.Get("X-Unsay-Probe") == probe {
+				pr := &probes{hdr: weak.Make(unsafe.StringData(extra.Header.Get("X-Unsay-Probe"))), ti: weak.Make(extra.TokenInfo)}
+				runtime.GC()
+				pr.heldWhileRun = pr.hdr.Value() != nil && pr.ti.Value() != nil
+				mu.Lock()
+				seen[method] = pr
+				mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
+	})
+	tok := h.token("idle-mem", userScopes)
+	session := map[string]string{"X-Unsay-Probe": probe}
+	r := h.do("POST", "/mcp", tok, session,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := r.header.Get("Mcp-Session-Id")
+	if r.status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", r.status, r.body)
+	}
+	session["Mcp-Session-Id"], session["MCP-Protocol-Version"] = sid, ProtocolVersion
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"care://ray/weight_bearing"}}`,
+	} {
+		if r := h.do("POST", "/mcp", tok, session, body); r.status != http.StatusOK && r.status != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+	}
+	_, code, stop := h.openStream(tok, sid, "")
+	defer stop()
+	if code != http.StatusOK {
+		t.Fatalf("GET stream: %d", code)
+	}
+	st := h.srv.sessions.get(sid)
+	waitUntil(t, func() bool { return st != nil && st.attached() })
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range []string{"initialize", "resources/subscribe"} {
+		if pr := seen[m]; pr == nil || !pr.heldWhileRun {
+			t.Fatalf("%s while handled: probes %+v; want its header and TokenInfo reachable (the probes see nothing)", m, pr)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		runtime.GC()
+		var held []string
+		for _, m := range []string{"initialize", "resources/subscribe"} {
+			if seen[m].ti.Value() != nil {
+				held = append(held, m+"'s TokenInfo")
+			}
+		}
+		if seen["resources/subscribe"].hdr.Value() != nil {
+			held = append(held, "resources/subscribe's header")
+		}
+		if len(held) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session still holds %v after 5 s; want none", held)
+		}
+	}
+}
+
+// TestSessionContext_CarriesTheRequestsValuesOnlyUntilDetached: a
+// sessionContext answers as the request's context (its values, its Done,
+// cancellation reaching contexts derived from it) until detach, and then
+// carries no value, stays done and keeps the request's context unreachable.
+// Twin: before detach the same value is found and held.
+func TestSessionContext_CarriesTheRequestsValuesOnlyUntilDetached(t *testing.T) {
+	type key struct{}
+	val := &struct{ b [64]byte }{}
+	held := weak.Make(val)
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, val))
+	sc := newSessionContext(parent)
+	parent = nil
+	child, stopChild := context.WithCancel(sc)
+	defer stopChild()
+	if sc.Value(key{}) != any(val) || sc.Err() != nil {
+		t.Fatalf("live: Value %v, Err %v; want the request's value and no error", sc.Value(key{}), sc.Err())
+	}
+	val = nil
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling the request did not reach a context derived from its sessionContext")
+	}
+	runtime.GC()
+	if held.Value() == nil {
+		t.Fatal("before detach: the request's value is gone; want it held")
+	}
+	sc.detach()
+	select {
+	case <-sc.Done():
+	default:
+		t.Fatal("detached: Done is not closed")
+	}
+	if sc.Value(key{}) != nil || !errors.Is(sc.Err(), context.Canceled) {
+		t.Fatalf("detached: Value %v, Err %v; want nil and context.Canceled", sc.Value(key{}), sc.Err())
+	}
+	for deadline := time.Now().Add(5 * time.Second); held.Value() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("detached: the request's context is still reachable after 5 s")
+		}
+		runtime.GC()
 	}
 }

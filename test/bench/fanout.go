@@ -122,13 +122,15 @@ func (c *mcpClient) open(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// memoryParts reads the server's heap in use and stacks in use after a GC
-// (/debug/pprof/heap?gc=1&debug=1 on the admin listener, --admin-pprof).
-func memoryParts(ctx context.Context, admin string) (heap, stack uint64, err error) {
+// memoryParts reads the server's heap in use (spans holding live objects)
+// and stacks in use after a GC (/debug/pprof/heap?gc=1&debug=1 on the admin
+// listener, --admin-pprof), and the live objects' bytes (HeapAlloc: steadier
+// than HeapInuse, which also counts the free slots of partly used spans).
+func memoryParts(ctx context.Context, admin string) (heap, stack, objects uint64, err error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/pprof/heap?gc=1&debug=1", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -140,11 +142,11 @@ func memoryParts(ctx context.Context, admin string) (heap, stack uint64, err err
 		n, _ := strconv.ParseUint(string(m[1]), 10, 64)
 		return n
 	}
-	heap, stack = get(`# HeapInuse = (\d+)`), get(`# Stack = (\d+) /`)
+	heap, stack, objects = get(`# HeapInuse = (\d+)`), get(`# Stack = (\d+) /`), get(`# HeapAlloc = (\d+)`)
 	if heap == 0 {
-		return 0, 0, errors.New("no HeapInuse in the heap profile (is --admin-pprof on?)")
+		return 0, 0, 0, errors.New("no HeapInuse in the heap profile (is --admin-pprof on?)")
 	}
-	return heap, stack, nil
+	return heap, stack, objects, nil
 }
 
 func signedWrite(ctx context.Context, base, value string) error {
@@ -193,9 +195,13 @@ func fanOut(ctx context.Context, o options, fig *Figures) error {
 		}
 		clients = append(clients, &mcpClient{base: s.URL, tok: tok, post: post, get: get})
 	}
-	heap0, stack0, err := memoryParts(ctx, s.AdminURL)
+	heap0, stack0, obj0, err := memoryParts(ctx, s.AdminURL)
 	if err != nil {
 		return err
+	}
+	profDir := os.Getenv("UNSAY_BENCH_PROFILE_DIR")
+	if profDir != "" { // the heap before the sessions: pprof -base it
+		saveProfile(ctx, s.AdminURL+"/debug/pprof/heap", filepath.Join(profDir, "fanout-heap0.prof"))
 	}
 	sessions := make([]*session, o.fanout)
 	var wg sync.WaitGroup
@@ -221,20 +227,22 @@ func fanOut(ctx context.Context, o options, fig *Figures) error {
 		return fmt.Errorf("opening sessions: %w", err)
 	}
 	time.Sleep(500 * time.Millisecond) // the GET streams are registered
-	heap1, stack1, err := memoryParts(ctx, s.AdminURL)
+	heap1, stack1, obj1, err := memoryParts(ctx, s.AdminURL)
 	if err != nil {
 		return err
 	}
 	perKiB := func(a, b uint64) float64 { return float64(int64(b)-int64(a)) / float64(o.fanout) / 1024 }
 	fig.IdleKiB = perKiB(heap0+stack0, heap1+stack1)
-	fmt.Printf("    per idle session: heap %.1f KiB + goroutine stacks %.1f KiB\n", perKiB(heap0, heap1), perKiB(stack0, stack1))
-	if dir := os.Getenv("UNSAY_BENCH_PROFILE_DIR"); dir != "" { // heap and goroutines of the idle sessions
-		for _, p := range []string{"heap", "goroutine"} {
-			if resp, err := http.Get(s.AdminURL + "/debug/pprof/" + p); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				_ = os.WriteFile(filepath.Join(dir, "fanout-"+p+".prof"), b, 0o644)
-			}
+	fmt.Printf("    per idle session: heap %.1f KiB + goroutine stacks %.1f KiB (live objects %.1f KiB of the heap)\n",
+		perKiB(heap0, heap1), perKiB(stack0, stack1), perKiB(obj0, obj1))
+	if dir := profDir; dir != "" { // heap and goroutines of the idle sessions
+		for _, p := range []struct{ path, file string }{
+			{"/debug/pprof/heap", "fanout-heap.prof"},
+			{"/debug/pprof/goroutine", "fanout-goroutine.prof"},
+			{"/debug/pprof/goroutine?debug=2", "fanout-goroutine.txt"},
+			{"/metrics", "fanout-metrics.txt"},
+		} {
+			saveProfile(ctx, s.AdminURL+p.path, filepath.Join(dir, p.file))
 		}
 	}
 	// Prime: one revision every session must see (the streams are open).
