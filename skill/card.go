@@ -51,9 +51,13 @@ func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 	if a.Current.Audio != nil {
 		title = "Your " + models.Topic(a.Current.Domain) + " has changed" // a recording (clip.go)
 	}
+	withdrawn := a.Heard.Value
+	if a.HeardUnsure && a.Told != nil { // both withdrawn: what he was told, then what he may have been told
+		withdrawn = a.Told.Value + " · " + a.Heard.Value
+	}
 	c := apl.RetractionCard{
 		Title:     title,
-		Withdrawn: a.Heard.Value,
+		Withdrawn: withdrawn,
 		Current:   a.Current.Value,
 		Author:    a.Current.AuthorLabel,
 		Age:       models.SpokenAge(t.now.Sub(a.Current.WrittenAt)),
