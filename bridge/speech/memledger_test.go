@@ -21,18 +21,18 @@ const wb = ledgertest.WB
 // data. TestMemLedger_KeepsTheLedgerContract holds it to the contract the
 // store's SQL keeps (ledgertest).
 type memDB struct {
-	mu       sync.Mutex
-	heard    map[memKey]int
+	mu    sync.Mutex
+	heard map[memKey]int
 	// confirmed: a response after the one that set heard carried the
 	// heard version's words, written in full, so no report that an
 	// earlier response was not played re-opens it (the store's
 	// speech_heard.reopenable = 0).
 	confirmed map[memKey]bool
 	offered   map[memKey]int
-	baseline map[memKey]int
-	followed map[string]bool
-	anns     []memAnn   // by id - 1
-	log      []memEvent // by id - 1
+	baseline  map[memKey]int
+	followed  map[string]bool
+	anns      []memAnn   // by id - 1
+	log       []memEvent // by id - 1
 }
 
 type memKey struct{ patient, uri string }
