@@ -216,6 +216,39 @@ func TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack(t *testing.T
 	}
 }
 
+// Finding B1: Alexa's error report for session S1's response (the one
+// that carried the retraction) arrives late, after a new session S2 told
+// Ray the new words plainly, in full. S2 is a later confirmed delivery of
+// them, so the report never rolls the ledger back past it: the next turn
+// does not say "Stop — I told you …" again. Twin: with no later delivery
+// the report brings the retraction back
+// (TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack).
+func TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	var r *harness.Reply
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
+			break
+		}
+	}
+	if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
+		t.Fatalf("S1 launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
+	}
+	end := dev.SessionEnded("ERROR") // S1's report, sent after S2
+	end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
+	end["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "late"}
+	if s2 := launch(t, s, dev); strings.Contains(s2, "Stop —") || !strings.Contains(s2, revision) {
+		t.Fatalf("S2 launch: %q, want %q told plainly", s2, revision)
+	}
+	ask(t, s, end)
+	if next := launch(t, s, dev); strings.Contains(next, "Stop —") || !strings.Contains(next, revision) {
+		t.Fatalf("after S1's late error report: %q, want %q plainly, no retraction again", next, revision)
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,
