@@ -455,9 +455,9 @@ func (l *HeardLedger) MarkTold(ctx context.Context, patient, uri string, version
 	// heard a newer version, or this one and a later delivery confirmed it
 	// already (its offer was never written).
 	var heard, pendingFrom, reopenable int
-	err := l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT COALESCE((SELECT version FROM speech_heard WHERE patient = ? AND uri = ?), 0),
-COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'), 0),
-COALESCE((SELECT reopenable FROM speech_heard WHERE patient = ? AND uri = ?), 0)`), patient, uri, patient, uri, patient, uri).Scan(&heard, &pendingFrom, &reopenable)
+	err := l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT COALESCE(h.version, 0), COALESCE(h.reopenable, 0),
+COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'), 0)
+FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`), patient, uri, patient, uri).Scan(&heard, &reopenable, &pendingFrom)
 	if err != nil {
 		return false, fmt.Errorf("store: heard ledger: told: %w", err)
 	}
