@@ -148,3 +148,37 @@ func TestMultiPart_TheScreenShowsTheRetractionCardFromTheFirstPartAndItsNewWords
 		t.Errorf("voice-only part 1 offered %v, want nothing", got)
 	}
 }
+
+// F3: a retraction that withdraws both the words he was told (Told) and
+// those he may have been told (Heard, unsure) shows both struck through on
+// the retraction card, the told ones first, and says both. Twin: without
+// Told the card and the voice withdraw only the words he may have heard.
+func TestCard_ARetractionWithdrawingBothTheToldAndTheMayHaveWordsShowsBoth(t *testing.T) {
+	told := ver("weight_bearing", 8, "Rest and ice for two hours.", "Sarah Okafor, physio", 2*time.Hour)
+	maybe := ver("weight_bearing", 9, "Ice and rest for three hours.", "Sarah Okafor, physio", time.Hour)
+	cur := ver("weight_bearing", 10, wbV3Text, "Sarah Okafor, physio", time.Minute)
+	for _, withTold := range []bool{true, false} {
+		r := newRig(t, nil)
+		a := models.Announcement{ID: 7, Patient: "ray", Heard: &maybe, Current: cur, Again: true, HeardUnsure: true}
+		if withTold {
+			a.Told = &told
+		}
+		r.care.setPending("ray", a)
+		r.care.facts["ray"][0] = cur
+		out, raw := r.turn(reqOpts{APL: true})
+		withdrawn, current := retractionData(t, raw)
+		said := plain(out)
+		if current != apl.EscapeText(wbV3Text) {
+			t.Fatalf("told %v: card current %q", withTold, current)
+		}
+		if withTold {
+			if withdrawn != told.Value+" · "+maybe.Value || !strings.Contains(said, "I told you: “"+told.Value+"” I may also have told you: “"+maybe.Value+"”") {
+				t.Errorf("both: card withdrawn %q, said %q", withdrawn, said)
+			}
+			continue
+		}
+		if withdrawn != maybe.Value || strings.Contains(said, told.Value) || !strings.Contains(said, "I may have told you: “"+maybe.Value+"”") {
+			t.Errorf("may-have only: card withdrawn %q, said %q", withdrawn, said)
+		}
+	}
+}
