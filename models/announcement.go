@@ -20,6 +20,13 @@ type Announcement struct {
 	// certain, so the retraction quotes it as "I may have told you: …",
 	// never as words he was told (P-24).
 	HeardUnsure bool
+	// Told is, when Heard is only a version he may have heard
+	// (HeardUnsure), the older version he heard for certain, set when its
+	// words differ from both Heard's and Current's: the retraction then
+	// withdraws both — "I told you: “…” I may also have told you: “…”" —
+	// so the words he was told are never left standing (P-19, P-24). Nil
+	// otherwise.
+	Told *Version
 }
 
 // Offer is something put in a response about to be written to Alexa
@@ -56,7 +63,8 @@ type Marked struct {
 func (a Announcement) URI() URI { return a.Current.FactURI() }
 
 // Render returns the sentence to speak at now: RenderRetraction(heard,
-// current) when he heard an older version, RenderFirstHearing otherwise,
+// current) when he heard an older version — with Told, the words he heard
+// for certain first, then those he may have heard — RenderFirstHearing otherwise,
 // each judging Current's review date at now (P-24). With Again it opens
 // "Stop — as I may not have told you properly: …" (a first hearing: "As I
 // may not have told you properly: your …"). It returns ErrUnchanged when
@@ -64,7 +72,11 @@ func (a Announcement) URI() URI { return a.Current.FactURI() }
 // ErrAssistantAudience for an assistant-only version.
 func (a Announcement) Render(now time.Time) (string, error) {
 	if a.Heard != nil {
-		return renderRetraction(*a.Heard, a.Current, now, a.Again, a.HeardUnsure)
+		var told *Version
+		if a.HeardUnsure {
+			told = a.Told
+		}
+		return renderRetraction(*a.Heard, a.Current, now, a.Again, a.HeardUnsure, told)
 	}
 	s, err := RenderFirstHearing(a.Current, now)
 	if err != nil || !a.Again {

@@ -110,7 +110,9 @@
 //     TestRevert_DuringHisTurnTheNextTurnWithdrawsWhatTheTurnSaid,
 //     TestRevert_AfterACrashBeforeTheLedgersCommitTheOfferedWordsAreWithdrawnSayingSo,
 //     TestOvertaken_ATurnOvertakenByARevisionIsQuotedByTheNextRetraction,
-//     TestSpeechRace_AQuickRevertNeverErasesAStopHeWasTold.
+//     TestSpeechRace_AQuickRevertNeverErasesAStopHeWasTold,
+//     TestWithdraw_ARetractionFromWordsHeMayHaveHeardAlsoWithdrawsTheWordsHeWasTold,
+//     TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold.
 //   - P-20. An acknowledged write survives kill -9; the chain verifies
 //     after restart. Tests: TestPublish_P20_AcknowledgedWritesSurviveKill9,
 //     TestDemo_RetractionSurvivesKill9BetweenWriteAndNextTurn.
@@ -142,6 +144,9 @@
 //     TestTurn_AFactServedStaleIsStaleAtTheTurnsNowTakenBeforeTheRead,
 //     TestStaleness_AVersionServedStaleIsSaidAgeFirstInEveryFormAndOnBothCards,
 //     TestLeaving_StopAndCancelEndTheSessionWhileALongRetractionIsOwed,
+//     TestMultiPart_APartSayingOnlyTheWithdrawnWordsOffersNothingAndOneCarryingTheNewWordsOffersThem,
+//     TestMultiPart_TheScreenShowsTheRetractionCardFromTheFirstPartAndItsNewWordsAreOffered,
+//     TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery,
 //     TestServeHTTP_AReplayedRequestIsRefusedAndUsesUpNothing,
 //     TestSpeechRace_ARevisionDuringRaysTurnWithdrawsWhatTheTurnSaid,
 //     TestSpeechRace_AQuestionRightAfterAWriteHearsTheRetraction,

@@ -48,7 +48,7 @@ const (
 // "Stop — your exercise count has changed. …"), and ErrUnchanged needs the
 // same sound as well as the same words.
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
-	return renderRetraction(heard, current, now, false, false)
+	return renderRetraction(heard, current, now, false, false, nil)
 }
 
 // toldYou introduces the withdrawn words: "I told you: " when he heard them
@@ -60,7 +60,18 @@ func toldYou(unsure bool) string {
 	return "I told you: "
 }
 
-func renderRetraction(heard, current Version, now time.Time, again, unsure bool) (string, error) {
+// withdrawn is what a retraction says of the words it withdraws: "I told
+// you: “{heard}”", or "I may have told you: “…”" when unsure; with told
+// (the version he heard for certain, before the one he may have heard),
+// "I told you: “{told}” I may also have told you: “{heard}”" (P-19, P-24).
+func withdrawn(heard Version, unsure bool, told *Version) string {
+	if unsure && told != nil {
+		return toldYou(false) + Quote(told.Value) + " I may also have told you: " + Quote(heard.Value)
+	}
+	return toldYou(unsure) + Quote(heard.Value)
+}
+
+func renderRetraction(heard, current Version, now time.Time, again, unsure bool, told *Version) (string, error) {
 	if heard.Audience != AudienceUser || current.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
@@ -68,7 +79,7 @@ func renderRetraction(heard, current Version, now time.Time, again, unsure bool)
 		return "", ErrDifferentFact
 	}
 	if current.Audio != nil {
-		return renderClipRetraction(heard, current, now, again, unsure) // audio.go
+		return renderClipRetraction(heard, current, now, again, unsure, told) // audio.go
 	}
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) {
 		return "", ErrUnchanged
@@ -77,7 +88,7 @@ func renderRetraction(heard, current Version, now time.Time, again, unsure bool)
 	if again {
 		stop = fmt.Sprintf("Stop — %s: your %s instruction has changed.", RedeliveryPhrase, Topic(current.Domain))
 	}
-	parts := []string{stop, toldYou(unsure) + Quote(heard.Value)}
+	parts := []string{stop, withdrawn(heard, unsure, told)}
 	age := SpokenAge(now.Sub(current.WrittenAt))
 	g := GlossSentence(current.Value)
 	if current.IsStale(now) {

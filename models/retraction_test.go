@@ -265,6 +265,34 @@ func TestAnnouncement_WordsHeMayHaveHeardAreNeverQuotedAsTold(t *testing.T) {
 	}
 }
 
+// P-19, P-24 (finding F3): a retraction from words he only may have heard
+// (v9, offered) also withdraws, when set, the words he heard for certain
+// (Told, v8) — first, as told — so they are never left standing. Twins:
+// without Told only the words he may have heard are quoted; Told is
+// ignored when Heard is words he heard for certain.
+func TestAnnouncement_ARetractionFromWordsHeMayHaveHeardAlsoWithdrawsTheWordsHeWasTold(t *testing.T) {
+	t.Parallel()
+	told := wb(8, "Rest and ice for two hours.", "Sarah Okafor, physio", 2*time.Hour)
+	maybe := wb(9, "Ice and rest for three hours.", "Sarah Okafor, physio", time.Hour)
+	cur := wb(10, "Full weight-bearing as tolerated.", "Sarah Okafor, physio", time.Minute)
+	both := Announcement{Heard: &maybe, Current: cur, Again: true, HeardUnsure: true, Told: &told}
+	r, err := both.Render(demoNow)
+	want := "Stop — " + RedeliveryPhrase + ": your walking instruction has changed. I told you: “Rest and ice for two hours.” I may also have told you: “Ice and rest for three hours.” Sarah Okafor, physio, changed it a minute ago: “Full weight-bearing as tolerated.”"
+	if err != nil || !strings.HasPrefix(r, want) {
+		t.Errorf("both = %q, %v\nwant prefix %q", r, err, want)
+	}
+	only := both
+	only.Told = nil
+	if r, err := only.Render(demoNow); err != nil || strings.Contains(r, "Rest and ice") || !strings.Contains(r, "I may have told you: “Ice and rest") {
+		t.Errorf("without Told = %q, %v", r, err)
+	}
+	sure := both
+	sure.HeardUnsure = false
+	if r, err := sure.Render(demoNow); err != nil || strings.Contains(r, "Rest and ice") || !strings.Contains(r, "I told you: “Ice and rest") {
+		t.Errorf("heard for certain = %q, %v", r, err)
+	}
+}
+
 // MaxSpeakableValueRunes holds: the longest frame a value is spoken in —
 // a repeated retraction, a 64-character topic, a 200-byte author label,
 // the stale words and a gloss — stays within SpeechFrameChars even when

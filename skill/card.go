@@ -9,34 +9,39 @@ import (
 // draws and what its datasource holds. Every version drawn is the one
 // confirmed current this turn, its staleness judged now (P-24).
 
-// card returns the RenderDocument for this turn: the retraction card when a
-// retraction was spoken in full, else the requested card.
-func (t *turn) card(kind cardKind, spoken []segment) *Directive {
+// card returns the RenderDocument for this turn: the retraction card when
+// any part of a retraction was spoken — its first part as much as its last,
+// so the screen never shows the new words as a plain current row while the
+// voice withdraws the old ones — else the requested card. shown is the
+// retraction the card draws (zero for another card).
+func (t *turn) card(kind cardKind, spoken []segment) (d *Directive, shown models.Announcement) {
 	var retractions []models.Announcement
+	seen := map[int64]bool{}
 	for _, sg := range spoken {
-		if a, ok := t.announced[sg.Fact]; ok && len(sg.Marks) > 0 && sg.Ann == a.ID && a.IsRetraction() {
+		if a, ok := t.announced[sg.Fact]; ok && sg.Ann == a.ID && a.IsRetraction() && !seen[a.ID] {
+			seen[a.ID] = true
 			retractions = append(retractions, a)
 		}
 	}
 	if len(retractions) > 0 {
-		return renderDirective(apl.Retraction(), apl.RetractionDatasource(t.retractionCard(retractions)))
+		return renderDirective(apl.Retraction(), apl.RetractionDatasource(t.retractionCard(retractions))), retractions[len(retractions)-1]
 	}
 	switch kind {
 	case cardCare:
-		return renderDirective(apl.Care(), apl.CareDatasource(t.careCard()))
+		return renderDirective(apl.Care(), apl.CareDatasource(t.careCard())), shown
 	case cardHelp:
 		return renderDirective(apl.Help(), apl.HelpDatasource(apl.HelpCard{
 			Title:   "You can ask",
 			Phrases: []string{"What's my walking instruction?", "Tell me about my blood thinner", "What are my exercises?", "Who do I call?", "What changed?"},
-		}))
+		})), shown
 	case cardLink:
 		return renderDirective(apl.Help(), apl.HelpDatasource(apl.HelpCard{
 			Title:   "Link this device",
 			Phrases: []string{"My code is …"},
 			Note:    "Ask your carer for a six-digit code.",
-		}))
+		})), shown
 	}
-	return nil
+	return nil, shown
 }
 
 // retractionCard draws the last retraction spoken and counts the others.
@@ -46,9 +51,13 @@ func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 	if a.Current.Audio != nil {
 		title = "Your " + models.Topic(a.Current.Domain) + " has changed" // a recording (clip.go)
 	}
+	withdrawn := a.Heard.Value
+	if a.HeardUnsure && a.Told != nil { // both withdrawn: what he was told, then what he may have been told
+		withdrawn = a.Told.Value + " · " + a.Heard.Value
+	}
 	c := apl.RetractionCard{
 		Title:     title,
-		Withdrawn: a.Heard.Value,
+		Withdrawn: withdrawn,
 		Current:   a.Current.Value,
 		Author:    a.Current.AuthorLabel,
 		Age:       models.SpokenAge(t.now.Sub(a.Current.WrittenAt)),

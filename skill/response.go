@@ -3,6 +3,7 @@ package skill
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/unsay/unsay/apl"
@@ -107,18 +108,29 @@ func (s *Skill) build(t *turn, r reply) handled {
 	}
 	for _, sg := range spoken {
 		h.marks = append(h.marks, sg.Marks...)
-		// Any part of an announcement is an offer: once he has heard its
-		// first words he may have heard the new ones, and a later revision
-		// withdraws them (P-24). Only the whole, or its last part, is heard.
-		if sg.Ann != 0 && sg.Fact != (models.URI{}) {
+		// A part of an announcement that carries any of its version's words
+		// is an offer of that version: he may have heard them, and a later
+		// revision withdraws them (P-24). A part of a retraction that says
+		// only the words it withdraws offers nothing — he heard those
+		// already, and the ledger keeps them as what he was told. Only the
+		// whole, or its last part, is heard.
+		if sg.Ann != 0 && sg.Fact != (models.URI{}) && sg.carriesVersion() {
 			h.offered = append(h.offered, models.Offer{ID: sg.Ann, URI: sg.Fact, Version: sg.Version})
 		}
 	}
 	if t.apl && r.end != endLeave {
-		if d := t.card(r.card, spoken); d != nil {
+		if d, shown := t.card(r.card, spoken); d != nil {
 			body.Directives = []Directive{*d}
-			if d.Token == apl.TokenCare {
+			switch d.Token {
+			case apl.TokenCare:
 				h.marks = append(h.marks, t.cardMarks()...)
+			case apl.TokenRetraction:
+				// The retraction card shows the new words whichever part
+				// is spoken: an offer of them, once the card is sent.
+				o := models.Offer{ID: shown.ID, URI: shown.URI(), Version: shown.Current.N}
+				if !slices.Contains(h.offered, o) {
+					h.cardOffered = append(h.cardOffered, o)
+				}
 			}
 		}
 	}

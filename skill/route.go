@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/unsay/unsay/apl"
 	"github.com/unsay/unsay/models"
@@ -43,8 +45,11 @@ type handled struct {
 	out     ResponseEnvelope
 	marks   []mark
 	offered []models.Offer
-	patient string
-	release func()
+	// cardOffered are the offers of what the APL card shows (the new words
+	// of the retraction it draws): recorded only if the card is sent.
+	cardOffered []models.Offer
+	patient     string
+	release     func()
 	// For the session attributes (AttrMarked): what he heard of each fact
 	// before this turn, and the version each announcement it speaks
 	// withdraws (0: a first hearing).
@@ -323,7 +328,25 @@ func (t *turn) announce() {
 }
 
 func annSegment(a models.Announcement, text string) segment {
-	return segment{Text: text, Marks: []mark{{URI: a.URI(), Version: a.Current.N}}, Fact: a.URI(), Version: a.Current.N, Ann: a.ID, Pause: true, ann: &a}
+	return segment{Text: text, Marks: []mark{{URI: a.URI(), Version: a.Current.N}}, Fact: a.URI(), Version: a.Current.N, Ann: a.ID, Pause: true, ann: &a,
+		newFrom: newWordsAt(a, text)}
+}
+
+// newWordsAt is where, in a's rendering text, the words of a.Current begin
+// (in runes; 0 for a first hearing, which says nothing else): a retraction
+// says the words it withdraws first, and Current's are the last quoted —
+// nothing after them (a gloss, the review-date warning) is quoted. A part of
+// text that ends at or before it carries none of Current's words.
+func newWordsAt(a models.Announcement, text string) int {
+	if a.Heard == nil {
+		return 0
+	}
+	text = strings.TrimSpace(text)
+	i := strings.LastIndex(text, models.Quote(a.Current.Value))
+	if i < 0 {
+		return 0
+	}
+	return utf8.RuneCountInString(text[:i]) + 1 // past the opening quotation mark
 }
 
 func (t *turn) isMore() bool {

@@ -253,7 +253,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 			h.marks = kept
 			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
 			if !directives {
-				h.out.Response.Directives = nil
+				h.out.Response.Directives, h.cardOffered = nil, nil
 			}
 			b, _, err = encodeResponse(h.out)
 		}
@@ -267,7 +267,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	// context does once Alexa has its answer.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
-	if offers := append(h.offered, toldOffers(h.marks)...); len(offers) > 0 {
+	if offers := append(append(h.offered, h.cardOffered...), toldOffers(h.marks)...); len(offers) > 0 {
 		if err := s.care.Offered(lctx, h.patient, offers); err != nil {
 			// Unrecorded, a response that was then lost would leave the
 			// ledger saying he never heard what it carried, and a later
@@ -275,7 +275,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 			// sent. The apology marks and offers nothing; all it carried
 			// stays owed.
 			s.log.Error("alexa announcements and facts told not recorded as offered; the apology sent instead", "patient", h.patient, "err", err)
-			h.out, h.marks, h.offered = safeResponse(), nil, nil
+			h.out, h.marks, h.offered, h.cardOffered = safeResponse(), nil, nil, nil
 			if b, _, err = encodeResponse(h.out); err != nil {
 				s.log.Error("alexa response", "err", err)
 				http.Error(w, "cannot build response", http.StatusInternalServerError)
@@ -329,7 +329,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 func (s *Skill) deliverable(h handled) handled {
 	if err := checkResponse(h.out); err != nil {
 		s.log.Error("alexa response not sent: ill-formed; nothing marked heard", "patient", h.patient, "err", err)
-		h.out, h.marks, h.offered = safeResponse(), nil, nil
+		h.out, h.marks, h.offered, h.cardOffered = safeResponse(), nil, nil, nil
 	}
 	return h
 }

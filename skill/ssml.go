@@ -45,6 +45,11 @@ type segment struct {
 	Version int        // the version of Fact it speaks
 	Ann     int64      // the announcement it speaks, if any (its queue id)
 	Pause   bool       // a 500 ms break after it
+	// newFrom is where, in the trimmed Text, the words of Version begin (in
+	// runes): a retraction first says the words it withdraws, so a part cut
+	// from it before newFrom carries none of Version's words and offers
+	// nothing (carriesVersion). 0: from the start (the conservative default).
+	newFrom int
 	// What it was rendered from, when it is a whole rendering (not a part
 	// cut for "more"): Repeat renders it again at the time it is repeated.
 	fact *models.Version
@@ -54,6 +59,13 @@ type segment struct {
 	Audio    string
 	clip     *models.Version
 	clipLead string
+}
+
+// carriesVersion reports whether s carries any of the words of s.Version
+// (P-24): a whole rendering or a first hearing always does; a part cut from
+// a retraction only once it reaches past the words it withdraws.
+func (s segment) carriesVersion() bool {
+	return utf8.RuneCountInString(strings.TrimSpace(s.Text)) > s.newFrom
 }
 
 // EscapeSSML escapes a data string for SSML: & < > " ' become entities, and
@@ -286,11 +298,17 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 		}
 		head, tail := cutText(t, budget-used-1)
 		if head != "" {
-			spoken = append(spoken, segment{Text: head, Fact: s.Fact, Version: s.Version, Ann: s.Ann})
+			spoken = append(spoken, segment{Text: head, Fact: s.Fact, Version: s.Version, Ann: s.Ann, newFrom: s.newFrom})
+		}
+		// The tail is the end of t: where Version's words begin in it moves
+		// back by what the head took.
+		tailFrom := s.newFrom - (utf8.RuneCountInString(t) - utf8.RuneCountInString(tail))
+		if tailFrom < 0 {
+			tailFrom = 0
 		}
 		// The clip, if any, follows the words it closes: it goes with the rest.
 		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause,
-			Audio: s.Audio, clip: s.clip, clipLead: s.clipLead})
+			Audio: s.Audio, clip: s.clip, clipLead: s.clipLead, newFrom: tailFrom})
 		rest = append(rest, segs[i+1:]...)
 		return spoken, rest
 	}

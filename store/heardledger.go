@@ -163,9 +163,12 @@ func (l *HeardLedger) pendingIn(ctx context.Context, db queryRower, patient, uri
 	return r, true, nil
 }
 
+// setHeard moves the heard version of uri forward to version (never
+// back). A new heard version is reopenable: no later response has
+// confirmed it yet.
 func (l *HeardLedger) setHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_heard.version`), patient, uri, version)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, reopenable = 1 WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
@@ -177,7 +180,8 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE exclud
 // heard (P-19), whatever was written meanwhile.
 func (l *HeardLedger) setHeardExactly(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version`), patient, uri, version)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version,
+reopenable = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.reopenable ELSE 1 END`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
@@ -430,8 +434,8 @@ func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, u
 
 // MarkTold records that version of uri was spoken as a plain fact — an
 // answer, not an announcement — confirming its offer (Offered, Told), and
-// reports whether it changed the ledger (false when he heard this version
-// or newer, or a retraction stays owed). It never settles a pending
+// reports whether it changed the ledger (false when he heard a newer
+// version, or a retraction stays owed). It never settles a pending
 // retraction: he heard the new words but not that they withdraw the ones
 // he was told before, so the retraction stays owed and nothing moves
 // (P-19, P-24) — unless what was told is no newer than what that
@@ -440,18 +444,24 @@ func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, u
 // still withdraws it. Otherwise the heard version moves forward to version
 // (never back), a pending first hearing it covers is heard, and one that
 // reaches further now withdraws version; the delivery log records how
-// (how.At zero: the store's clock).
+// (how.At zero: the store's clock). Told at the version he heard, it is a
+// later confirmed delivery of it: the first such telling after the heard
+// version was set makes it no longer reopenable by an earlier response's
+// report (NotPlayed; finding B1) — one write, reported as a change; every
+// telling after that takes the fast path and writes nothing.
 func (l *HeardLedger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error) {
 	// Fast path, one read and no write transaction (no fsync): the
-	// retraction stays owed (the write below would re-check it anyway), or
-	// he heard this version or newer (its offer was never written).
-	var heard, pendingFrom int
-	err := l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT COALESCE((SELECT version FROM speech_heard WHERE patient = ? AND uri = ?), 0),
-COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'), 0)`), patient, uri, patient, uri).Scan(&heard, &pendingFrom)
+	// retraction stays owed (the write below would re-check it anyway), he
+	// heard a newer version, or this one and a later delivery confirmed it
+	// already (its offer was never written).
+	var heard, pendingFrom, reopenable int
+	err := l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT COALESCE(h.version, 0), COALESCE(h.reopenable, 0),
+COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND uri = ? AND state = 'pending'), 0)
+FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`), patient, uri, patient, uri).Scan(&heard, &reopenable, &pendingFrom)
 	if err != nil {
 		return false, fmt.Errorf("store: heard ledger: told: %w", err)
 	}
-	if pendingFrom > 0 && version > pendingFrom || heard >= version {
+	if pendingFrom > 0 && version > pendingFrom || heard > version || heard == version && reopenable == 0 {
 		return false, nil
 	}
 	wrote := false
@@ -468,7 +478,19 @@ COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND ur
 		if err != nil {
 			return err
 		}
-		if version <= h {
+		if version == h {
+			// A later response carried the words he heard, written in
+			// full: a confirmed delivery of them, which an earlier
+			// response's report (NotPlayed) never rolls back (B1).
+			res, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET reopenable = 0 WHERE patient = ? AND uri = ? AND version = ? AND reopenable <> 0"), patient, uri, version)
+			if err != nil {
+				return fmt.Errorf("store: heard ledger: told: confirm: %w", err)
+			}
+			n, err := res.RowsAffected()
+			wrote = err == nil && n > 0
+			return nil
+		}
+		if version < h {
 			return nil
 		}
 		if err := l.setHeard(ctx, tx, patient, uri, version); err != nil {
@@ -488,8 +510,9 @@ COALESCE((SELECT from_version FROM speech_announcements WHERE patient = ? AND ur
 
 // NotPlayed re-opens, in one transaction, what responses Alexa reported
 // not played had marked (P-24): for each fact whose heard version is still
-// the one marked — a later confirmed delivery that moved it is never
-// undone, and a second call finds nothing to do — heard goes back to
+// the one marked and reopenable — a later confirmed delivery is never
+// undone, whether it moved heard or carried the same version's words again
+// (MarkTold; finding B1), and a second call finds nothing to do — heard goes back to
 // HeardBefore, Version becomes offered (he may have heard it), and unless
 // an announcement is already pending for the fact (a later revision,
 // which now withdraws Version, said again) the announcement from From to
@@ -501,17 +524,18 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 	err := l.write(ctx, func(tx *sql.Tx) error {
 		n = 0
 		for _, m := range ms {
-			h, err := l.heardIn(ctx, tx, patient, m.URI)
-			if err != nil {
-				return err
+			var h, reopenable int
+			err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT version, reopenable FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI).Scan(&h, &reopenable)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: heard ledger: not played: %w", err)
 			}
-			if h != m.Version {
-				continue
+			if h != m.Version || reopenable == 0 {
+				continue // a later confirmed delivery: it moved heard, or carried these words again
 			}
 			if m.HeardBefore == 0 {
 				_, err = l.exec(ctx, tx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
 			} else {
-				_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ? WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+				_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1 WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
 			}
 			if err != nil {
 				return fmt.Errorf("store: heard ledger: not played: %w", err)

@@ -216,6 +216,39 @@ func TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack(t *testing.T
 	}
 }
 
+// Finding B1: Alexa's error report for session S1's response (the one
+// that carried the retraction) arrives late, after a new session S2 told
+// Ray the new words plainly, in full. S2 is a later confirmed delivery of
+// them, so the report never rolls the ledger back past it: the next turn
+// does not say "Stop — I told you …" again. Twin: with no later delivery
+// the report brings the retraction back
+// (TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack).
+func TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	var r *harness.Reply
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
+			break
+		}
+	}
+	if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
+		t.Fatalf("S1 launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
+	}
+	end := dev.SessionEnded("ERROR") // S1's report, sent after S2
+	end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
+	end["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "late"}
+	if s2 := launch(t, s, dev); strings.Contains(s2, "Stop —") || !strings.Contains(s2, revision) {
+		t.Fatalf("S2 launch: %q, want %q told plainly", s2, revision)
+	}
+	ask(t, s, end)
+	if next := launch(t, s, dev); strings.Contains(next, "Stop —") || !strings.Contains(next, revision) {
+		t.Fatalf("after S1's late error report: %q, want %q plainly, no retraction again", next, revision)
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,
@@ -382,4 +415,69 @@ func TestSpeechSafety_Readyz503WhenTheSpeechStreamIsStalledOrCutAnd200WhenItReco
 	proxy.setCut(false)
 	dBack := waitReady(t, s.AdminURL, http.StatusOK, 30*time.Second, "cut over")
 	t.Logf("cut stream: /readyz 503 %s after the cut, 200 %s after it was restored", dCut.Round(10*time.Millisecond), dBack.Round(10*time.Millisecond))
+}
+
+// hearAll sends req and then "more" in the same session until the answer
+// is said whole; it returns every part's speech and the replies.
+func hearAll(t *testing.T, s *harness.Server, dev *harness.Device, req harness.Request) (string, []*harness.Reply) {
+	t.Helper()
+	r := ask(t, s, req)
+	replies := []*harness.Reply{r}
+	said := r.Speech()
+	for i := 0; strings.HasSuffix(r.Speech(), "Say more to continue."); i++ {
+		if i > 10 {
+			t.Fatalf("more than 10 parts: %.200q", said)
+		}
+		r = ask(t, s, dev.Intent("MoreIntent", nil))
+		replies = append(replies, r)
+		said += " " + r.Speech()
+	}
+	return said, replies
+}
+
+// Finding F3, whole-program: v8 (6,000 characters that escape to more than
+// 8,000) is heard in full; the retraction to v9 is started — its first
+// part says only "Stop — … I told you: “<v8> …” Say more to continue." —
+// and the session ends there; then v10 is written. The next retraction
+// withdraws v8, the words Ray heard, as told. On a voice-only Echo that
+// first part carried none of v9's words, so v9 is never quoted; on an Echo
+// Show the retraction card showed v9's words during that part (never the
+// care card with them as a plain current row), so v9 is withdrawn too, as
+// words he may have been told.
+func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(t *testing.T) {
+	const v8unit, v9unit, v10 = "Rest & ice <2h> ", "Ice & rest <3h> ", "Full weight-bearing as tolerated."
+	v8 := strings.TrimSpace(strings.Repeat(v8unit, 6000/len(v8unit)))
+	v9 := strings.TrimSpace(strings.Repeat(v9unit, 6000/len(v9unit)))
+	for _, screen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "voice-only", true: "Echo Show"}[screen], func(t *testing.T) {
+			s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			dev.APL = screen
+			launchUntilStop(t, s, dev) // he hears his walking instruction
+			write(t, s, "weight_bearing", v8)
+			if said, _ := hearAll(t, s, dev, dev.Launch()); !strings.HasPrefix(said, "Stop — your walking instruction has changed.") || !strings.Contains(said, "Rest & ice <2h>") {
+				t.Fatalf("v8's retraction: %.200q", said)
+			}
+			write(t, s, "weight_bearing", v9)
+			part1 := ask(t, s, dev.Launch())
+			said := part1.Speech()
+			if !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “Rest & ice <2h>") || !strings.HasSuffix(said, "Say more to continue.") || strings.Contains(said, "Ice & rest") {
+				t.Fatalf("v9's retraction, part 1: %.160q … want only v8's words, cut", said)
+			}
+			if screen {
+				if d := part1.Body.Response.Directives; len(d) != 1 || d[0]["token"] != "unsay-retraction-card" {
+					t.Errorf("the card during part 1: %v, want the retraction card", part1.DirectiveTypes())
+				}
+			}
+			ask(t, s, dev.SessionEnded("USER_INITIATED"))
+			write(t, s, "weight_bearing", v10)
+			next, _ := hearAll(t, s, dev, dev.Launch())
+			if !strings.Contains(next, "I told you: “Rest & ice <2h>") || !strings.Contains(next, "“"+v10+"”") {
+				t.Fatalf("after v10: %.300q, want v8 withdrawn as told and v10 said", next)
+			}
+			if mayHave := strings.Contains(next, "I may also have told you: “Ice & rest <3h>"); mayHave != screen || !screen && strings.Contains(next, "Ice & rest") {
+				t.Errorf("after v10 (screen %v): v9 quoted %v: %.300q", screen, mayHave, next)
+			}
+		})
+	}
 }

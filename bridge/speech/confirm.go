@@ -3,6 +3,7 @@ package speech
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/unsay/unsay/models"
@@ -110,8 +111,42 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 		// A retraction from a version he only may have heard quotes it as
 		// such ("I may have told you: …", P-24).
 		snap.Pending[i].HeardUnsure = a.Heard != nil && snap.Heard[a.URI()] != a.Heard.N
+		if !snap.Pending[i].HeardUnsure {
+			continue
+		}
+		// It also withdraws the older words he heard for certain, unless
+		// the latest says them again (P-19): those are what he was told.
+		told, err := p.toldAlso(ctx, up, a, snap.Heard[a.URI()])
+		if err != nil {
+			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+		}
+		snap.Pending[i].Told = told
 	}
 	return snap, nil
+}
+
+// toldAlso returns version heard of a's fact — what he heard for certain,
+// older than the version a withdraws as one he may have heard — when its
+// words differ from both that version's and the latest's, so the
+// retraction withdraws it as well (P-19, P-24); nil when there is none
+// (never heard, or the same words) or it is no longer served.
+func (p *Principal) toldAlso(ctx context.Context, up upstream, a models.Announcement, heard int) (*models.Version, error) {
+	if a.Heard == nil || heard <= 0 || heard >= a.Heard.N {
+		return nil, nil
+	}
+	v, err := p.versionAt(ctx, up, a.URI(), heard)
+	if err != nil {
+		if isGone(err) {
+			p.log.Warn("speech: heard version unreadable", "uri", a.URI().String(), "version", heard, "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	w := strings.TrimSpace(v.Value)
+	if w == strings.TrimSpace(a.Heard.Value) || w == strings.TrimSpace(a.Current.Value) && models.SameSound(v.Audio, a.Current.Audio) {
+		return nil, nil
+	}
+	return &v, nil
 }
 
 // reconcileRounds bounds how often a turn re-reads a fact the ledger knows

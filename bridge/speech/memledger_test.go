@@ -21,13 +21,18 @@ const wb = ledgertest.WB
 // data. TestMemLedger_KeepsTheLedgerContract holds it to the contract the
 // store's SQL keeps (ledgertest).
 type memDB struct {
-	mu       sync.Mutex
-	heard    map[memKey]int
-	offered  map[memKey]int
-	baseline map[memKey]int
-	followed map[string]bool
-	anns     []memAnn   // by id - 1
-	log      []memEvent // by id - 1
+	mu    sync.Mutex
+	heard map[memKey]int
+	// confirmed: a response after the one that set heard carried the
+	// heard version's words, written in full, so no report that an
+	// earlier response was not played re-opens it (the store's
+	// speech_heard.reopenable = 0).
+	confirmed map[memKey]bool
+	offered   map[memKey]int
+	baseline  map[memKey]int
+	followed  map[string]bool
+	anns      []memAnn   // by id - 1
+	log       []memEvent // by id - 1
 }
 
 type memKey struct{ patient, uri string }
@@ -49,7 +54,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -127,9 +132,22 @@ func (d *memDB) logOnce(k memKey, version int, kind models.DeliveryKind, atMS in
 // setHeard moves heard forward to v (never back), then clears offers up to v.
 func (d *memDB) setHeard(k memKey, v int) {
 	if v > d.heard[k] {
-		d.heard[k] = v
+		d.putHeard(k, v)
 	}
 	d.clearOffered(k, v)
+}
+
+// putHeard sets heard to v (0: none); a new version is not yet confirmed
+// by a later response.
+func (d *memDB) putHeard(k memKey, v int) {
+	if d.heard[k] != v {
+		delete(d.confirmed, k)
+	}
+	if v == 0 {
+		delete(d.heard, k)
+		return
+	}
+	d.heard[k] = v
 }
 
 func (d *memDB) clearOffered(k memKey, v int) {
@@ -334,7 +352,7 @@ func (l *memLedger) MarkHeard(_ context.Context, patient, uri string, version in
 		return nil
 	}
 	l.write(func(d *memDB) {
-		d.heard[k] = version
+		d.putHeard(k, version)
 		d.clearOffered(k, version)
 		d.logOnce(k, version, models.DeliveryHeard, stampMS(how.At), how.Device, how.Via)
 		d.advancePending(k, version)
@@ -347,7 +365,7 @@ func (l *memLedger) MarkTold(_ context.Context, patient, uri string, version int
 	skip := false
 	l.read(func(d *memDB) {
 		_, p := d.pending(patient, uri)
-		skip = p != nil && p.from > 0 && version > p.from || d.heard[k] >= version
+		skip = p != nil && p.from > 0 && version > p.from || d.heard[k] > version || d.heard[k] == version && d.confirmed[k]
 	})
 	if skip {
 		return false, nil
@@ -355,7 +373,13 @@ func (l *memLedger) MarkTold(_ context.Context, patient, uri string, version int
 	l.write(func(d *memDB) {
 		_, p := d.pending(patient, uri)
 		retraction := p != nil && p.from > 0
-		if retraction && version > p.from || version <= d.heard[k] {
+		if retraction && version > p.from || version < d.heard[k] {
+			return
+		}
+		if version == d.heard[k] { // a later delivery of what he heard: confirmed
+			if !d.confirmed[k] {
+				d.confirmed[k], wrote = true, true
+			}
 			return
 		}
 		d.setHeard(k, version)
@@ -372,14 +396,10 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 	l.write(func(d *memDB) {
 		for _, m := range ms {
 			k := memKey{patient, m.URI}
-			if d.heard[k] != m.Version {
+			if d.heard[k] != m.Version || d.confirmed[k] {
 				continue
 			}
-			if m.HeardBefore == 0 {
-				delete(d.heard, k)
-			} else {
-				d.heard[k] = m.HeardBefore
-			}
+			d.putHeard(k, m.HeardBefore)
 			d.offerMax(k, m.Version)
 			if _, p := d.pending(patient, m.URI); p == nil {
 				d.anns = append(d.anns, memAnn{patient: patient, uri: m.URI, from: m.From, to: m.Version, state: "pending"})

@@ -63,6 +63,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"OfferAndRevertAcrossInstances", OfferAndRevertAcrossInstances},
 		{"AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision", AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision},
 		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
+		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
 		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
@@ -512,6 +513,7 @@ func AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T, newDB 
 	t.Run("told at a version he heard writes nothing", func(t *testing.T) {
 		l := newDB(t)()
 		markHeard(t, l, 2)
+		markTold(t, l, 2) // a later response confirmed it (AConfirmationIsWrittenOnce): written once
 		var writes atomic.Int32
 		l.OnWrite(func() { writes.Add(1) })
 		offeredTold(t, l, 2)
@@ -547,7 +549,8 @@ func AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T, newDB 
 // NotPlayedReopensWhatTheResponseMarked: P-24, Alexa's report that a
 // response was not played re-opens what it marked — heard goes back, the
 // version becomes offered and the announcement is owed again, said again —
-// once, and never past a later confirmed delivery.
+// once, and never past a later confirmed delivery: one that moved heard,
+// or a later response that told the version marked (finding B1).
 func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 	ctx := context.Background()
 	for _, tt := range []struct {
@@ -592,6 +595,32 @@ func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 			markTold(t, l, 1)
 			return notPlayed(t, l, 0, 0, 1)
 		}, 1, []Span{{0, 1}}, 1, 0},
+		// Finding B1: S1's retraction marked v2; a later response (S2)
+		// told v2 plainly and was written in full — a confirmed delivery
+		// of v2 — then S1's late report arrives: he heard v2 all the same.
+		{"a later response that told the version marked is a confirmed delivery: not re-opened", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2) // S1's retraction, delivered
+			markTold(t, l, 2)  // S2 told v2 plainly, delivered
+			return notPlayed(t, l, 1, 1, 2)
+		}, 0, nil, 0, 2},
+		{"twin: a later response that told an older version confirms nothing: re-opened", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			markTold(t, l, 1) // a turn that read v1 before v2
+			return notPlayed(t, l, 1, 1, 2)
+		}, 1, []Span{{1, 2}}, 2, 1},
+		{"twin: a confirmation holds for its version only: the next version marked is re-opened", func(t *testing.T, l Ledger) int {
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)
+			markTold(t, l, 2) // v2 confirmed by a later response
+			observe(t, l, 3, false)
+			markHeard(t, l, 3) // v3's retraction, delivered, then reported
+			return notPlayed(t, l, 2, 2, 3)
+		}, 1, []Span{{2, 3}}, 3, 2},
 		{"positive twin: no report, nothing owed", func(t *testing.T, l Ledger) int {
 			markHeard(t, l, 1)
 			observe(t, l, 2, false)
@@ -622,6 +651,34 @@ func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
 			}
 		})
+	}
+}
+
+// AConfirmationIsWrittenOnce: a plain telling of the version he heard
+// writes to the ledger only while an earlier response's report could
+// still re-open it (finding B1), once; every telling after that writes
+// nothing (the Launch path's cost, issue 17). Twin: a telling right after
+// a marking writes.
+func AConfirmationIsWrittenOnce(t *testing.T, newDB NewDB) {
+	l := newDB(t)()
+	ctx := context.Background()
+	markHeard(t, l, 1)
+	observe(t, l, 2, false)
+	markHeard(t, l, 2)
+	writes := 0
+	l.OnWrite(func() { writes++ })
+	defer l.OnWrite(nil)
+	for i, want := range []bool{true, false, false} {
+		changed, err := l.MarkTold(ctx, "ray", WB, 2, models.Hearing{})
+		if err != nil || changed != want {
+			t.Errorf("telling %d: MarkTold = %v, %v; want %v", i+1, changed, err, want)
+		}
+	}
+	if writes != 1 {
+		t.Errorf("%d ledger writes for three tellings, want 1 (the first)", writes)
+	}
+	if h := heard(t, l); h != 2 {
+		t.Errorf("heard %d, want 2", h)
 	}
 }
 
