@@ -254,6 +254,9 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	ctx := r.Context()
 	h := s.handle(ctx, env)
 	defer func() { h.release() }()
+	// The ledger is written whatever the request's context does once
+	// Alexa has its answer: each step within ledgerTimeout of its own.
+	ledgerCtx := context.WithoutCancel(ctx)
 	var b []byte
 	for rebuilt := 0; ; rebuilt++ {
 		if s.overtaken(h) { // before anything is recorded as offered
@@ -261,7 +264,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 			continue
 		}
 		var err error
-		if h, b, err = s.offer(ctx, env, h); err != nil {
+		if h, b, err = s.offer(ledgerCtx, env, h); err != nil {
 			s.log.Error("alexa response", "err", err)
 			http.Error(w, "cannot build response", http.StatusInternalServerError)
 			return
@@ -304,11 +307,11 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	if carries {
 		s.testPause(TestPauseBeforeHeard)
 	}
-	// The ledger is written after the response whatever the request's
-	// context does once Alexa has its answer, within its own budget.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
-	defer cancel()
-	s.markHeard(lctx, h.patient, h.marks, hearingOf(env, s.now()))
+	if carries {
+		lctx, cancel := context.WithTimeout(ledgerCtx, ledgerTimeout)
+		s.markHeard(lctx, h.patient, h.marks, hearingOf(env, s.now()))
+		cancel()
+	}
 	if env.Request.Type != TypeSessionEnded {
 		end := h.out.Response.ShouldEndSession
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
@@ -322,7 +325,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 // announcements and the facts it tells (toldOffers) — in one ledger
 // transaction within ledgerTimeout. When that fails, h becomes the fixed
 // apology, marking and offering nothing. err: the response cannot be
-// encoded.
+// encoded. ctx is not canceled when Alexa hangs up (the ledger's).
 func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (handled, []byte, error) {
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
@@ -343,11 +346,11 @@ func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (han
 	if err != nil {
 		return h, nil, err
 	}
-	// Recorded whatever the request's context does once Alexa has its answer.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
-	defer cancel()
 	if offers := append(h.offered, toldOffers(h.marks)...); len(offers) > 0 {
-		if err := s.care.Offered(lctx, h.patient, offers); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		err := s.care.Offered(lctx, h.patient, offers)
+		cancel()
+		if err != nil {
 			// Unrecorded, a response that was then lost would leave the
 			// ledger saying he never heard what it carried, and a later
 			// revision would withdraw other words (P-24): it is not
