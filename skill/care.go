@@ -50,6 +50,20 @@ type CareSource interface {
 	NotPlayed(ctx context.Context, patient string, marked []models.Marked) error
 }
 
+// RevisionCounter is implemented by a CareSource that is told of each
+// revision of a patient's facts as it is published (the speech principal:
+// notifications/resources/updated over its subscription). Revisions returns
+// a number that changes whenever the care source may have learnt that one
+// of patient's speakable facts was revised; it must be safe for concurrent
+// use and cheap (an atomic load: it is read twice on every turn). The skill
+// reads it just before a turn's confirmation (Turn) and again just before
+// the response is written: when it differs, the response is built again
+// from a fresh confirmation, so a fact revised meanwhile is never said as
+// current (P-24). A CareSource without it gets no such check.
+type RevisionCounter interface {
+	Revisions(patient string) uint64
+}
+
 // Links maps Alexa users to patients (device linking with a six-digit code
 // that a carer created with POST /link).
 type Links interface {

@@ -157,6 +157,14 @@ type fakeCare struct {
 	// onTurn, when set, runs at the start of Turn with the request's
 	// context (a slow confirmation, a client that hangs up meanwhile).
 	onTurn func(ctx context.Context)
+	// afterTurn, when set, runs once Turn has taken its snapshot, and
+	// onOffered at the start of Offered (a revision landing after the
+	// confirmation, before the offers are recorded or while the
+	// response is held before its write).
+	afterTurn, onOffered func()
+	// revs is the RevisionCounter: every revise counts, as the speech
+	// principal counts each resources/updated.
+	revs atomic.Uint64
 	// old holds versions replaced by revise or announced, by versioned URI.
 	old map[models.URI]models.Version
 	// notPlayed is every NotPlayed call's entries, in order; each
@@ -194,6 +202,9 @@ func (f *fakeCare) Turn(ctx context.Context, patient string) (models.Snapshot, e
 			time.Sleep(time.Millisecond)
 		}
 		defer f.inFlight.Add(-1)
+	}
+	if f.afterTurn != nil {
+		defer f.afterTurn() // after the unlock below
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -258,6 +269,9 @@ func (f *fakeCare) notPlayedCalls() [][]models.Marked {
 
 // Offered records the announcements put in a response about to be written.
 func (f *fakeCare) Offered(_ context.Context, _ string, offers []models.Offer) error {
+	if f.onOffered != nil {
+		f.onOffered()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failOffered != nil {
@@ -307,12 +321,17 @@ func (f *fakeCare) mark(patient string, uri models.URI, version int, how models.
 	return nil
 }
 
+// Revisions is the RevisionCounter of every patient: the revisions so far.
+func (f *fakeCare) Revisions(string) uint64 { return f.revs.Load() }
+
 // revise replaces the patient's fact of v's domain by v and queues what the
 // speech principal would: a retraction of the old version when he was told
-// or heard it (a MarkHeard or MarkTold call), else a first hearing.
+// or heard it (a MarkHeard or MarkTold call), else a first hearing. It
+// counts in Revisions, as the notification of the revision would.
 func (f *fakeCare) revise(v models.Version, id int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.revs.Add(1)
 	a := models.Announcement{ID: id, Patient: v.Patient, Current: v}
 	heard := 0
 	for _, c := range f.heard {

@@ -58,16 +58,22 @@ func (s *Skill) linkDevice(ctx context.Context, env *RequestEnvelope, now time.T
 	release := s.lockPatient(patient)
 	lt := s.newTurn(ctx, env, now, patient)
 	lt.prefix = say(textLinked)
-	var h handled
-	if err := lt.load(); err != nil {
-		s.log.Error("alexa care notes not confirmed; nothing said as current", "patient", patient, "err", err)
-		h = s.build(lt, reply{segs: say(textUnreachable, changedSince(lt.snap.Withdrawn), textTryAgain), end: endLeave})
-	} else {
-		lt.announce()
-		h = s.build(lt, lt.launch())
-	}
+	h := s.build(lt, linkedLaunch(lt))
 	h.release = release
+	h.turn, h.route = lt, linkedLaunch
 	return h
+}
+
+// linkedLaunch answers the turn that linked the device: the launch, after
+// what he is owed — or, when the notes cannot be confirmed, nothing as
+// current (P-24).
+func linkedLaunch(t *turn) reply {
+	if err := t.load(); err != nil {
+		t.s.log.Error("alexa care notes not confirmed; nothing said as current", "patient", t.patient, "err", err)
+		return reply{segs: say(textUnreachable, changedSince(t.snap.Withdrawn), textTryAgain), end: endLeave}
+	}
+	t.announce()
+	return t.launch()
 }
 
 func validLinkCode(code string) bool {

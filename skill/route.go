@@ -35,6 +35,11 @@ type turn struct {
 	facts   []models.Version // the patient's speakable facts
 	current map[models.URI]models.Version
 	session sessionState // this Alexa session's Repeat and More state
+
+	// The care source's revision count for the patient just before the
+	// confirmation began (counted: it has one and snap was confirmed).
+	counted bool
+	revs    uint64
 }
 
 // handled is a built response: the envelope, the marks of what it speaks
@@ -55,6 +60,11 @@ type handled struct {
 	// withdraws (0: a first hearing).
 	heardBefore map[models.URI]int
 	from        map[models.URI]int
+	// The turn it was built from and how it was answered (route, or the
+	// launch after linking), to build it again when a revision overtakes
+	// it (skill.go, overtaken); turn nil: nothing it says was confirmed.
+	turn  *turn
+	route func(*turn) reply
 }
 
 func noop() {}
@@ -121,6 +131,7 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 	}
 	h := s.build(t, r)
 	h.release = release
+	h.turn, h.route = t, (*turn).route
 	return h
 }
 
@@ -259,11 +270,16 @@ func helpReply() reply {
 // load asks the care source for this turn's confirmed snapshot, keeping
 // only audience-user versions of this patient (defence in depth for P-1).
 func (t *turn) load() error {
+	rc := t.s.revisions
+	if rc != nil {
+		t.revs = rc.Revisions(t.patient) // before the confirmation's reads begin
+	}
 	snap, err := t.s.care.Turn(t.ctx, t.patient)
 	t.snap = snap
 	if err != nil {
 		return err
 	}
+	t.counted = rc != nil
 	for _, v := range snap.Facts {
 		if v.Audience != models.AudienceUser || v.Patient != t.patient {
 			t.s.log.Error("alexa fact skipped: not a speakable fact of this patient", "patient", t.patient, "uri", v.URI().String())

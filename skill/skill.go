@@ -71,7 +71,9 @@ type Config struct {
 	// TestPause is for whole-program tests of P-24 only: it holds every
 	// response that carries something to mark heard, at one point of its
 	// delivery, so a test can kill the server there. Zero: off. The
-	// command sets it from UNSAY_TEST_ALEXA_PAUSE, on loopback only.
+	// command sets it from UNSAY_TEST_ALEXA_PAUSE, on loopback only. A
+	// response built again because a revision overtook it while held
+	// (respond) is not held again.
 	TestPause TestPause
 }
 
@@ -104,6 +106,10 @@ type Skill struct {
 	// (striped by hash) so that a tick and an intent racing on one instance
 	// cannot both speak one announcement.
 	patientLocks [64]sync.Mutex
+
+	// revisions is care's RevisionCounter, nil when it has none: then no
+	// response is checked for a revision that overtook it (overtaken).
+	revisions RevisionCounter
 }
 
 // New returns a Skill. care is required; links may be nil (then no device
@@ -119,6 +125,7 @@ func New(cfg Config, care CareSource, links Links) (*Skill, error) {
 	}
 	s := &Skill{cfg: cfg, care: care, links: links, now: cfg.Clock, log: cfg.Logger,
 		sessions: newSessionStore(SessionStateTTL, SessionStateMax)}
+	s.revisions, _ = care.(RevisionCounter)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -230,63 +237,47 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a fixed apology and marks nothing); the announcements it carries, and
 // the facts it tells that he has not heard at that version, are recorded
 // as offered in one transaction (when that fails, the fixed apology is
-// sent instead, marking nothing); it is written in full and flushed to Alexa's
-// connection; only then is what it spoke marked heard — all under the
-// patient's turn lock. A write that fails marks nothing: what it carried
-// stays owed and is spoken again on the next turn, saying so. So does a
-// response written into a connection Alexa had already closed (the
-// request's context was done before the write began), and one written
-// later than AlexaResponseDeadline after the request was received: Alexa
-// has given up on it and played its own error (P-24).
+// sent instead, marking nothing); just before that, and again at the last
+// moment before the write, it is checked that no fact it speaks may have
+// been revised since its turn's confirmation began (overtaken) — if one
+// may have, it is built again from a fresh confirmation, at most
+// maxRebuilds times, then it says the notes cannot be confirmed; it is
+// written in full and flushed to Alexa's connection; only then is what it
+// spoke marked heard — all under the patient's turn lock. A write that
+// fails marks nothing: what it carried stays owed and is spoken again on
+// the next turn, saying so. So does a response written into a connection
+// Alexa had already closed (the request's context was done before the
+// write began), and one written later than AlexaResponseDeadline after the
+// request was received: Alexa has given up on it and played its own error
+// (P-24).
 func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope, received time.Time) {
 	ctx := r.Context()
 	h := s.handle(ctx, env)
-	defer h.release()
-	h = s.deliverable(h)
-	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
-	b, directives, err := encodeResponse(h.out)
-	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
-		// What the screen never showed was not told. Encoded again only
-		// when that changes the response (a voice-only one rarely does).
-		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
-			h.marks = kept
-			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
-			if !directives {
-				h.out.Response.Directives, h.cardOffered = nil, nil
-			}
-			b, _, err = encodeResponse(h.out)
+	defer func() { h.release() }()
+	// The ledger is written whatever the request's context does once
+	// Alexa has its answer: each step within ledgerTimeout of its own.
+	ledgerCtx := context.WithoutCancel(ctx)
+	var b []byte
+	for rebuilt := 0; ; rebuilt++ {
+		if s.overtaken(h) { // before anything is recorded as offered
+			h = s.rebuild(h, rebuilt)
+			continue
 		}
-	}
-	if err != nil {
-		s.log.Error("alexa response", "err", err)
-		http.Error(w, "cannot build response", http.StatusInternalServerError)
-		return
-	}
-	// The ledger is written after the response whatever the request's
-	// context does once Alexa has its answer.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
-	defer cancel()
-	if offers := append(append(h.offered, h.cardOffered...), toldOffers(h.marks)...); len(offers) > 0 {
-		if err := s.care.Offered(lctx, h.patient, offers); err != nil {
-			// Unrecorded, a response that was then lost would leave the
-			// ledger saying he never heard what it carried, and a later
-			// revision would withdraw other words (P-24): it is not
-			// sent. The apology marks and offers nothing; all it carried
-			// stays owed.
-			s.log.Error("alexa announcements and facts told not recorded as offered; the apology sent instead", "patient", h.patient, "err", err)
-			h.out, h.marks, h.offered, h.cardOffered = safeResponse(), nil, nil, nil
-			if b, _, err = encodeResponse(h.out); err != nil {
-				s.log.Error("alexa response", "err", err)
-				http.Error(w, "cannot build response", http.StatusInternalServerError)
-				return
-			}
+		var err error
+		if h, b, err = s.offer(ledgerCtx, env, h); err != nil {
+			s.log.Error("alexa response", "err", err)
+			http.Error(w, "cannot build response", http.StatusInternalServerError)
+			return
 		}
+		if len(h.marks) > 0 && rebuilt == 0 {
+			s.testPause(TestPauseBeforeWrite)
+		}
+		if !s.overtaken(h) { // the last moment before the write
+			break
+		}
+		h = s.rebuild(h, rebuilt)
 	}
 	carries := len(h.marks) > 0
-	if carries {
-		s.testPause(TestPauseBeforeWrite)
-	}
 	// Go's server cancels the request's context when the client closes
 	// its connection. It is read just before the write: a client that
 	// reads the answer and then hangs up also cancels it, afterwards, and
@@ -316,12 +307,122 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	if carries {
 		s.testPause(TestPauseBeforeHeard)
 	}
-	s.markHeard(lctx, h.patient, h.marks, hearingOf(env, s.now()))
+	if carries {
+		lctx, cancel := context.WithTimeout(ledgerCtx, ledgerTimeout)
+		s.markHeard(lctx, h.patient, h.marks, hearingOf(env, s.now()))
+		cancel()
+	}
 	if env.Request.Type != TypeSessionEnded {
 		end := h.out.Response.ShouldEndSession
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
 			screen: env.SupportsAPL(), ended: end != nil && *end})
 	}
+}
+
+// offer makes h sendable and encodes it (b): deliverable, for the device's
+// APL runtime, its marks in the session attributes, without the marks of a
+// care card that was not sent; then it records what h offers — its
+// announcements and the facts it tells (toldOffers) — in one ledger
+// transaction within ledgerTimeout. When that fails, h becomes the fixed
+// apology, marking and offering nothing. err: the response cannot be
+// encoded. ctx is not canceled when Alexa hangs up (the ledger's).
+func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (handled, []byte, error) {
+	h = s.deliverable(h)
+	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
+	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
+	b, directives, err := encodeResponse(h.out)
+	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
+		// What the screen never showed was not told. Encoded again only
+		// when that changes the response (a voice-only one rarely does).
+		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
+			h.marks = kept
+			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
+			if !directives {
+				h.out.Response.Directives, h.cardOffered = nil, nil
+			}
+			b, _, err = encodeResponse(h.out)
+		}
+	}
+	if err != nil {
+		return h, nil, err
+	}
+	if offers := append(append(h.offered, h.cardOffered...), toldOffers(h.marks)...); len(offers) > 0 {
+		lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		err := s.care.Offered(lctx, h.patient, offers)
+		cancel()
+		if err != nil {
+			// Unrecorded, a response that was then lost would leave the
+			// ledger saying he never heard what it carried, and a later
+			// revision would withdraw other words (P-24): it is not
+			// sent. The apology marks and offers nothing; all it carried
+			// stays owed.
+			s.log.Error("alexa announcements and facts told not recorded as offered; the apology sent instead", "patient", h.patient, "err", err)
+			h.out, h.marks, h.offered, h.cardOffered = safeResponse(), nil, nil, nil
+			h.turn = nil
+			if b, _, err = encodeResponse(h.out); err != nil {
+				return h, nil, err
+			}
+		}
+	}
+	return h, b, nil
+}
+
+// maxRebuilds bounds how often one request's response is built again
+// because a revision overtook it (overtaken): two fresh confirmations,
+// then the answer given when the notes cannot be confirmed.
+const maxRebuilds = 2
+
+// overtaken reports whether h speaks from facts its care source may have
+// learnt were revised since its turn's confirmation began: the care
+// source's RevisionCounter for the patient moved since the turn read it,
+// just before Turn (P-24: a fact that cannot be confirmed current at speak
+// time is not spoken as current). It is two atomic loads, so it runs twice
+// on every turn: before the response's offers are recorded and at the
+// last moment before it is written. It covers every revision whose
+// notification reached the care source by then — a revision read by the
+// turn itself but notified after it began counts too, and costs a rebuild
+// — and every session the care source lost meanwhile. It does not cover a
+// revision committed but not yet notified (about half a millisecond in
+// process, from the store's commit to the principal's count) nor one
+// committed while the response is on its way: those are withdrawn on his
+// next turn, quoting what this response said, which was recorded as
+// offered before the write. A response built from nothing confirmed (no
+// care source count, the notes unconfirmed, the apology) is not checked.
+func (s *Skill) overtaken(h handled) bool {
+	t := h.turn
+	return t != nil && t.counted && s.revisions.Revisions(t.patient) != t.revs
+}
+
+// rebuild is h's response built again from a fresh confirmation (the same
+// request, answered the same way, from the session's state as h's turn
+// found it), under the patient's turn lock, after h's lock is released.
+// After maxRebuilds rebuilds it is the answer given when the notes cannot
+// be confirmed ("I can't reach your care notes right now, so I won't read
+// you an instruction that may have changed", with which instructions he
+// heard are known to have changed), which marks nothing. A response
+// rebuilt after its offers were recorded leaves them offered: the next
+// turn quotes them as what he may have heard (P-24).
+func (s *Skill) rebuild(h handled, rebuilt int) handled {
+	h.release()
+	old := h.turn
+	t := s.newTurn(old.ctx, old.env, s.now(), old.patient)
+	t.session, t.prefix = old.session, old.prefix
+	if rebuilt >= maxRebuilds {
+		s.log.Warn("alexa response overtaken by revisions again; the notes are not confirmed and nothing is said as current", "patient", old.patient, "rebuilt", rebuilt)
+		var changed []models.URI
+		for _, a := range old.snap.Pending {
+			if a.IsRetraction() {
+				changed = append(changed, a.URI())
+			}
+		}
+		return s.build(t, reply{segs: say(textUnreachable, changedSince(changed), textTryAgain), end: endLeave})
+	}
+	s.log.Info("alexa response overtaken by a revision before it was written; built again from a fresh confirmation", "patient", old.patient, "rebuilt", rebuilt+1)
+	release := s.lockPatient(old.patient)
+	out := s.build(t, h.route(t))
+	out.release = release
+	out.turn, out.route = t, h.route
+	return out
 }
 
 // deliverable returns h, or — when its SSML is not well-formed — a fixed
@@ -330,6 +431,7 @@ func (s *Skill) deliverable(h handled) handled {
 	if err := checkResponse(h.out); err != nil {
 		s.log.Error("alexa response not sent: ill-formed; nothing marked heard", "patient", h.patient, "err", err)
 		h.out, h.marks, h.offered, h.cardOffered = safeResponse(), nil, nil, nil
+		h.turn = nil // it says nothing as current
 	}
 	return h
 }
@@ -342,7 +444,8 @@ func (s *Skill) deliverable(h handled) handled {
 // never played, so nothing in it is marked heard (P-24).
 const AlexaResponseDeadline = 8 * time.Second
 
-// ledgerTimeout bounds recording a response's offers and marks.
+// ledgerTimeout bounds recording a response's offers, and marking what it
+// carried heard, each.
 const ledgerTimeout = 5 * time.Second
 
 // testPause holds a response at point when Config.TestPause asks for it.

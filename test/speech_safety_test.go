@@ -273,6 +273,39 @@ func TestSpeechSafety_AResponseWrittenIntoAClosedConnectionIsSpokenAgain(t *test
 	}
 }
 
+// A revision that lands while the response carrying the previous one is
+// held before its write (its offers recorded; in production a GC pause or
+// a slow ledger write): the response is built again from a fresh
+// confirmation, so it never says the superseded words as current, and Ray
+// hears the newest ones now (the breakit report's F4).
+func TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent(t *testing.T) {
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
+		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:6s"}})
+	waitBacklog(t, s.URL)
+	dev := harness.NewDevice("ray")
+	got := make(chan string, 1)
+	go func() {
+		c := &harness.AlexaClient{URL: s.URL + "/alexa", HTTP: &http.Client{Timeout: 90 * time.Second}}
+		r, err := c.Send(context.Background(), dev.Launch())
+		if err != nil || r.Status != http.StatusOK {
+			got <- fmt.Sprintf("launch failed: %v", err)
+			return
+		}
+		got <- r.Speech()
+	}()
+	waitOutput(t, s, "TEST PAUSE: holding an Alexa response before-write")
+	const newer = "Partial weight-bearing again, with the frame."
+	write(t, s, "weight_bearing", newer)
+	said := <-got
+	if strings.Contains(said, "changed it just now: “"+revision+"”") || !strings.HasPrefix(said, "Stop — ") || !strings.Contains(said, "“"+newer+"”") {
+		t.Fatalf("revised while held, the response said %q: want the retraction to %q, never %q as current", said, newer, revision)
+	}
+	waitOutput(t, s, "alexa response overtaken by a revision before it was written; built again")
+}
+
 // stallProxy stands between the speech principal and /mcp: it can freeze
 // every event stream (GET) while requests still flow, or cut every
 // connection and refuse new ones.

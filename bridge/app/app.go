@@ -748,6 +748,10 @@ func (a *App) compete(ctx context.Context, lease string, ttl time.Duration, won,
 	return k.Run(ctx, []string{lease}, func(string) { won() }, func(string) { lost() })
 }
 
+// The skill checks each response against the principal's revision count
+// just before writing it (P-24); it finds the count by this interface.
+var _ skill.RevisionCounter = (*speech.Principal)(nil)
+
 // TestPauseEnv names the test-only variable that holds every Alexa
 // response carrying something to mark heard at one point of its delivery:
 // "before-write:30s" (announcements recorded as offered, response not yet

@@ -117,6 +117,7 @@ func (r *runner) loop() error {
 				r.st.work.relist = true
 			} else {
 				r.st.work.uris[e.uri] = true
+				r.p.revs.updated(e.uri)
 			}
 		case d := <-r.dialed:
 			r.dialing = false
@@ -211,6 +212,7 @@ func (r *runner) backoff() {
 
 // endSession closes the current connection and its worker, and forgets it.
 func (r *runner) endSession() {
+	r.p.revs.lost.Add(1) // a revision may go unnotified meanwhile (Revisions)
 	if r.jobs != nil {
 		close(r.jobs)
 		r.jobs = nil

@@ -67,6 +67,7 @@ type Principal struct {
 	running atomic.Bool
 	era     atomic.Int32      // the era the server spoke at the last dial (dialConfig.era)
 	rounds  confirmRounds     // Turn's shared rounds of reads (confirmflight.go)
+	revs    revisionCounts    // notifications and lost sessions, per patient (revisions.go)
 	calls   chan func(*state) // to Run's loop
 	parked  chan *state       // holds the state while no Run is active
 }
