@@ -155,7 +155,10 @@
 //     TestTold_ACrashAfterAPlainAnswerLeavesItOfferedSoTheRevisionIsARetraction,
 //     TestCard_AFactReadOnTheScreenIsWithdrawnWhenRevised,
 //     TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain,
-//     TestAnnouncement_WordsHeMayHaveHeardAreNeverQuotedAsTold.
+//     TestAnnouncement_WordsHeMayHaveHeardAreNeverQuotedAsTold,
+//     TestOvertaken_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent,
+//     TestOvertaken_RevisionsThatKeepOvertakingGiveTheUnconfirmedAnswer,
+//     TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
