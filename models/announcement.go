@@ -52,11 +52,19 @@ type Offer struct {
 // response (SessionEndedRequest, reason ERROR), the care source re-opens
 // it: heard goes back to HeardBefore — unless a later delivery moved it —
 // Version becomes offered and the announcement is owed again.
+//
+// With Confirmed it is a plain telling of the version he had heard for
+// certain (Version = HeardBefore's version; HeardBefore and From 0): a
+// later delivery that may have confirmed it against an earlier response's
+// report (finding B1). Reported not played, that confirmation is undone:
+// a rollback an earlier report was refused is done then, otherwise the
+// version may be re-opened again by such a report.
 type Marked struct {
 	URI         URI // unversioned
 	HeardBefore int
 	From        int
 	Version     int
+	Confirmed   bool
 }
 
 // URI is the unversioned URI of the announced fact.

@@ -49,10 +49,14 @@ type LedgerOffer struct {
 
 // LedgerMark is one Marked as the ledger re-opens it (URI as a string):
 // the version a response spoke, the version heard before it and the one
-// its retraction withdrew.
+// its retraction withdrew. With Confirmed it is instead a response's plain
+// telling of the version he had heard (Version; HeardBefore and From 0),
+// which may have confirmed that version (MarkTold: not reopenable); its
+// report undoes the confirmation (NotPlayed).
 type LedgerMark struct {
 	URI                        string
 	HeardBefore, From, Version int
+	Confirmed                  bool
 }
 
 // DeliveryChange is one row of the delivery log, by id (ids grow in

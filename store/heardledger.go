@@ -164,11 +164,12 @@ func (l *HeardLedger) pendingIn(ctx context.Context, db queryRower, patient, uri
 }
 
 // setHeard moves the heard version of uri forward to version (never
-// back). A new heard version is reopenable: no later response has
-// confirmed it yet.
+// back). A new heard version is reopenable, with no rollback deferred: no
+// later response has confirmed it yet.
 func (l *HeardLedger) setHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, reopenable = 1 WHERE excluded.version > speech_heard.version`), patient, uri, version)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, reopenable = 1, deferred_heard = NULL, deferred_from = NULL
+WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
@@ -181,7 +182,9 @@ ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, reopenable 
 func (l *HeardLedger) setHeardExactly(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version,
-reopenable = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.reopenable ELSE 1 END`), patient, uri, version)
+reopenable = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.reopenable ELSE 1 END,
+deferred_heard = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.deferred_heard END,
+deferred_from = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.deferred_from END`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
@@ -510,14 +513,25 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 
 // NotPlayed re-opens, in one transaction, what responses Alexa reported
 // not played had marked (P-24): for each fact whose heard version is still
-// the one marked and reopenable — a later confirmed delivery is never
-// undone, whether it moved heard or carried the same version's words again
-// (MarkTold; finding B1), and a second call finds nothing to do — heard goes back to
-// HeardBefore, Version becomes offered (he may have heard it), and unless
-// an announcement is already pending for the fact (a later revision,
-// which now withdraws Version, said again) the announcement from From to
-// Version is owed again, said saying so, its queued event stamped at
-// (zero: the store's clock). It reports how many facts it re-opened.
+// the one marked and reopenable, heard goes back to HeardBefore, Version
+// becomes offered (he may have heard it), and unless an announcement is
+// already pending for the fact (a later revision, which now withdraws
+// Version, said again) the announcement from From to Version is owed
+// again, said saying so, its queued event stamped at (zero: the store's
+// clock). A second call finds nothing to do.
+//
+// A later confirmed delivery is never undone when it moved heard; when it
+// carried the same version's words again (MarkTold: not reopenable;
+// finding B1) the rollback is not done but remembered (deferred_heard,
+// deferred_from; the first one refused is kept). An entry with Confirmed
+// is the report of such a later response — it may have confirmed the
+// version, so the confirmation is undone: a deferred rollback is done now,
+// and otherwise the version is reopenable again, so an earlier response's
+// report that arrives later still rolls it back. Either order of the two
+// reports ends with the retraction owed. Several responses may have told
+// the version: any one's report undoes the confirmation (erring toward a
+// repeat). A Confirmed entry for a version still reopenable, or no longer
+// heard, changes nothing. It reports how many facts it re-opened.
 func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error) {
 	n := 0
 	how := models.Hearing{At: l.stamp(at)}
@@ -525,42 +539,73 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 		n = 0
 		for _, m := range ms {
 			var h, reopenable int
-			err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT version, reopenable FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI).Scan(&h, &reopenable)
+			var dHeard, dFrom sql.NullInt64
+			err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT version, reopenable, deferred_heard, deferred_from FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI).
+				Scan(&h, &reopenable, &dHeard, &dFrom)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("store: heard ledger: not played: %w", err)
 			}
-			if h != m.Version || reopenable == 0 {
-				continue // a later confirmed delivery: it moved heard, or carried these words again
+			if h != m.Version {
+				continue // a later confirmed delivery moved heard
 			}
-			if m.HeardBefore == 0 {
-				_, err = l.exec(ctx, tx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
-			} else {
-				_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1 WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+			switch {
+			case m.Confirmed && reopenable != 0:
+				continue // it confirmed nothing
+			case m.Confirmed && !dHeard.Valid:
+				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET reopenable = 1 WHERE patient = ? AND uri = ? AND version = ?"), patient, m.URI, h); err != nil {
+					return fmt.Errorf("store: heard ledger: not played: unconfirm: %w", err)
+				}
+				continue
+			case m.Confirmed:
+				m = models.LedgerMark{URI: m.URI, HeardBefore: int(dHeard.Int64), From: int(dFrom.Int64), Version: h}
+			case reopenable == 0:
+				// A later response carried these words again: remember the
+				// rollback in case that one was not played either.
+				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET deferred_heard = ?, deferred_from = ? WHERE patient = ? AND uri = ? AND version = ? AND deferred_heard IS NULL"), m.HeardBefore, m.From, patient, m.URI, h); err != nil {
+					return fmt.Errorf("store: heard ledger: not played: defer: %w", err)
+				}
+				continue
 			}
-			if err != nil {
-				return fmt.Errorf("store: heard ledger: not played: %w", err)
-			}
-			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
-				return fmt.Errorf("store: heard ledger: not played: %w", err)
-			}
-			_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
-			if err != nil {
+			if err := l.reopen(ctx, tx, patient, m, how); err != nil {
 				return err
-			}
-			if !ok {
-				if _, err := l.exec(ctx, tx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, m.Version); err != nil {
-					return fmt.Errorf("store: heard ledger: not played: %w", err)
-				}
-				if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, how, models.DeliveryQueued); err != nil {
-					return err
-				}
 			}
 			n++
 		}
 		return nil
 	})
 	return n, err
+}
+
+// reopen rolls heard of m.URI back to m.HeardBefore (reopenable, nothing
+// deferred), offers m.Version and, unless an announcement of the fact is
+// pending, owes the one from m.From to m.Version again.
+func (l *HeardLedger) reopen(ctx context.Context, tx *sql.Tx, patient string, m models.LedgerMark, how models.Hearing) error {
+	var err error
+	if m.HeardBefore == 0 {
+		_, err = l.exec(ctx, tx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
+	} else {
+		_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1, deferred_heard = NULL, deferred_from = NULL WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+	}
+	if err != nil {
+		return fmt.Errorf("store: heard ledger: not played: %w", err)
+	}
+	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
+		return fmt.Errorf("store: heard ledger: not played: %w", err)
+	}
+	_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if _, err := l.exec(ctx, tx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, m.Version); err != nil {
+			return fmt.Errorf("store: heard ledger: not played: %w", err)
+		}
+		if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, how, models.DeliveryQueued); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Drop marks the pending announcement id as dropped (its words did not

@@ -74,8 +74,13 @@ type LedgerStore interface {
 	MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error)
 	// NotPlayed re-opens, in one transaction, what responses Alexa did not
 	// play had marked, where heard is still the version marked: heard goes
-	// back, the version is offered, the announcement owed again. It
-	// reports how many facts it re-opened.
+	// back, the version is offered, the announcement owed again. A
+	// rollback refused because a later response confirmed the version
+	// (MarkTold) is remembered; a Confirmed entry (that later response's
+	// report) undoes the confirmation: the remembered rollback is done,
+	// or else the version is reopenable again (P-24: either order of the
+	// two reports leaves the retraction owed). It reports how many facts
+	// it re-opened.
 	NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error)
 	// Drop settles the pending announcement id (its words did not change):
 	// dropped, and heard moves to its to_version. A no-op when it is no

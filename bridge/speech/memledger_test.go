@@ -28,11 +28,16 @@ type memDB struct {
 	// earlier response was not played re-opens it (the store's
 	// speech_heard.reopenable = 0).
 	confirmed map[memKey]bool
-	offered   map[memKey]int
-	baseline  map[memKey]int
-	followed  map[string]bool
-	anns      []memAnn   // by id - 1
-	log       []memEvent // by id - 1
+	// deferred: the rollback an earlier response's report asked for while
+	// the heard version was confirmed (its mark; the store's
+	// speech_heard.deferred_heard and deferred_from), done if the
+	// confirming response is reported not played too.
+	deferred map[memKey]models.LedgerMark
+	offered  map[memKey]int
+	baseline map[memKey]int
+	followed map[string]bool
+	anns     []memAnn   // by id - 1
+	log      []memEvent // by id - 1
 }
 
 type memKey struct{ patient, uri string }
@@ -54,7 +59,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -142,6 +147,7 @@ func (d *memDB) setHeard(k memKey, v int) {
 func (d *memDB) putHeard(k memKey, v int) {
 	if d.heard[k] != v {
 		delete(d.confirmed, k)
+		delete(d.deferred, k)
 	}
 	if v == 0 {
 		delete(d.heard, k)
@@ -396,7 +402,23 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 	l.write(func(d *memDB) {
 		for _, m := range ms {
 			k := memKey{patient, m.URI}
-			if d.heard[k] != m.Version || d.confirmed[k] {
+			if d.heard[k] != m.Version {
+				continue // a later delivery moved heard
+			}
+			if m.Confirmed {
+				if !d.confirmed[k] {
+					continue // it confirmed nothing
+				}
+				r, ok := d.deferred[k]
+				if !ok {
+					delete(d.confirmed, k) // an earlier report may re-open it again
+					continue
+				}
+				m = r
+			} else if d.confirmed[k] {
+				if _, ok := d.deferred[k]; !ok {
+					d.deferred[k] = m
+				}
 				continue
 			}
 			d.putHeard(k, m.HeardBefore)

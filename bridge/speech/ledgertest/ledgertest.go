@@ -64,6 +64,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision", AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision},
 		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
 		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
+		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
 		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
@@ -166,6 +167,17 @@ func offeredTold(t *testing.T, l Ledger, v int) {
 func notPlayed(t *testing.T, l Ledger, before, from, version int) int {
 	t.Helper()
 	n, err := l.NotPlayed(context.Background(), "ray", []models.LedgerMark{{URI: WB, HeardBefore: before, From: from, Version: version}}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// notPlayedConfirmed reports not played a response that told version of
+// WB plainly at the version he had heard (a confirmation, MarkTold).
+func notPlayedConfirmed(t *testing.T, l Ledger, version int) int {
+	t.Helper()
+	n, err := l.NotPlayed(context.Background(), "ray", []models.LedgerMark{{URI: WB, Version: version, Confirmed: true}}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,6 +691,112 @@ func AConfirmationIsWrittenOnce(t *testing.T, newDB NewDB) {
 	}
 	if h := heard(t, l); h != 2 {
 		t.Errorf("heard %d, want 2", h)
+	}
+}
+
+// ADoubleFailureInEitherOrderLeavesTheRetractionOwed: P-24, losing a
+// retraction is worse than repeating one. S1's retraction v1→v2 is marked
+// heard; S2 tells v2 plainly, written in full, which confirms it (MarkTold:
+// S1's report no longer re-opens it, finding B1) — and then Alexa reports
+// S2 not played as well. Whichever report arrives first, the retraction
+// ends owed again, said saying so: S1's report refused by the confirmation
+// is remembered and done when S2's report undoes it; S2's first makes v2
+// reopenable again for S1's. Twins: S2 played (no report of it) keeps
+// B1's rule; no later telling re-opens at S1's report as before; a change
+// of the heard version forgets a refused rollback; a report of a telling
+// that confirmed nothing re-opens nothing.
+func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	s1 := func(t *testing.T, l Ledger) {
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		markHeard(t, l, 2) // S1's retraction, written in full
+	}
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, open func() Ledger) []int // re-opened per report
+		reopened []int
+		want     []Span
+		offered  int
+		heard    int
+	}{
+		{"S1's report, then S2's: owed again", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2) // S2 told v2 plainly, written in full
+			return []int{notPlayed(t, l, 1, 1, 2), notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+		{"S2's report, then S1's: owed again", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{notPlayedConfirmed(t, l, 2), notPlayed(t, l, 1, 1, 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+		{"S1's refused report survives a restart: S2's report on another instance re-opens", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			n := notPlayed(t, l, 1, 1, 2)
+			return []int{n, notPlayedConfirmed(t, open(), 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+		{"S2's report, then a later telling confirms again: S1's report refused", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			n := notPlayedConfirmed(t, l, 2)
+			markTold(t, l, 2) // S3 told v2, written in full, played
+			return []int{n, notPlayed(t, l, 1, 1, 2)}
+		}, []int{0, 0}, nil, 0, 2},
+		{"twin: S2 played (no report of it): S1's report does not roll back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{notPlayed(t, l, 1, 1, 2)}
+		}, []int{0}, nil, 0, 2},
+		{"twin: no later telling: S1's report rolls back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			return []int{notPlayed(t, l, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, 2, 1},
+		{"twin: a change of the heard version forgets the refused rollback", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, false)
+			markHeard(t, l, 3) // v3's retraction, delivered
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 0}, nil, 0, 3},
+		{"twin: a report of a telling that confirmed nothing re-opens nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			return []int{notPlayedConfirmed(t, l, 2)}
+		}, []int{0}, nil, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			if got := tt.steps(t, open); !slices.Equal(got, tt.reopened) {
+				t.Errorf("re-opened per report %v, want %v", got, tt.reopened)
+			}
+			l := open()
+			rows, err := l.Pending(ctx, "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Span
+			for _, r := range rows {
+				got = append(got, Span{r.From, r.To})
+				if !r.Offered {
+					t.Errorf("pending %+v not said again", r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.Offered != tt.offered {
+				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,9 @@
+-- 051: speech_heard.deferred_heard, deferred_from (P-24; store/heardledger.go):
+-- the rollback an earlier response's SessionEndedRequest ERROR asked for
+-- while the heard version was confirmed by a later response (reopenable =
+-- 0, migration 050): the version heard before it and the version its
+-- retraction withdrew. NULL when none. When the confirming response is
+-- reported not played too, the rollback is done then, so a double failure
+-- never loses the retraction. Any change of the heard version clears them.
+ALTER TABLE speech_heard ADD COLUMN deferred_heard INTEGER;
+ALTER TABLE speech_heard ADD COLUMN deferred_from INTEGER;
