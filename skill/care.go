@@ -46,7 +46,11 @@ type CareSource interface {
 	// transaction, each fact whose heard version is still the one marked
 	// goes back to HeardBefore, the version marked becomes offered and the
 	// announcement is owed again, said saying so (P-24). A later confirmed
-	// delivery is never undone; a second call changes nothing more.
+	// delivery is never undone; a second call changes nothing more. An
+	// entry with Confirmed (AttrConfirmed: the response told that version
+	// plainly at the version he had heard) undoes the confirmation that
+	// telling may have made, so a double failure never loses the
+	// retraction.
 	NotPlayed(ctx context.Context, patient string, marked []models.Marked) error
 }
 

@@ -12,9 +12,10 @@ import (
 // (error.type INVALID_RESPONSE, DEVICE_COMMUNICATION_ERROR,
 // INTERNAL_SERVICE_ERROR, ENDPOINT_TIMEOUT) says Alexa did not play the
 // last response of the session. Each response therefore carries, in its
-// session attributes, what it marked heard — which Alexa hands back with
-// the next request of the session, that report included — and the report
-// re-opens it through CareSource.NotPlayed.
+// session attributes, what it marked heard and what it may have confirmed
+// (AttrConfirmed) — which Alexa hands back with the next request of the
+// session, that report included — and the report re-opens it, or undoes
+// the confirmation, through CareSource.NotPlayed.
 
 // ReasonError is the SessionEndedRequest reason of an error report.
 const ReasonError = "ERROR"
@@ -26,9 +27,26 @@ const ReasonError = "ERROR"
 // MaxMarkedAttributes entries.
 const AttrMarked = "marked"
 
-// MaxMarkedAttributes bounds AttrMarked (one entry per fact a response
+// AttrConfirmed is the session attribute holding the facts a response
+// told plainly at the version he had heard for certain: a list of
+// {"uri": unversioned care:// URI, "version": that version}, at most
+// MaxMarkedAttributes entries. Written in full, such a telling confirms
+// the version against an earlier response's error report (MarkTold;
+// finding B1), so its own error report must undo that confirmation
+// (models.Marked.Confirmed): otherwise a double failure — the retraction's
+// response and the telling's both not played — would lose the retraction
+// (P-24).
+const AttrConfirmed = "confirmed"
+
+// MaxMarkedAttributes bounds AttrMarked and AttrConfirmed (one entry per fact a response
 // marks; the care card's rows count only when he had not heard them).
 const MaxMarkedAttributes = 100
+
+// confirmedAttr is one AttrConfirmed entry.
+type confirmedAttr struct {
+	URI     string `json:"uri"`
+	Version int    `json:"version"`
+}
 
 // markedAttr is one AttrMarked entry.
 type markedAttr struct {
@@ -42,9 +60,13 @@ type markedAttr struct {
 // are marks: per fact, the announcement it speaks in full (from its
 // retraction's From) or the version it tells that he had not heard
 // (heardBefore below it); nil when it marks nothing of the kind. Silent
-// marks (unchanged words: nothing said) are left out.
+// marks (unchanged words: nothing said) are left out. The facts it tells
+// at the version he heard are its AttrConfirmed entries (they may confirm
+// that version; whether this telling is the first to do so is decided by
+// the ledger after the write, so every such telling is listed).
 func markedAttributes(marks []mark, heardBefore, from map[models.URI]int) map[string]any {
 	var list []markedAttr
+	var confirmed []confirmedAttr
 	for _, d := range deliveredOf(marks) {
 		before := heardBefore[d.uri]
 		switch f, announced := from[d.uri]; {
@@ -52,15 +74,21 @@ func markedAttributes(marks []mark, heardBefore, from map[models.URI]int) map[st
 			list = append(list, markedAttr{URI: d.uri.String(), Heard: before, From: f, Version: d.ann})
 		case d.told > d.ann && before < d.told:
 			list = append(list, markedAttr{URI: d.uri.String(), Heard: before, From: before, Version: d.told})
+		case d.told > d.ann && before == d.told:
+			confirmed = append(confirmed, confirmedAttr{URI: d.uri.String(), Version: d.told})
 		}
 	}
-	if len(list) == 0 {
+	if len(list) == 0 && len(confirmed) == 0 {
 		return nil
 	}
-	if len(list) > MaxMarkedAttributes {
-		list = list[:MaxMarkedAttributes]
+	attrs := map[string]any{}
+	if len(list) > 0 {
+		attrs[AttrMarked] = list[:min(len(list), MaxMarkedAttributes)]
 	}
-	return map[string]any{AttrMarked: list}
+	if len(confirmed) > 0 {
+		attrs[AttrConfirmed] = confirmed[:min(len(confirmed), MaxMarkedAttributes)]
+	}
+	return attrs
 }
 
 // notPlayed handles Alexa's error report for env's session: the patient's
@@ -68,7 +96,7 @@ func markedAttributes(marks []mark, heardBefore, from map[models.URI]int) map[st
 // Malformed entries (attributes are client-controlled in development mode)
 // are logged and ignored.
 func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
-	if env.Session == nil || env.Session.Attributes[AttrMarked] == nil {
+	if env.Session == nil || env.Session.Attributes[AttrMarked] == nil && env.Session.Attributes[AttrConfirmed] == nil {
 		return
 	}
 	patient, err := s.patientFor(ctx, env)
@@ -76,7 +104,15 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 		s.log.Warn("alexa error report: no patient to re-open for", "session", env.SessionID(), "err", err)
 		return
 	}
-	ms, bad := parseMarked(env.Session.Attributes[AttrMarked], patient)
+	var ms []models.Marked
+	bad := 0
+	if v := env.Session.Attributes[AttrMarked]; v != nil {
+		ms, bad = parseMarked(v, patient)
+	}
+	if v := env.Session.Attributes[AttrConfirmed]; v != nil {
+		cs, cbad := parseConfirmed(v, patient)
+		ms, bad = append(ms, cs...), bad+cbad
+	}
 	if bad > 0 {
 		s.log.Warn("alexa error report: malformed session attributes ignored", "session", env.SessionID(), "entries", bad)
 	}
@@ -95,12 +131,10 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 	s.log.Warn("alexa did not play a response; what it marked is owed again", "patient", patient, "facts", len(ms))
 }
 
-// parseMarked reads an AttrMarked value strictly: each entry an object of
-// exactly uri, heard, from and version, integers, the URI an unversioned
-// care:// fact of patient, version ≥ 1, heard and from in [0, version).
-// It returns the valid entries (at most MaxMarkedAttributes) and how many
-// were refused.
-func parseMarked(v any, patient string) ([]models.Marked, int) {
+// attrList is v, a session attribute's value, as a JSON list of at most
+// MaxMarkedAttributes entries, and how many entries were refused (the
+// rest of a longer list; 1 for a value that is not a list).
+func attrList(v any) ([]json.RawMessage, int) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, 1
@@ -109,11 +143,44 @@ func parseMarked(v any, patient string) ([]models.Marked, int) {
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, 1
 	}
-	bad := 0
 	if len(list) > MaxMarkedAttributes {
-		bad += len(list) - MaxMarkedAttributes
-		list = list[:MaxMarkedAttributes]
+		return list[:MaxMarkedAttributes], len(list) - MaxMarkedAttributes
 	}
+	return list, 0
+}
+
+// parseConfirmed reads an AttrConfirmed value strictly: each entry an
+// object of exactly uri and version, the URI an unversioned care:// fact
+// of patient, version ≥ 1. It returns the valid entries as Marked with
+// Confirmed (at most MaxMarkedAttributes) and how many were refused.
+func parseConfirmed(v any, patient string) ([]models.Marked, int) {
+	list, bad := attrList(v)
+	var out []models.Marked
+	for _, e := range list {
+		var a confirmedAttr
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil {
+			bad++
+			continue
+		}
+		u, err := models.ParseURI(a.URI)
+		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || a.Version < 1 {
+			bad++
+			continue
+		}
+		out = append(out, models.Marked{URI: u, Version: a.Version, Confirmed: true})
+	}
+	return out, bad
+}
+
+// parseMarked reads an AttrMarked value strictly: each entry an object of
+// exactly uri, heard, from and version, integers, the URI an unversioned
+// care:// fact of patient, version ≥ 1, heard and from in [0, version).
+// It returns the valid entries (at most MaxMarkedAttributes) and how many
+// were refused.
+func parseMarked(v any, patient string) ([]models.Marked, int) {
+	list, bad := attrList(v)
 	var out []models.Marked
 	for _, e := range list {
 		var a markedAttr

@@ -127,3 +127,79 @@ func TestNotPlayed_MalformedSessionAttributesAreIgnored(t *testing.T) {
 		t.Fatalf("re-opened %v", calls)
 	}
 }
+
+// P-24, the double failure: a response that tells a fact plainly at the
+// version he heard may confirm that version against an earlier response's
+// error report (finding B1), so it carries that telling in its session
+// attributes (AttrConfirmed) and its own error report hands it to the care
+// source as a Confirmed entry, which undoes the confirmation — S1's
+// retraction and S2's telling both not played must not lose the
+// retraction. Twin: a telling of a version he had not heard is a mark
+// (AttrMarked), not a confirmation.
+func TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	ask := reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "sC"}
+	for _, tt := range []struct {
+		name      string
+		heard     int // 0: never
+		marked    []models.Marked
+		confirmed bool
+	}{
+		{"told at the version he heard: a confirmation", 2, []models.Marked{{URI: wbURI, Version: 2, Confirmed: true}}, true},
+		{"twin: told a version he never heard: a mark", 0, []models.Marked{{URI: wbURI, HeardBefore: 0, From: 0, Version: 2}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			if tt.heard > 0 {
+				if err := r.care.MarkHeard(context.Background(), "ray", wbURI, tt.heard, models.Hearing{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, _ := r.turn(ask)
+			if !strings.Contains(plain(out), wbV2Text) {
+				t.Fatalf("answer: %q", plain(out))
+			}
+			attrs := attributesOf(t, out)
+			if _, ok := attrs[AttrConfirmed]; ok != tt.confirmed {
+				t.Errorf("attributes %v: %s present = %v, want %v", attrs, AttrConfirmed, ok, tt.confirmed)
+			}
+			if code, b := r.post(sessionEnded(t, "sC", ReasonError, attrs), testCertURL, ""); code != 200 {
+				t.Fatalf("session ended: %d %s", code, b)
+			}
+			calls := r.care.notPlayedCalls()
+			if len(calls) != 1 || !slices.Equal(calls[0], tt.marked) {
+				t.Fatalf("error report handed %v, want %v (attributes %v)", calls, tt.marked, attrs)
+			}
+		})
+	}
+}
+
+// AttrConfirmed entries are checked like AttrMarked ones: a malformed one
+// is ignored (logged); a valid one beside it still counts.
+func TestNotPlayed_MalformedConfirmedAttributesAreIgnored(t *testing.T) {
+	valid := map[string]any{"uri": "care://ray/weight_bearing", "version": 2}
+	for name, entry := range map[string]any{
+		"another patient": map[string]any{"uri": "care://bob/weight_bearing", "version": 2},
+		"assistant-only":  map[string]any{"uri": "care-internal://ray/risk", "version": 1},
+		"versioned":       map[string]any{"uri": "care://ray/weight_bearing@2", "version": 2},
+		"version 0":       map[string]any{"uri": "care://ray/weight_bearing", "version": 0},
+		"a heard field":   map[string]any{"uri": "care://ray/weight_bearing", "heard": 1, "version": 2},
+		"a fraction":      map[string]any{"uri": "care://ray/weight_bearing", "version": 1.5},
+		"a string":        "care://ray/weight_bearing",
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.post(sessionEnded(t, "sM", ReasonError, map[string]any{AttrConfirmed: []any{entry}}), testCertURL, "")
+			if calls := r.care.notPlayedCalls(); len(calls) != 0 {
+				t.Fatalf("handed %v", calls)
+			}
+			if !strings.Contains(r.logs.String(), "malformed session attributes ignored") {
+				t.Errorf("not logged: %s", r.logs.String())
+			}
+			r.post(sessionEnded(t, "sN", ReasonError, map[string]any{AttrConfirmed: []any{entry, valid}}), testCertURL, "")
+			if calls := r.care.notPlayedCalls(); len(calls) != 1 || len(calls[0]) != 1 || !calls[0][0].Confirmed || calls[0][0].Version != 2 {
+				t.Fatalf("handed %v, want the valid entry only", calls)
+			}
+		})
+	}
+}

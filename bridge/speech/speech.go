@@ -229,10 +229,14 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 // marked goes back to the version he heard before, the version marked is
 // offered, and the announcement is owed again — spoken next turn saying
 // so ("as I may not have told you properly", P-24). A later confirmed
-// delivery is never undone; calling it twice changes nothing more. A
-// malformed patient or entry (not an unversioned care:// fact of patient,
-// Version < 1, HeardBefore or From negative or not below Version) is
-// ErrInvalidArgument and nothing is changed.
+// delivery that moved heard is never undone; one that told the heard
+// version again (MarkTold) holds the rollback back until that response is
+// reported not played too — an entry with Confirmed (HeardBefore and From
+// 0) — and then it is done; either order of the two reports leaves the
+// retraction owed. Calling it twice changes nothing more. A malformed
+// patient or entry (not an unversioned care:// fact of patient, Version <
+// 1, HeardBefore or From negative or not below Version, or not 0 with
+// Confirmed) is ErrInvalidArgument and nothing is changed.
 func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.Marked) error {
 	if !models.ValidID(patient) {
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
@@ -242,10 +246,11 @@ func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.M
 		if err := checkFact(patient, m.URI, m.Version); err != nil {
 			return err
 		}
-		if m.HeardBefore < 0 || m.From < 0 || m.HeardBefore >= m.Version || m.From >= m.Version {
+		if m.HeardBefore < 0 || m.From < 0 || m.HeardBefore >= m.Version || m.From >= m.Version ||
+			m.Confirmed && (m.HeardBefore != 0 || m.From != 0) {
 			return fmt.Errorf("%w: %s: heard before v%d, from v%d, marked v%d", ErrInvalidArgument, m.URI, m.HeardBefore, m.From, m.Version)
 		}
-		rows = append(rows, marked{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From, Version: m.Version})
+		rows = append(rows, marked{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From, Version: m.Version, Confirmed: m.Confirmed})
 	}
 	if len(rows) == 0 {
 		return nil
