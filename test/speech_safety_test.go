@@ -249,6 +249,63 @@ func TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery(t *testin
 	}
 }
 
+// The double failure (P-24: losing a retraction is worse than repeating
+// one): S1's response carrying the retraction and S2's response telling
+// the new words plainly were both written in full, and Alexa reports both
+// not played (SessionEndedRequest ERROR), in either order. S2's telling
+// confirmed the version against S1's report (B1), so S2's own report
+// carries that confirmation (session attribute "confirmed") and undoes
+// it: the next turn says the retraction again, saying so. Twins: S2
+// played (TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery)
+// and no S2 at all (TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack).
+func TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed(t *testing.T) {
+	for _, s2First := range []bool{false, true} {
+		name := "S1's report first"
+		if s2First {
+			name = "S2's report first"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r1 *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r1 = ask(t, s, dev.Launch()); !strings.Contains(r1.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			if !strings.HasPrefix(r1.Speech(), "Stop — your walking instruction has changed.") || r1.Body.SessionAttributes["marked"] == nil {
+				t.Fatalf("S1 launch: %q, attributes %v", r1.Speech(), r1.Body.SessionAttributes)
+			}
+			end1 := dev.SessionEnded("ERROR")
+			end1["session"].(map[string]any)["attributes"] = r1.Body.SessionAttributes
+			end1["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "late"}
+			r2 := ask(t, s, dev.Launch())
+			if strings.Contains(r2.Speech(), "Stop —") || !strings.Contains(r2.Speech(), revision) || r2.Body.SessionAttributes["confirmed"] == nil {
+				t.Fatalf("S2 launch: %q, attributes %v; want %q told plainly, carrying its confirmation", r2.Speech(), r2.Body.SessionAttributes, revision)
+			}
+			end2 := dev.SessionEnded("ERROR")
+			end2["session"].(map[string]any)["attributes"] = r2.Body.SessionAttributes
+			end2["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
+			if s2First {
+				ask(t, s, end2)
+				ask(t, s, end1)
+			} else {
+				ask(t, s, end1)
+				ask(t, s, end2)
+			}
+			next := launch(t, s, dev)
+			if !strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(next, revision) {
+				t.Fatalf("after both error reports: %q, want the retraction again, saying so", next)
+			}
+			if again := launch(t, s, dev); strings.Contains(again, "Stop —") {
+				t.Fatalf("the turn after the retraction was said again: %q, want it said once", again)
+			}
+		})
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,
