@@ -158,7 +158,9 @@
 //     TestAnnouncement_WordsHeMayHaveHeardAreNeverQuotedAsTold,
 //     TestOvertaken_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent,
 //     TestOvertaken_RevisionsThatKeepOvertakingGiveTheUnconfirmedAnswer,
-//     TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent.
+//     TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent,
+//     TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo,
+//     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
