@@ -485,7 +485,9 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 			// A later response carried the words he heard, written in
 			// full: a confirmed delivery of them, which an earlier
 			// response's report (NotPlayed) never rolls back (B1).
-			res, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET reopenable = 0 WHERE patient = ? AND uri = ? AND version = ? AND reopenable <> 0"), patient, uri, version)
+			// reopenable 2: this telling's own report overtook it (NotPlayed),
+			// so it confirms nothing.
+			res, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET reopenable = CASE WHEN reopenable = 2 THEN 1 ELSE 0 END WHERE patient = ? AND uri = ? AND version = ? AND reopenable <> 0"), patient, uri, version)
 			if err != nil {
 				return fmt.Errorf("store: heard ledger: told: confirm: %w", err)
 			}
@@ -530,8 +532,11 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 // report that arrives later still rolls it back. Either order of the two
 // reports ends with the retraction owed. Several responses may have told
 // the version: any one's report undoes the confirmation (erring toward a
-// repeat). A Confirmed entry for a version still reopenable, or no longer
-// heard, changes nothing. It reports how many facts it re-opened.
+// repeat). A Confirmed entry for a version still reopenable — its report
+// overtook its own marking, or another's report undid the confirmation —
+// voids the next confirmation (reopenable 2: MarkTold then makes it 1);
+// one for a version no longer heard changes nothing. It reports how many
+// facts it re-opened.
 func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error) {
 	n := 0
 	how := models.Hearing{At: l.stamp(at)}
@@ -550,7 +555,13 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 			}
 			switch {
 			case m.Confirmed && reopenable != 0:
-				continue // it confirmed nothing
+				// Nothing confirmed yet: the report overtook the telling's
+				// marking (a turn owing nothing runs without the turn lock, or
+				// on another instance), so the next confirmation is void.
+				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET reopenable = 2 WHERE patient = ? AND uri = ? AND version = ? AND reopenable = 1"), patient, m.URI, h); err != nil {
+					return fmt.Errorf("store: heard ledger: not played: void: %w", err)
+				}
+				continue
 			case m.Confirmed && !dHeard.Valid:
 				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET reopenable = 1 WHERE patient = ? AND uri = ? AND version = ?"), patient, m.URI, h); err != nil {
 					return fmt.Errorf("store: heard ledger: not played: unconfirm: %w", err)

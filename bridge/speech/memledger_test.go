@@ -33,6 +33,10 @@ type memDB struct {
 	// speech_heard.deferred_heard and deferred_from), done if the
 	// confirming response is reported not played too.
 	deferred map[memKey]models.LedgerMark
+	// voided: a confirming response was reported not played before its
+	// confirmation was recorded, so the next confirmation does not count
+	// (the store's speech_heard.reopenable = 2).
+	voided   map[memKey]bool
 	offered  map[memKey]int
 	baseline map[memKey]int
 	followed map[string]bool
@@ -59,7 +63,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, voided: map[memKey]bool{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -148,6 +152,7 @@ func (d *memDB) putHeard(k memKey, v int) {
 	if d.heard[k] != v {
 		delete(d.confirmed, k)
 		delete(d.deferred, k)
+		delete(d.voided, k)
 	}
 	if v == 0 {
 		delete(d.heard, k)
@@ -383,7 +388,11 @@ func (l *memLedger) MarkTold(_ context.Context, patient, uri string, version int
 			return
 		}
 		if version == d.heard[k] { // a later delivery of what he heard: confirmed
-			if !d.confirmed[k] {
+			switch {
+			case d.voided[k]: // undone in advance by its own report
+				delete(d.voided, k)
+				wrote = true
+			case !d.confirmed[k]:
 				d.confirmed[k], wrote = true, true
 			}
 			return
@@ -407,7 +416,8 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 			}
 			if m.Confirmed {
 				if !d.confirmed[k] {
-					continue // it confirmed nothing
+					d.voided[k] = true // its confirmation, if still to come, does not count
+					continue
 				}
 				r, ok := d.deferred[k]
 				if !ok {

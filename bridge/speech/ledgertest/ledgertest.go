@@ -704,7 +704,10 @@ func AConfirmationIsWrittenOnce(t *testing.T, newDB NewDB) {
 // reopenable again for S1's. Twins: S2 played (no report of it) keeps
 // B1's rule; no later telling re-opens at S1's report as before; a change
 // of the heard version forgets a refused rollback; a report of a telling
-// that confirmed nothing re-opens nothing.
+// that confirmed nothing re-opens nothing. S2's report may overtake S2's
+// own marking (a turn that owes nothing runs without the patient's turn
+// lock, or on another instance): it then voids the next confirmation in
+// advance.
 func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewDB) {
 	ctx := context.Background()
 	s1 := func(t *testing.T, l Ledger) {
@@ -744,6 +747,21 @@ func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewD
 			s1(t, l)
 			markTold(t, l, 2)
 			n := notPlayedConfirmed(t, l, 2)
+			markTold(t, l, 2) // S3 told v2, written in full, played
+			return []int{n, notPlayed(t, l, 1, 1, 2)}
+		}, []int{0, 0}, nil, 0, 2},
+		{"S2's report before its confirmation was recorded, then S1's: owed again", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := notPlayedConfirmed(t, l, 2) // Alexa's report overtook S2's marking
+			markTold(t, l, 2)                // S2's marking: the confirmation it undid in advance
+			return []int{n, notPlayed(t, l, 1, 1, 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+		{"twin: after that, a later telling confirms: S1's report refused", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := notPlayedConfirmed(t, l, 2)
+			markTold(t, l, 2) // S2's, undone in advance
 			markTold(t, l, 2) // S3 told v2, written in full, played
 			return []int{n, notPlayed(t, l, 1, 1, 2)}
 		}, []int{0, 0}, nil, 0, 2},

@@ -5,5 +5,8 @@
 -- retraction withdrew. NULL when none. When the confirming response is
 -- reported not played too, the rollback is done then, so a double failure
 -- never loses the retraction. Any change of the heard version clears them.
+-- reopenable takes a third value, 2: reopenable, and the next confirmation
+-- is void (the confirming response's report arrived before its marking);
+-- MarkTold then makes it 1.
 ALTER TABLE speech_heard ADD COLUMN deferred_heard INTEGER;
 ALTER TABLE speech_heard ADD COLUMN deferred_from INTEGER;
