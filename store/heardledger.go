@@ -451,7 +451,9 @@ func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, u
 // later confirmed delivery of it: the first such telling after the heard
 // version was set makes it no longer reopenable by an earlier response's
 // report (NotPlayed; finding B1) — one write, reported as a change; every
-// telling after that takes the fast path and writes nothing.
+// telling after that takes the fast path and writes nothing. A telling
+// whose own report (NotPlayed, Confirmed) arrived first confirms nothing:
+// its write only clears the void (reopenable 2 to 1).
 func (l *HeardLedger) MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error) {
 	// Fast path, one read and no write transaction (no fsync): the
 	// retraction stays owed (the write below would re-check it anyway), he
