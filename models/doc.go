@@ -160,6 +160,7 @@
 //     TestOvertaken_RevisionsThatKeepOvertakingGiveTheUnconfirmedAnswer,
 //     TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent,
 //     TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo,
+//     TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed,
 //     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is

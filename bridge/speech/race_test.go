@@ -343,3 +343,54 @@ func TestNotPlayed_TheRetractionIsSpokenAgainSayingSo(t *testing.T) {
 		t.Errorf("after the report: %q (Again %v)", got, s.Pending[0].Again)
 	}
 }
+
+// The double failure through the principal (P-24): S1's retraction is
+// marked heard, S2 tells the new words plainly (MarkTold, a confirmation),
+// and both are reported not played; S1's report first is held back by the
+// confirmation, S2's then undoes it and the next turn says the retraction
+// again, saying so. Twin: a Confirmed entry carrying a heard-before or
+// from version is refused and changes nothing.
+func TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	p := startPrincipal(t, f, newTestDB(t), "ray")
+	waitConnected(t, p)
+	hearAll(t, p, "ray")
+	n := f.publish(wb, "Full weight-bearing as tolerated.")
+	waitPending(t, p, wb, n)
+	s := turnOf(t, p, "ray")
+	if len(s.Pending) != 1 {
+		t.Fatalf("turn = %+v, want one retraction", s)
+	}
+	u := s.Pending[0].URI()
+	ctx := context.Background()
+	if err := p.MarkHeard(ctx, "ray", u, n, models.Hearing{}); err != nil { // S1
+		t.Fatal(err)
+	}
+	if err := p.MarkTold(ctx, "ray", u, n, models.Hearing{}); err != nil { // S2
+		t.Fatal(err)
+	}
+	if err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
+		t.Fatalf("S1's report re-opened %+v past S2's telling", s.Pending)
+	}
+	bad := []models.Marked{{URI: u, HeardBefore: n - 1, Version: n, Confirmed: true}}
+	if err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("NotPlayed(confirmed with heard before) = %v, want ErrInvalidArgument", err)
+	}
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
+		t.Fatalf("a refused report re-opened %+v", s.Pending)
+	}
+	if err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, Version: n, Confirmed: true}}); err != nil { // S2's report
+		t.Fatal(err)
+	}
+	s = turnOf(t, p, "ray")
+	if len(s.Pending) != 1 {
+		t.Fatalf("after both reports: %+v, want the retraction owed", s.Pending)
+	}
+	if got := spoken(t, s); !s.Pending[0].Again || !strings.HasPrefix(got, "Stop — "+models.RedeliveryPhrase+": your walking instruction has changed. I told you: “Partial weight-bearing with crutches.”") {
+		t.Errorf("after both reports: %q (Again %v)", got, s.Pending[0].Again)
+	}
+}
