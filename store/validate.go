@@ -97,6 +97,19 @@ func otherControlReason(s string) string {
 	return ""
 }
 
+// isVisible reports whether r is seen on a card or heard when spoken: a
+// graphic character (letter, mark, number, punctuation, symbol) that is
+// neither a space nor a format character (category Cf: U+200B ZERO WIDTH
+// SPACE, U+2060 WORD JOINER, U+00AD SOFT HYPHEN, the direction marks …).
+func isVisible(r rune) bool {
+	return unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r)
+}
+
+// invisibleReason is why a value or label of no visible character is
+// refused (isVisible).
+const invisibleReason = "must hold at least one visible character: spaces and invisible format characters alone " +
+	"(such as U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+00AD SOFT HYPHEN) would be spoken and shown as nothing"
+
 // isBidiControl reports whether r is a Unicode bidirectional control
 // (Bidi_Control: the marks and the embedding, override and isolate
 // controls).
@@ -134,7 +147,9 @@ func bidiOverrideReason(s string) string {
 //
 //   - patient, domain: 1–64 characters of [a-z0-9_.-];
 //   - audience: "user" or "assistant";
-//   - value: not blank; characters XML 1.0 allows (ReasonXMLForbidden)
+//   - value: not blank, and at least one visible character (isVisible: a
+//     value of only spaces and format characters such as U+200B or U+00AD
+//     would be spoken and shown as nothing); characters XML 1.0 allows (ReasonXMLForbidden)
 //     and no control character but tab, LF and CR (DEL and C1 included);
 //     and no bidirectional embedding, override or isolate (the card and the
 //     clinician's page must show the words in the order they are spoken);
@@ -143,7 +158,7 @@ func bidiOverrideReason(s string) string {
 //     audience, at most models.MaxValueBytes bytes of UTF-8, which 6,000
 //     characters of any script always fit in;
 //   - authorId: 1–64 characters of [a-z0-9_.@:-];
-//   - authorLabel: not blank, at most 200 bytes, characters XML 1.0 allows
+//   - authorLabel: not blank, at least one visible character, at most 200 bytes, characters XML 1.0 allows
 //     no control character at all (it is spoken on one line) and no
 //     bidirectional control (it is shown as a name: it must read as written);
 //   - priority: 0…1; staleAfter: zero or after 1970;
@@ -179,6 +194,8 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("audience", `must be "user" or "assistant"`)
 	case strings.TrimSpace(in.Value) == "":
 		return bad("value", "must not be empty")
+	case !strings.ContainsFunc(in.Value, isVisible):
+		return bad("value", invisibleReason)
 	case strings.ContainsFunc(in.Value, isOtherControl):
 		return bad("value", otherControlReason(in.Value))
 	case strings.ContainsFunc(in.Value, isBidiOverride):
@@ -196,6 +213,8 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("authorId", "must be 1–64 characters of [a-z0-9_.@:-]")
 	case strings.TrimSpace(in.AuthorLabel) == "":
 		return bad("authorLabel", "must not be empty")
+	case !strings.ContainsFunc(in.AuthorLabel, isVisible):
+		return bad("authorLabel", invisibleReason)
 	case len(in.AuthorLabel) > maxAuthorLabelBytes:
 		return bad("authorLabel", fmt.Sprintf("must be at most %d bytes", maxAuthorLabelBytes))
 	case strings.ContainsFunc(in.AuthorLabel, unicode.IsControl):

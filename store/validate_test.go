@@ -278,3 +278,26 @@ func TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript(t *testin
 		}
 	}
 }
+
+func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCharacterIsEnough(t *testing.T) {
+	for _, value := range []string{"\u200b", "\u200b\u2060\u00ad", " \u200b \ufeff ", "\u200e\u200f", "\u2060\u3000"} {
+		for _, aud := range []models.Audience{models.AudienceUser, models.AudienceAssistant} {
+			var ve *ValidationError
+			_, err := Validate(in("weight_bearing", aud, value))
+			if !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, "visible character") {
+				t.Errorf("value %+q (%s): Validate = %v, want the value refused as having no visible character", value, aud, err)
+			}
+		}
+		label := in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
+		label.AuthorLabel = value
+		var ve *ValidationError
+		if _, err := Validate(label); !errors.As(err, &ve) || ve.Field != "authorLabel" {
+			t.Errorf("authorLabel %+q: Validate = %v, want the label refused", value, err)
+		}
+	}
+	for _, value := range []string{"0", "\u200b1\u200b", "\u00ad-", "ﷺ", "\u0301", "😀", "خذ"} {
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); err != nil {
+			t.Errorf("value %+q: Validate = %v, want accepted (it has a visible character)", value, err)
+		}
+	}
+}
