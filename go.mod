@@ -17,6 +17,7 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	github.com/rivo/uniseg v0.4.7
 	github.com/segmentio/encoding v0.5.4
 	github.com/tsenart/vegeta/v12 v12.13.0
 	github.com/zitadel/oidc/v3 v3.52.0

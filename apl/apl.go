@@ -107,9 +107,19 @@ func EscapeText(s string) string { return textEscaper.Replace(s) }
 // textEscaper is immutable and safe for concurrent use.
 var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-// MaxCardTextRunes caps how much of one fact a card shows (runes); longer
-// texts end with "…". The spoken answer is never cut by this.
+// MaxCardTextRunes caps how much of one fact a card shows (runes), so a
+// card of many long facts stays well inside Alexa's 120 KB response. A
+// longer text is shown cut: it ends with "…" and the card says so under it
+// (CareRow.CutNote, RetractionCard.CutNote) — a card never drops words
+// silently. The spoken answer is never cut by this; the skill does not
+// count a cut row as told by the card (Cut).
 const MaxCardTextRunes = 600
+
+// Cut reports whether a card shows s shortened (more than MaxCardTextRunes
+// runes once trimmed): its end is not on the screen.
+func Cut(s string) bool {
+	return len([]rune(strings.TrimSpace(s))) > MaxCardTextRunes
+}
 
 func clip(s string) string {
 	r := []rune(strings.TrimSpace(s))

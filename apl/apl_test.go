@@ -288,3 +288,58 @@ func TestDatasources_StaleFormsLeadWithTheAge(t *testing.T) {
 		t.Errorf("fresh retraction %+v", fresh)
 	}
 }
+
+// F15: a card never drops words silently. A text longer than
+// MaxCardTextRunes is shown cut — it ends with "…", the row (or the
+// retraction) says cut and carries the note telling how to hear all of
+// it — and Cut says so, so the skill does not count it as told. Twin: a
+// text that fits is shown whole, with no note.
+func TestDatasources_ALongTextIsMarkedCutAShortOneIsWhole(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("Take one tablet each morning with food. ", 15) + "Do NOT take it with ibuprofen."
+	short := "Rivaroxaban 10 mg once daily."
+	if !Cut(long) || Cut(short) || Cut(strings.Repeat("x", MaxCardTextRunes)+"  ") {
+		t.Fatalf("Cut(long %d runes) = %v, Cut(short) = %v, Cut(exactly the limit) = %v", len([]rune(long)), Cut(long), Cut(short), Cut(strings.Repeat("x", MaxCardTextRunes)))
+	}
+	note := "Shortened here. Say: tell me about my blood thinner, to hear all of it."
+	rows := CareDatasource(CareCard{Rows: []CareRow{
+		{Topic: "Blood thinner", Text: long, CutNote: note, Lead: true},
+		{Topic: "Contact", Text: short, CutNote: "never drawn"},
+	}})["care"].(careData).Rows
+	if r := rows[0]; !r.Cut || r.CutNote != note || !strings.HasSuffix(r.Text, "…") || strings.Contains(r.Text, "ibuprofen") {
+		t.Errorf("long row = %+v, want cut, ending …, with its note", r)
+	}
+	if r := rows[1]; r.Cut || r.CutNote != "" || r.Text != short {
+		t.Errorf("short row = %+v, want whole and no note", r)
+	}
+	if r := CareDatasource(CareCard{Rows: []CareRow{{Text: long}}})["care"].(careData).Rows[0]; r.CutNote != DefaultCutNote {
+		t.Errorf("a cut row without a note of its own says %q, want %q", r.CutNote, DefaultCutNote)
+	}
+	for name, c := range map[string]RetractionCard{
+		"the new words":       {Withdrawn: short, Current: long, CutNote: note},
+		"the withdrawn words": {Withdrawn: long, Current: short, CutNote: note},
+	} {
+		d := RetractionDatasource(c)["retraction"].(retractionData)
+		if !d.Cut || d.CutNote != note {
+			t.Errorf("%s cut: %+v, want cut with the note", name, d)
+		}
+	}
+	if d := RetractionDatasource(RetractionCard{Withdrawn: short, Current: short + " Twice.", CutNote: note})["retraction"].(retractionData); d.Cut || d.CutNote != "" || d.Current != short+" Twice." {
+		t.Errorf("short retraction: %+v, want whole, no note", d)
+	}
+}
+
+// The documents draw the note only when cut, under the text they cut.
+func TestDocuments_DrawTheCutNoteOnlyWhenCut(t *testing.T) {
+	t.Parallel()
+	for _, d := range []Doc{Care(), Retraction()} {
+		p := "data"
+		if d.Name == NameRetraction {
+			p = d.Parameter
+		}
+		if !strings.Contains(string(d.JSON), `"when": "${`+p+`.cut}",
+`) || !strings.Contains(string(d.JSON), `"text": "${`+p+`.cutNote}"`) {
+			t.Errorf("%s: no cut note drawn when ${%s.cut}", d.Name, p)
+		}
+	}
+}

@@ -18,6 +18,10 @@ type CareRow struct {
 	// instruction); Priority is the fact's 0…1 hint. Both only order rows.
 	Lead     bool
 	Priority float64
+	// CutNote is drawn under Text when the card shows it cut (Cut): how to
+	// hear all of it ("Shortened here. Say: tell me about my blood
+	// thinner, to hear all of it."). Ignored for a text shown whole.
+	CutNote string
 }
 
 // CareCard is the content of the care card.
@@ -67,6 +71,8 @@ type careRowData struct {
 	Byline    string `json:"byline"`
 	Stale     bool   `json:"stale"`
 	StaleNote string `json:"staleNote"`
+	Cut       bool   `json:"cut"`
+	CutNote   string `json:"cutNote"`
 }
 
 type careData struct {
@@ -77,8 +83,10 @@ type careData struct {
 }
 
 // CareDatasource returns the datasources object for Care(): {"care": {title,
-// rows[{topic, text, byline, stale, staleNote}], buttonText, clipButton}}, every string
-// markup-escaped and each text clipped to MaxCardTextRunes. Rows are in the
+// rows[{topic, text, byline, stale, staleNote, cut, cutNote}], buttonText, clipButton}},
+// every string markup-escaped and each text clipped to MaxCardTextRunes: a
+// row cut there ends with "…", has cut true and carries its CutNote
+// (never a silent cut). Rows are in the
 // order the skill speaks them (SpeakingOrder), so the walking instruction is
 // never below the fold.
 func CareDatasource(c CareCard) map[string]any {
@@ -90,6 +98,9 @@ func CareDatasource(c CareCard) map[string]any {
 			Text:   EscapeText(clip(r.Text)),
 			Byline: EscapeText(byline(r.Author, r.Age)),
 			Stale:  r.Stale,
+		}
+		if Cut(r.Text) {
+			row.Cut, row.CutNote = true, EscapeText(cutNote(r.CutNote))
 		}
 		if r.Stale {
 			row.Byline = EscapeText(staleByline(r.Author, r.Age))
@@ -109,6 +120,9 @@ type RetractionCard struct {
 	Age       string // "just now"
 	Stale     bool   // the new sentence is past its review date (P-24): the byline leads with the age and says so
 	More      string // "" or a note such as "1 more change was spoken"
+	// CutNote is drawn under the sentences when the card shows Withdrawn
+	// or Current cut (Cut): how to hear all of it. Ignored otherwise.
+	CutNote string
 }
 
 type retractionData struct {
@@ -121,12 +135,16 @@ type retractionData struct {
 	Stale          bool   `json:"stale"`
 	StaleNote      string `json:"staleNote"`
 	More           string `json:"more"`
+	Cut            bool   `json:"cut"`
+	CutNote        string `json:"cutNote"`
 	ButtonText     string `json:"buttonText"`
 }
 
 // RetractionDatasource returns the datasources object for Retraction():
 // {"retraction": {title, withdrawnLabel, withdrawn, currentLabel, current,
-// byline, stale, staleNote, more, buttonText}}, every string markup-escaped.
+// byline, stale, staleNote, more, cut, cutNote, buttonText}}, every string
+// markup-escaped and each sentence clipped to MaxCardTextRunes; when either
+// is cut there, it ends with "…", cut is true and cutNote says so.
 // The byline reads "Sarah Okafor, physio · just now"; when the new sentence
 // is stale it leads with the age and says so: "Nine days ago · Sarah
 // Okafor, physio · Past its review date. Please check it with your care team."
@@ -143,6 +161,9 @@ func RetractionDatasource(c RetractionCard) map[string]any {
 	}
 	if c.Withdrawn != "" {
 		d.WithdrawnLabel = "No longer"
+	}
+	if Cut(c.Withdrawn) || Cut(c.Current) {
+		d.Cut, d.CutNote = true, EscapeText(cutNote(c.CutNote))
 	}
 	if c.Stale {
 		d.StaleNote = StaleNote
@@ -172,6 +193,16 @@ func HelpDatasource(c HelpCard) map[string]any {
 		d.Phrases[i] = EscapeText(p)
 	}
 	return map[string]any{"help": d}
+}
+
+// DefaultCutNote is drawn under a cut text whose card gives no note of its own.
+const DefaultCutNote = "Shortened here. Ask me to hear all of it."
+
+func cutNote(note string) string {
+	if strings.TrimSpace(note) == "" {
+		return DefaultCutNote
+	}
+	return note
 }
 
 func byline(author, age string) string {

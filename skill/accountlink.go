@@ -74,6 +74,25 @@ func (s *Skill) accountLinkedPatient(ctx context.Context, env *RequestEnvelope) 
 	return p, p != "", nil
 }
 
+// defaultPatientFor is Config.DefaultPatient (--default-patient, the demo)
+// for a request that reached it unlinked: only one that carries no
+// account-linking token. A request whose token was refused (patientFor
+// tries it first: unverifiable, expired, revoked) is not an unlinked
+// demo device but a linked one whose link is gone, so it is told so and
+// gets the LinkAccount card as without the flag (unlinkedReplyFor,
+// offerAccountLinking) — never served, and never spending another
+// patient's retraction, as the default patient. Without account linking
+// configured no token is ever verified, and the default applies as before.
+func (s *Skill) defaultPatientFor(env *RequestEnvelope) string {
+	if _, linking := s.accountLinks(); linking && accessToken(env) != "" {
+		if s.cfg.DefaultPatient != "" {
+			s.log.Info("alexa access token refused; the default patient is only for a device that sends none", "default", s.cfg.DefaultPatient)
+		}
+		return ""
+	}
+	return s.cfg.DefaultPatient
+}
+
 // unlinkedReplyFor is the reply to an unlinked device: with account
 // linking, the spoken explanation offers both ways (the Alexa app's Link
 // account, or a six-digit code by voice) and says so when a token was sent

@@ -42,7 +42,15 @@ func (l *tokenLinks) revoke(tok string) {
 // without request verification and without a default patient.
 func accountTurn(t *testing.T, links Links, accessToken string) ResponseEnvelope {
 	t.Helper()
-	s, err := New(Config{Clock: func() time.Time { return t0 }}, rayCare(), links)
+	return accountTurnTo(t, Config{}, rayCare(), links, accessToken)
+}
+
+// accountTurnTo is accountTurn to a skill configured by cfg (its clock
+// set to t0) over care.
+func accountTurnTo(t *testing.T, cfg Config, care *fakeCare, links Links, accessToken string) ResponseEnvelope {
+	t.Helper()
+	cfg.Clock = func() time.Time { return t0 }
+	s, err := New(cfg, care, links)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,5 +144,49 @@ func TestAccountLinking_WithoutAccountLinksTheUnlinkedReplyOffersTheCodeOnly(t *
 	}
 	if sp := speechOf(out); strings.Contains(sp, "Link account") || !strings.Contains(sp, "my code is") {
 		t.Fatalf("speech %q", sp)
+	}
+}
+
+// F11: in demo mode (Config.DefaultPatient) a device that presents an
+// account-linking token that fails verification — revoked, or garbage —
+// is told so and gets the LinkAccount card, as without the flag: it is
+// not served as the default patient and does not use up his retraction.
+// Twins: a device that sends no token is still the default patient, and a
+// valid token still reaches its own patient.
+func TestAccountLinking_DemoModeServesTheDefaultPatientOnlyWithoutAToken(t *testing.T) {
+	links := &tokenLinks{tokens: map[string]string{"tok-bob": "bob", "tok-old": "bob"}, revoked: map[string]bool{}}
+	links.revoke("tok-old")
+	demo := Config{DefaultPatient: "ray"}
+	for name, tc := range map[string]struct {
+		token       string
+		linkAccount bool
+		words       string
+	}{
+		"revoked token": {"tok-old", true, "was removed"},
+		"garbage token": {"garbage.token.x", true, "was removed"},
+		"no token":      {"", false, "Stop — your walking instruction has changed."},
+	} {
+		t.Run(name, func(t *testing.T) {
+			care := rayCare()
+			care.setPending("ray", retractionWB())
+			care.facts["ray"][0] = retractionWB().Current
+			out := accountTurnTo(t, demo, care, links, tc.token)
+			gotCard := out.Response.Card != nil && out.Response.Card.Type == CardLinkAccount
+			sp := speechOf(out)
+			if gotCard != tc.linkAccount || !strings.Contains(sp, tc.words) {
+				t.Fatalf("card %+v, speech %q; want LinkAccount %v and %q", out.Response.Card, sp, tc.linkAccount, tc.words)
+			}
+			heard := care.heardCalls()
+			if tc.linkAccount && (len(heard) != 0 || strings.Contains(sp, wbV3Text)) {
+				t.Errorf("a refused token was served as Ray: marked %+v, speech %q", heard, sp)
+			}
+			if !tc.linkAccount && len(heard) == 0 {
+				t.Errorf("the demo device without a token was not served as Ray: nothing marked")
+			}
+		})
+	}
+	out := accountTurnTo(t, demo, rayCare(), links, "tok-bob")
+	if out.Response.Card != nil || strings.Contains(speechOf(out), "was removed") {
+		t.Errorf("a valid token in demo mode: card %+v, speech %q; want its patient served", out.Response.Card, speechOf(out))
 	}
 }

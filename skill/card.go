@@ -62,6 +62,9 @@ func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 		Author:    a.Current.AuthorLabel,
 		Age:       models.SpokenAge(t.now.Sub(a.Current.WrittenAt)),
 		Stale:     a.Current.IsStale(t.now),
+		// The voice says the retraction whole (across "more" when long);
+		// "What changed?" says it again in this session.
+		CutNote: textCardCutRetraction,
 	}
 	if n := len(spoken) - 1; n == 1 {
 		c.More = "One other change was read out."
@@ -82,6 +85,7 @@ func (t *turn) careCard() apl.CareCard {
 			Age:    models.SpokenAge(t.now.Sub(v.WrittenAt)),
 			Stale:  v.IsStale(t.now),
 			Lead:   v.Domain == domainWeightBearing, Priority: v.Priority, // the order launch speaks them
+			CutNote: cardCutNote(v.Domain),
 		})
 		if v.Audio != nil && t.playable(v) && (c.ClipButton == "" || v.Domain == domainExerciseClip) {
 			c.ClipButton = "Play the " + models.Topic(v.Domain) // clip.go
@@ -90,10 +94,21 @@ func (t *turn) careCard() apl.CareCard {
 	return c
 }
 
-// cardMarks are the facts the care card shows, each told at the version it
-// draws: on a screen, what Ray read there he was told, so a later revision
-// withdraws it (P-19, P-24). A fact with an announcement owed is left to
-// that announcement.
+// What a card says under an instruction it shows cut (apl.Cut): how to
+// hear all of it.
+const textCardCutRetraction = "Shortened here. Say: what changed, to hear all of it."
+
+func cardCutNote(domain string) string {
+	return "Shortened here. Say: tell me about my " + models.Topic(domain) + ", to hear all of it."
+}
+
+// cardMarks are the facts the care card shows whole, each told at the
+// version it draws: on a screen, what Ray read there he was told, so a
+// later revision withdraws it (P-19, P-24). A fact with an announcement
+// owed is left to that announcement. A fact the card shows cut (apl.Cut,
+// marked so on the card) is not told by it: the screen did not show its
+// end, so the ledger must not believe he read it (the voice tells it, and
+// marks it, where it says it).
 func (t *turn) cardMarks() []mark {
 	owed := map[models.URI]bool{}
 	for _, a := range t.snap.Pending {
@@ -101,7 +116,7 @@ func (t *turn) cardMarks() []mark {
 	}
 	var out []mark
 	for _, v := range t.facts {
-		if !owed[v.FactURI()] {
+		if !owed[v.FactURI()] && !apl.Cut(v.Value) {
 			out = append(out, mark{URI: v.FactURI(), Version: v.N, Told: true, Card: true})
 		}
 	}

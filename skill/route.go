@@ -143,7 +143,7 @@ func (s *Skill) newTurn(ctx context.Context, env *RequestEnvelope, now time.Time
 
 // patientFor returns the patient of the request's account-linking access
 // token, else the one linked to its Alexa user by code, else
-// DefaultPatient, else "" (unlinked).
+// DefaultPatient when it carries no token, else "" (unlinked).
 func (s *Skill) patientFor(ctx context.Context, env *RequestEnvelope) (string, error) {
 	if p, ok, err := s.accountLinkedPatient(ctx, env); err != nil || ok { // accountlink.go
 		return p, err
@@ -157,7 +157,7 @@ func (s *Skill) patientFor(ctx context.Context, env *RequestEnvelope) (string, e
 			return p, nil
 		}
 	}
-	return s.cfg.DefaultPatient, nil
+	return s.defaultPatientFor(env), nil // accountlink.go: not for a refused token
 }
 
 func say(texts ...string) []segment {

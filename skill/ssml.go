@@ -11,6 +11,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/rivo/uniseg"
+
 	"github.com/unsay/unsay/models"
 )
 
@@ -316,7 +318,9 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 }
 
 // cutText splits text so that the escaped head is at most max long (speechLen), at
-// the last sentence boundary that fits, else the last space, else a rune —
+// the last sentence boundary that fits, else the last space, else the last
+// extended grapheme cluster boundary (Unicode UAX #29: an emoji keeps its
+// skin-tone modifier and joiners, a letter its combining marks) —
 // and so that each side carries words of the value (P-24): when text
 // quotes a value (“…”), the head takes at least the opening quote and one
 // character of it, so the frame ("Your walking instruction from …, just
@@ -352,21 +356,41 @@ func cutText(text string, max int) (head, tail string) {
 	if lo > hi { // a frame longer than a part (never within the write limits)
 		lo = 1
 	}
+	starts := clusterStarts(rs) // a cut falls only between grapheme clusters
 	cut := -1
 	for i := hi; i >= lo && cut < 0; i-- { // the last sentence boundary
-		if unicode.IsSpace(rs[i]) && endsSentence(rs[:i]) {
+		if starts[i] && unicode.IsSpace(rs[i]) && endsSentence(rs[:i]) {
 			cut = i
 		}
 	}
 	for i := hi; i >= lo && cut < 0; i-- { // else the last space
-		if unicode.IsSpace(rs[i]) {
+		if starts[i] && unicode.IsSpace(rs[i]) {
+			cut = i
+		}
+	}
+	for i := hi; i >= lo && cut < 0; i-- { // else the last cluster boundary
+		if starts[i] {
 			cut = i
 		}
 	}
 	if cut < 0 {
-		cut = hi // one unbroken run: cut at a rune
+		cut = hi // one cluster longer than a part (never within the write limits): at a rune
 	}
 	return strings.TrimSpace(string(rs[:cut])), strings.TrimSpace(string(rs[cut:]))
+}
+
+// clusterStarts reports, for each rune of rs (and len(rs)), whether an
+// extended grapheme cluster starts there (UAX #29, github.com/rivo/uniseg):
+// the places text may be cut without splitting a character as read.
+func clusterStarts(rs []rune) []bool {
+	starts := make([]bool, len(rs)+1)
+	g, i := uniseg.NewGraphemes(string(rs)), 0
+	for g.Next() {
+		starts[i] = true
+		i += len(g.Runes())
+	}
+	starts[len(rs)] = true
+	return starts
 }
 
 // wordless reports whether r carries no word: a space, a quotation mark or

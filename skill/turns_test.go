@@ -657,8 +657,8 @@ func TestCard_AFactReadOnTheScreenIsWithdrawnWhenRevised(t *testing.T) {
 // is still told.
 func TestCard_ACardNotSentTellsNothing(t *testing.T) {
 	r := newRig(t, nil)
-	for i := range 250 { // rows are clipped to MaxCardTextRunes
-		r.care.facts["ray"] = append(r.care.facts["ray"], ver(fmt.Sprintf("note_%03d", i), 1, strings.Repeat("Keep the leg raised. ", 40), "Nurse Patel", time.Hour))
+	for i := range 250 { // rows shown whole (at most MaxCardTextRunes), so only the size keeps them untold
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(fmt.Sprintf("note_%03d", i), 1, strings.Repeat("Keep the leg raised. ", 28), "Nurse Patel", time.Hour))
 	}
 	out, _ := r.turn(reqOpts{APL: true})
 	if len(out.Response.Directives) != 0 {
@@ -746,5 +746,35 @@ func TestConcurrentTurns_OwingNothingRunTogether(t *testing.T) {
 	}
 	if m := r.care.overlap.Load(); m != n {
 		t.Fatalf("at most %d of %d launches were inside Turn at once: turns owing nothing were serialized", m, n)
+	}
+}
+
+// F15: a care-card row the card shows cut (apl.Cut: its end is not on the
+// screen) is marked cut on the card and not counted as told by it; the
+// voice still tells, and marks, what it says. Twin: the short rows beside
+// it are whole on the card and told.
+func TestCard_ARowShownCutIsMarkedSoAndNotTold(t *testing.T) {
+	r := newRig(t, nil)
+	long := strings.Repeat("Take one tablet each morning with food. ", 15) + "Do NOT take it with ibuprofen."
+	r.care.facts["ray"][2] = ver("exercise", 1, long, "Sarah Okafor, physio", time.Hour)
+	out, raw := r.turn(reqOpts{APL: true})
+	if len(out.Response.Directives) != 1 || out.Response.Directives[0].Token != apl.TokenCare {
+		t.Fatalf("directives %+v, want the care card", out.Response.Directives)
+	}
+	if strings.Contains(string(raw), "ibuprofen") {
+		t.Fatalf("the test needs the card to cut the long row")
+	}
+	if !strings.Contains(string(raw), `"cut":true,"cutNote":"`+cardCutNote("exercise")+`"`) || strings.Count(string(raw), `"cut":true`) != 1 {
+		t.Errorf("the cut row is not marked cut, or a whole row is: %s", raw)
+	}
+	heard := heardSet(r.care.heardCalls())
+	want := map[string]int{"care://ray/weight_bearing": 2, "care://ray/anticoagulant": 1, "care://ray/contact": 1}
+	if !maps.Equal(heard, want) {
+		t.Errorf("marked %v, want the whole rows %v and not the cut one", heard, want)
+	}
+	for _, o := range r.care.toldOffers() {
+		if strings.HasPrefix(o, "care://ray/exercise") {
+			t.Errorf("the cut row was offered as told: %+v", o)
+		}
 	}
 }
