@@ -270,7 +270,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 			return
 		}
 		if len(h.marks) > 0 && rebuilt == 0 {
-			s.testPause(TestPauseBeforeWrite)
+			s.testPause(TestPauseBeforeWrite, env, h)
 		}
 		if !s.overtaken(h) { // the last moment before the write
 			break
@@ -305,7 +305,7 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 		return
 	}
 	if carries {
-		s.testPause(TestPauseBeforeHeard)
+		s.testPause(TestPauseBeforeHeard, env, h)
 	}
 	if carries {
 		lctx, cancel := context.WithTimeout(ledgerCtx, ledgerTimeout)
@@ -417,7 +417,8 @@ func (s *Skill) rebuild(h handled, rebuilt int) handled {
 		}
 		return s.build(t, reply{segs: say(textUnreachable, changedSince(changed), textTryAgain), end: endLeave})
 	}
-	s.log.Info("alexa response overtaken by a revision before it was written; built again from a fresh confirmation", "patient", old.patient, "rebuilt", rebuilt+1)
+	s.log.Info("alexa response overtaken by a revision before it was written; built again from a fresh confirmation", "patient", old.patient, "rebuilt", rebuilt+1,
+		"request", old.env.Request.Type, "intent", old.env.Request.Intent.Name, "session", old.env.SessionID())
 	release := s.lockPatient(old.patient)
 	out := s.build(t, h.route(t))
 	out.release = release
@@ -448,12 +449,21 @@ const AlexaResponseDeadline = 8 * time.Second
 // carried heard, each.
 const ledgerTimeout = 5 * time.Second
 
-// testPause holds a response at point when Config.TestPause asks for it.
-func (s *Skill) testPause(point string) {
+// testPause holds h, the response to env, at point when Config.TestPause
+// asks for it. The log line names the request held (its type, intent,
+// session) and the versions it marks: only a response that marks
+// something is held, so of a retraction cut for "more" only the part that
+// completes it is (the parts before it mark nothing and pass at once).
+func (s *Skill) testPause(point string, env *RequestEnvelope, h handled) {
 	if s.cfg.TestPause.At != point || s.cfg.TestPause.For <= 0 {
 		return
 	}
-	s.log.Warn("TEST PAUSE: holding an Alexa response "+point, "for", s.cfg.TestPause.For)
+	marks := make([]string, 0, len(h.marks))
+	for _, m := range h.marks {
+		marks = append(marks, fmt.Sprintf("%s v%d", m.URI, m.Version))
+	}
+	s.log.Warn("TEST PAUSE: holding an Alexa response "+point, "for", s.cfg.TestPause.For,
+		"request", env.Request.Type, "intent", env.Request.Intent.Name, "session", env.SessionID(), "marks", strings.Join(marks, ", "))
 	time.Sleep(s.cfg.TestPause.For)
 }
 

@@ -571,3 +571,89 @@ func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(
 		})
 	}
 }
+
+// Finding F16, whole-program: a retraction too long for one response
+// (v9, 6,000 characters that escape to more than 8,000) is heard part by
+// part; the part that completes it — the only one that marks anything,
+// so the only one the test pause holds — is held, and the physio revises
+// the instruction meanwhile. That part is built again from a fresh
+// confirmation: it restarts the retraction ("as I may not have told you
+// properly") and no part after the revision says v9 as what she changed
+// it to; the newest words are said last, and heard. Twin (no revision):
+// the parts continue as cut, the retraction is said once, ending with v9.
+func TestSpeechSafety_ARevisionWhileAPartOfALongRetractionIsHeldRestartsItFromTheNewWords(t *testing.T) {
+	const v9unit, newer = "Ice & rest <3h> ", "Revised during the hold."
+	v9 := strings.TrimSpace(strings.Repeat(v9unit, 6000/len(v9unit)))
+	for _, revise := range []bool{true, false} {
+		t.Run(map[bool]string{true: "revised while held", false: "no revision"}[revise], func(t *testing.T) {
+			s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
+				Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:3s"}})
+			dev := harness.NewDevice("ray")
+			launchUntilStop(t, s, dev) // he hears his walking instruction (held 3 s)
+			write(t, s, "weight_bearing", v9)
+			type result struct {
+				said  string
+				parts []string
+			}
+			got := make(chan result, 1)
+			go func() {
+				c := &harness.AlexaClient{URL: s.URL + "/alexa", HTTP: &http.Client{Timeout: 90 * time.Second}}
+				var res result
+				req := dev.Launch()
+				for i := 0; i < 10; i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+					r, err := c.Send(ctx, req)
+					cancel()
+					if err != nil || r.Status != http.StatusOK {
+						res.parts = append(res.parts, fmt.Sprintf("POST /alexa failed: %v", err))
+						break
+					}
+					res.parts = append(res.parts, r.Speech())
+					if !strings.HasSuffix(r.Speech(), "Say more to continue.") {
+						break
+					}
+					req = dev.Intent("MoreIntent", nil)
+				}
+				res.said = strings.Join(res.parts, " ")
+				got <- res
+			}()
+			if revise {
+				waitOutput(t, s, "TEST PAUSE: holding an Alexa response before-write\" for=3s request=IntentRequest intent=MoreIntent")
+				write(t, s, "weight_bearing", newer)
+			}
+			res := <-got
+			short := strings.ReplaceAll(res.said, v9unit, "")
+			if !revise {
+				if n := strings.Count(res.said, "Stop —"); n != 1 || !strings.Contains(res.said, "changed it just now: “Ice & rest") || strings.Contains(res.said, newer) {
+					t.Fatalf("without a revision: %d starts, %.600q: want the parts continued as cut, once, ending with v9", n, short)
+				}
+				if strings.Contains(s.Output(), "overtaken") {
+					t.Errorf("a part was rebuilt with no revision")
+				}
+				return
+			}
+			restart := -1
+			for i, p := range res.parts {
+				if strings.HasPrefix(p, "Stop — as I may not have told you properly:") {
+					restart = i
+					break
+				}
+			}
+			if restart < 1 {
+				t.Fatalf("revised while a part was held, no part restarted the retraction: %.800q", short)
+			}
+			waitOutput(t, s, "alexa response overtaken by a revision before it was written; built again")
+			for i, p := range res.parts[restart:] {
+				if j := strings.Index(p, "changed it just now: “Ice & rest"); j >= 0 {
+					t.Errorf("part %d, built after the revision, says the superseded v9 as the new instruction: %.200q", restart+i+1, p[j:])
+				}
+			}
+			if !strings.Contains(res.parts[len(res.parts)-1], "changed it just now: “"+newer+"”") {
+				t.Errorf("the last part = %.300q, want it to end the retraction with %q", res.parts[len(res.parts)-1], newer)
+			}
+			if again := launch(t, s, dev); strings.Contains(again, "Stop —") {
+				t.Errorf("after the whole retraction was heard the next turn said %.200q, want it heard once", again)
+			}
+		})
+	}
+}
