@@ -159,6 +159,8 @@
 //     TestOvertaken_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent,
 //     TestOvertaken_RevisionsThatKeepOvertakingGiveTheUnconfirmedAnswer,
 //     TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent,
+//     TestOvertakenMultiPart_ARevisionDuringAHeldPartIsNeverOfferedAsCurrentLater,
+//     TestSpeechSafety_ARevisionWhileAPartOfALongRetractionIsHeldRestartsItFromTheNewWords,
 //     TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo,
 //     TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed,
 //     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed.
