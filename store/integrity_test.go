@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // openLogged opens a store on dsn (nil sealer: plaintext) logging into the
