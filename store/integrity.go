@@ -15,7 +15,7 @@ import (
 // URI and seq (never the value). It is not ErrNotFound: the MCP server
 // answers it as an internal error, so the assistant cannot claim the fact is
 // absent either. Match with errors.Is.
-var ErrIntegrity = errors.New("the stored version does not match its chain hash (changed in the database: run unsay verify)")
+var ErrIntegrity = errors.New("the version does not match its hash chain")
 
 // openServed is open for a read that serves or quotes the value: it also
 // recomputes the version's hash over what was opened. One version is
@@ -63,17 +63,17 @@ func (s *Store) checkChains(ctx context.Context) error {
 		problem := ""
 		switch {
 		case r.v.N != n || r.v.PrevHash != prevHash:
-			problem = "is out of sequence, or its prevHash does not match the version before it"
+			problem = "out of sequence, or its prevHash is not the hash of the version before it"
 		case !r.sealed:
 			r.v.Value = string(r.stored)
 			if hashOf(r.v) != r.v.Hash {
-				problem = "does not match its chain hash (its value, time or author was changed in the database)"
+				problem = "its value, time or author was changed in the database"
 			}
 		}
 		if problem != "" {
 			s.log.ErrorContext(ctx, "store: startup check: a version does not match its chain (possible tampering; run unsay verify)",
 				"uri", r.v.URI().String(), "seq", r.seq)
-			return fmt.Errorf("%w: %s %s: run `unsay verify`: %w", ErrStartup, r.v.URI(), problem, ErrIntegrity)
+			return fmt.Errorf("%w: %s: %w (%s): run `unsay verify`", ErrStartup, r.v.URI(), ErrIntegrity, problem)
 		}
 		prevHash = r.v.Hash
 	}

@@ -145,8 +145,8 @@ func TestRead_P5_ASealedVersionWhoseAuthorWasChangedIsNotServed(t *testing.T) {
 func TestCheckStartup_P5_RefusesAChainWhoseVersionNoLongerMatchesItsHash(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ name, set, want string }{
-		{"value", `value = CAST('You may now run and jump freely.' AS BLOB)`, "does not match its chain hash"},
-		{"prevHash", `prev_hash = hash`, "prevHash does not match"},
+		{"value", `value = CAST('You may now run and jump freely.' AS BLOB)`, "does not match its hash chain (its value, time or author was changed"},
+		{"prevHash", `prev_hash = hash`, "its prevHash is not the hash of the version before it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := testDSN(t)
