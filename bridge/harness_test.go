@@ -41,6 +41,8 @@ var (
 type harness struct {
 	t  testing.TB
 	st *store.Store
+	// dsn is the SQLite file st opened (for tests that tamper with it).
+	dsn string
 	// writeSecret signs POST /write.
 	writeSecret []byte
 	srv         *Server
@@ -59,7 +61,8 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 func newHarnessExtra(t testing.TB, extra Extra, opts ...harnessOpt) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DSN: filepath.Join(t.TempDir(), "unsay.db"), Logger: slog.New(slog.DiscardHandler)})
+	dsn := filepath.Join(t.TempDir(), "unsay.db")
+	st, err := store.Open(ctx, store.Options{DSN: dsn, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}
@@ -98,7 +101,7 @@ func newHarnessExtra(t testing.TB, extra Extra, opts ...harnessOpt) *harness {
 		ts.CloseClientConnections()
 		ts.Close()
 	})
-	return &harness{t: t, st: st, srv: srv, ts: ts, base: base, writeSecret: writeSecret}
+	return &harness{t: t, st: st, dsn: dsn, srv: srv, ts: ts, base: base, writeSecret: writeSecret}
 }
 
 // token mints a token for subject sub bound to ray with the given scopes.

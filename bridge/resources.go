@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 )
 
 // The device card (P-16).
@@ -286,7 +288,8 @@ func (s *Server) cursorMAC(key string) []byte {
 
 // readResource serves resources/read for ui://unsay/echo and every care
 // URI. Every failure is the era's not-found error for uri, whatever the
-// cause (P-2): -32002 on the 2025-11-25 path, -32602 on 2026-07-28. The
+// cause (P-2), but one: a version the principal may read that no longer
+// matches its hash (store.ErrIntegrity) is -32603 Internal error: -32002 on the 2025-11-25 path, -32602 on 2026-07-28. The
 // answer carries "unsay/retraction" when the request's _meta names, as
 // MetaLastReadVersion, an older version of the fact it reads, or else when
 // its 2025-11-25 session read an older version (P-17, P-19).
@@ -315,6 +318,14 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	}
 	p := s.readPrincipal(req)
 	rr, err := s.st.ReadAudio(ctx, p, uri) // Read, with an audio fact's clip (audio.go)
+	if errors.Is(err, store.ErrIntegrity) {
+		// The fact exists and p may read it (the store checked P-1 before
+		// opening it), but the stored version no longer matches its hash:
+		// never served, and not "absent" either — an internal error, so the
+		// speech principal fails the turn rather than quoting it or
+		// dropping the retraction that withdraws it (P-24). Logged by the store.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
+	}
 	if err != nil {
 		return nil, notFoundFor(req, uri)
 	}

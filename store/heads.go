@@ -227,13 +227,13 @@ func (s *Store) checkHeads(ctx context.Context) error {
 		case sig == "":
 			return fmt.Errorf("%w: the head of %s is not signed (stripped, or written by something that does not sign: possible tampering): run `unsay verify`",
 				ErrStartup, name)
-		case kid == devID:
+		case kid == devID && s.signKeyID != devID:
 			return fmt.Errorf("%w: the head of %s is signed with the public development key, not this UNSAY_SIGNING_KEY (key %s): "+
 				"a database run in development cannot be trusted in production; start production on a new database", ErrStartup, name, s.signKeyID)
 		case kid != s.signKeyID:
 			return fmt.Errorf("%w: the head of %s is signed by key %s, not this UNSAY_SIGNING_KEY (key %s): wrong key?", ErrStartup, name, kid, s.signKeyID)
 		}
-		return fmt.Errorf("%w: the head signature of %s does not match (a rewritten chain?): run `unsay verify`", ErrStartup, name)
+		return fmt.Errorf("%w: the head signature of %s does not match its chain under this key (key %s): the head was changed in the database (its value, audience or hash, or a rewritten chain): run `unsay verify`", ErrStartup, name, kid)
 	}
 	for _, r := range heads {
 		if err := check(r.v.URI().String(), chainHeadPreimage(r.v.URI(), r.v.Hash), r.headSig, r.headKey); err != nil {

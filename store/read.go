@@ -71,7 +71,7 @@ func (s *Store) scanVersion(ctx context.Context, sc scanner) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	if r.v.Value, err = s.open(ctx, r); err != nil {
+	if r.v.Value, err = s.openServed(ctx, r); err != nil {
 		return row{}, err
 	}
 	return r, nil
@@ -132,7 +132,7 @@ func (s *Store) readRow(ctx context.Context, p models.Principal, rawURI string) 
 	if r.v.Audience != u.Audience() || !p.CanRead(r.v.Patient, r.v.Audience) {
 		return row{}, ErrNotFound
 	}
-	if r.v.Value, err = s.open(ctx, r); err != nil {
+	if r.v.Value, err = s.openServed(ctx, r); err != nil {
 		return row{}, s.failClosed(ctx, "read", r, err)
 	}
 	return r, nil
@@ -257,7 +257,7 @@ func (s *Store) list(ctx context.Context, p models.Principal, cond string, args 
 	}
 	out := make([]models.Fact, 0, len(raws))
 	for _, r := range raws {
-		if r.v.Value, err = s.open(ctx, r); err != nil {
+		if r.v.Value, err = s.openServed(ctx, r); err != nil {
 			if err = s.failClosed(ctx, "list", r, err); errors.Is(err, ErrNotFound) {
 				continue
 			}
@@ -361,7 +361,7 @@ func (s *Store) History(ctx context.Context, p models.Principal, rawURI string) 
 	}
 	out := make([]models.Version, len(rs))
 	for i, r := range rs {
-		if r.v.Value, err = s.open(ctx, r); err != nil {
+		if r.v.Value, err = s.openServed(ctx, r); err != nil {
 			return nil, s.failClosed(ctx, "history", r, err)
 		}
 		out[i] = r.v
@@ -508,7 +508,7 @@ func (s *Store) openSince(ctx context.Context, raws []row) ([]models.Version, er
 	out := make([]models.Version, 0, len(raws))
 	for _, r := range raws {
 		var err error
-		if r.v.Value, err = s.open(ctx, r); err != nil {
+		if r.v.Value, err = s.openServed(ctx, r); err != nil {
 			if err = s.failClosed(ctx, "since", r, err); errors.Is(err, ErrNotFound) {
 				continue
 			}

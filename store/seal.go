@@ -121,5 +121,9 @@ func (s *Store) failClosed(ctx context.Context, op string, r row, err error) err
 			"op", op, "uri", r.v.URI().String(), "seq", r.seq)
 		return ErrNotFound
 	}
+	if errors.Is(err, ErrIntegrity) {
+		s.log.ErrorContext(ctx, "store: refusing a version that does not match its chain hash (possible tampering; run unsay verify)",
+			"op", op, "uri", r.v.URI().String(), "seq", r.seq)
+	}
 	return fmt.Errorf("store: %s: %w", op, err)
 }

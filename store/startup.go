@@ -19,6 +19,9 @@ var ErrStartup = errors.New("store: refusing to start")
 //   - a Sealer and plaintext values → refuse (run `unsay rekey` first);
 //   - a Sealer that cannot open the latest sealed value → refuse (wrong
 //     UNSAY_MASTER_KEY / KMS key, or the key service is unreachable);
+//   - a version out of sequence, whose prevHash is not the hash before it,
+//     or (stored as plaintext) whose value, time or author no longer
+//     matches its hash → refuse, wrapping ErrIntegrity (run `unsay verify`);
 //   - the last audit row's MAC does not verify under this audit key → refuse
 //     (wrong UNSAY_AUDIT_KEY, or a tampered tail: run `unsay verify --audit`);
 //   - a chain head or the audit head that is unsigned, or whose signature
@@ -52,6 +55,9 @@ func (s *Store) CheckStartup(ctx context.Context) error {
 			return fmt.Errorf("%w: the latest sealed value (%s) does not open with the configured %s envelope — wrong key, or the key service is unreachable: %w",
 				ErrStartup, r.v.URI(), s.sealer.Name(), err)
 		}
+	}
+	if err := s.checkChains(ctx); err != nil {
+		return err
 	}
 	if err := s.checkAuditTail(ctx); err != nil {
 		return err
