@@ -38,7 +38,10 @@
 //     writtenAt ‖ authorId) over plaintext; Verify returns intact or the
 //     first version that disagrees. Tests: TestVersionHash_PinnedTestVectors,
 //     TestVerify_P5_IntactChainAfterSeedAndRevision, TestVerify_P5_BrokenLinkIsLocatedAtTheLaterVersion,
-//     TestVerify_P5_TamperedVersionOneIsLocatedAtBrokenAtOne.
+//     TestVerify_P5_TamperedVersionOneIsLocatedAtBrokenAtOne,
+//     TestRead_P5_AVersionChangedInTheDatabaseIsNeverServedNorQuoted, TestRead_P5_AnUntouchedChainIsServedInFull,
+//     TestCheckStartup_P5_RefusesAChainWhoseVersionNoLongerMatchesItsHash,
+//     TestRead_P5_AVersionChangedInTheDatabaseIsAnInternalErrorNeverItsWords.
 //   - P-6. With an envelope, values are AES-256-GCM sealed with AAD
 //     patient|domain|v{n}|audience ("|" reserved); bytes moved to another
 //     record, audience or version fail. Tests:
