@@ -303,12 +303,25 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 	case r.Version == 1 && r.NewPatient:
 		return fmt.Sprintf("saved %s as version 1, but %q had no care notes before this: a new patient, who may have no device yet. "+
 			"If you meant another patient, this change did not reach them: write it again with the right --patient\n", fact, req.Patient)
+	case r.Version == 1 && r.NewTopic:
+		return fmt.Sprintf("saved %s as version 1, but %s has no '%s' notes yet; existing topics: %s; "+
+			"a mistyped topic is a new instruction nobody revised, and the one you meant stays current. "+
+			"If you meant one of those, write it again with the right --domain%s\n",
+			fact, req.Patient, req.Domain, strings.Join(r.Topics, ", "), newTopicHearing(req, who))
 	case req.Audience == models.AudienceAssistant:
 		return fmt.Sprintf("saved %s as version %d; assistant-only: it is never spoken to %s\n", fact, r.Version, who)
 	case r.Version == 1:
 		return fmt.Sprintf("saved %s as version 1 (a new topic); %s will hear it at his next turn\n", fact, who)
 	}
 	return fmt.Sprintf("saved %s as version %d; %s will hear the retraction at his next turn\n", fact, r.Version, who)
+}
+
+// newTopicHearing is what a deliberate new topic does, after the warning.
+func newTopicHearing(req httpapi.WriteRequest, who string) string {
+	if req.Audience == models.AudienceAssistant {
+		return "; assistant-only: it is never spoken to " + who
+	}
+	return "; otherwise " + who + " will hear it at his next turn"
 }
 
 func capitalize(s string) string {

@@ -16,6 +16,10 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 	user := httpapi.WriteRequest{Patient: "ray", Domain: "walking", Audience: models.AudienceUser}
 	assistant := user
 	assistant.Audience = models.AudienceAssistant
+	typo := user
+	typo.Domain = "walkng"
+	typoAssistant := assistant
+	typoAssistant.Domain = "walkng"
 	for _, tt := range []struct {
 		name   string
 		req    httpapi.WriteRequest
@@ -27,6 +31,9 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 		{"assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1}`, "assistant-only: it is never spoken to Ray"},
 		{"a new patient", user, `{"uri":"care://ray/walking/v1","version":1,"newPatient":true}`, `but "ray" had no care notes before this: a new patient`},
 		{"a new patient, assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1,"newPatient":true}`, "this change did not reach them"},
+		{"a new topic of a patient on record", typo, `{"uri":"care://ray/walkng/v1","version":1,"newTopic":true,"topics":["exercise","walking"]}`,
+			"but ray has no 'walkng' notes yet; existing topics: exercise, walking; a mistyped topic is a new instruction nobody revised"},
+		{"a new topic, assistant-only", typoAssistant, `{"uri":"care-internal://ray/walkng/v1","version":1,"newTopic":true,"topics":["walking"]}`, "assistant-only: it is never spoken to Ray"},
 		{"unchanged", user, `{"uri":"care://ray/walking/v2","version":2,"unchanged":true}`, "unchanged: care://ray/walking is already version 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

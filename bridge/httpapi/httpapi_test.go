@@ -300,20 +300,30 @@ func TestWrite_SignedWriteCommitsTheNextVersionAndAuditsItAsHMAC(t *testing.T) {
 // typo in the patient id would otherwise send a physio's change to nobody
 // while the answer read like any new topic. The twins: a new topic of a
 // patient on record, and a revision, do not say it.
-func TestWrite_APatientsFirstFactIsAnsweredAsANewPatient(t *testing.T) {
+//
+// A write that creates a new topic of a patient on record says so
+// (newTopic) and names the patient's other topics: a typo in the domain
+// ("walkng") makes a new instruction and leaves the one meant current.
+// The twins: a patient's first fact, and a revision, do not say it.
+func TestWrite_AFirstVersionSaysNewPatientOrNewTopicNamingTheOthers(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range []struct {
-		name    string
-		patient string
-		domain  string
-		want    bool
+		name      string
+		patient   string
+		domain    string
+		want      bool
+		newTopic  bool
+		topicsHas string
 	}{
-		{"a typo: no care notes for rayy", "rayy", "weight_bearing", true},
-		{"the same patient's second topic", "rayy", "exercise", false},
-		{"a new topic of ray, on record", "ray", "sleep", false},
-		{"a revision of ray's", "ray", "weight_bearing", false},
+		{"a typo: no care notes for rayy", "rayy", "weight_bearing", true, false, ""},
+		{"the same patient's second topic", "rayy", "exercise", false, true, "weight_bearing"},
+		{"a new topic of ray, on record", "ray", "walkng", false, true, "weight_bearing"},
+		{"a revision of ray's", "ray", "weight_bearing", false, false, ""},
+		{"a revision of the new topic", "ray", "walkng", false, false, ""},
 	} {
-		a := f.signed(writeBody(func(m map[string]any) { m["patient"], m["domain"] = tc.patient, tc.domain }), f.now.Unix())
+		a := f.signed(writeBody(func(m map[string]any) {
+			m["patient"], m["domain"], m["value"] = tc.patient, tc.domain, "Words for "+tc.name+"."
+		}), f.now.Unix())
 		if a.status != http.StatusCreated {
 			t.Fatalf("%s: status %d, body %s", tc.name, a.status, a.body)
 		}
@@ -323,6 +333,18 @@ func TestWrite_APatientsFirstFactIsAnsweredAsANewPatient(t *testing.T) {
 		}
 		if resp.NewPatient != tc.want {
 			t.Errorf("%s: newPatient = %v, want %v (%s)", tc.name, resp.NewPatient, tc.want, a.body)
+		}
+		if resp.NewTopic != tc.newTopic {
+			t.Errorf("%s: newTopic = %v, want %v (%s)", tc.name, resp.NewTopic, tc.newTopic, a.body)
+		}
+		if tc.topicsHas != "" && !slices.Contains(resp.Topics, tc.topicsHas) {
+			t.Errorf("%s: topics = %v, want them to name %s", tc.name, resp.Topics, tc.topicsHas)
+		}
+		if slices.Contains(resp.Topics, tc.domain) {
+			t.Errorf("%s: topics = %v name the written domain itself", tc.name, resp.Topics)
+		}
+		if !tc.newTopic && len(resp.Topics) != 0 {
+			t.Errorf("%s: topics = %v, want none", tc.name, resp.Topics)
 		}
 	}
 }

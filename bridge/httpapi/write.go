@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,6 +119,13 @@ type WriteResponse struct {
 	// was on record for this patient id before, so a typo in it sends the
 	// change to nobody. Set only on version 1 of a fact.
 	NewPatient bool `json:"newPatient,omitempty"`
+	// NewTopic: this write created the first fact of this domain for a
+	// patient already on record — a typo in the domain ("walkng") makes a
+	// new instruction and leaves the one it meant to revise current.
+	// Topics names the patient's other domains (sorted, names only) so the
+	// writer can see which one was meant. Set only on version 1 of a fact.
+	NewTopic bool     `json:"newTopic,omitempty"`
+	Topics   []string `json:"topics,omitempty"`
 }
 
 // WriteAudio is what the store found in a written clip's headers.
@@ -324,8 +332,13 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
 	}
 	if res.Version.N == 1 && !res.Replayed && !res.Unchanged {
-		if n, err := a.cfg.Store.FactCount(r.Context(), req.Patient); err == nil {
-			resp.NewPatient = n == 1
+		// One query on the facts key, only when the write made version 1.
+		if topics, err := a.cfg.Store.Topics(r.Context(), req.Patient); err == nil {
+			others := slices.DeleteFunc(topics, func(d string) bool { return d == res.Version.Domain })
+			resp.NewPatient = len(others) == 0
+			if !resp.NewPatient {
+				resp.NewTopic, resp.Topics = true, others
+			}
 		}
 	}
 	at.uri = resp.URI
