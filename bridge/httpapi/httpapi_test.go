@@ -688,6 +688,8 @@ func TestWrite_InvalidFieldsAre400NamingTheFieldAndNeverEchoTheValue(t *testing.
 		{"authorId with a space", mut(func(m map[string]any) { m["authorId"] = "sarah okafor" }), "authorId"},
 		{"missing authorLabel", mut(func(m map[string]any) { delete(m, "authorLabel") }), "authorLabel"},
 		{"staleAfter not RFC 3339", mut(func(m map[string]any) { m["staleAfter"] = "tomorrow" }), "staleAfter"},
+		{"staleAfter in the past", mut(func(m map[string]any) { m["staleAfter"] = f.now.Add(-time.Minute).Format(time.RFC3339) }), "staleAfter"},
+		{"staleAfter now", mut(func(m map[string]any) { m["staleAfter"] = f.now.Format(time.RFC3339) }), "staleAfter"},
 		{"priority above 1", mut(func(m map[string]any) { m["priority"] = 2 }), "priority"},
 		{"priority a string", mut(func(m map[string]any) { m["priority"] = "high" }), "priority"},
 		{"unknown field", mut(func(m map[string]any) { m["writtenAt"] = "2020-01-01T00:00:00Z" }), "writtenAt"},
@@ -710,6 +712,9 @@ func TestWrite_InvalidFieldsAre400NamingTheFieldAndNeverEchoTheValue(t *testing.
 			}
 			if e.Field != tc.field {
 				t.Fatalf("field = %q, want %q (%s)", e.Field, tc.field, e.Error)
+			}
+			if strings.HasPrefix(tc.name, "staleAfter ") && tc.name != "staleAfter not RFC 3339" && !strings.Contains(e.Error, "must be in the future") {
+				t.Fatalf("a past staleAfter is refused saying %q, want it to say it must be in the future", e.Error)
 			}
 			if strings.Contains(string(a.body), "SENTINEL") {
 				t.Fatalf("the answer echoes the value: %s", a.body)

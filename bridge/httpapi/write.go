@@ -254,6 +254,9 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, verr := req.input()
+	if verr == nil {
+		verr = staleAfterAhead(in.StaleAfter, a.now())
+	}
 	if verr != nil {
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
 		return
@@ -474,6 +477,18 @@ func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
 		}
 	}
 	return &req, nil
+}
+
+// staleAfterAhead refuses a review date (staleAfter) that is not after
+// now, as `unsay write --stale-after` does: an instruction past its review
+// date the moment it is written is read to the patient as stale at once,
+// so a past time is a typo. Zero (never stale) passes.
+func staleAfterAhead(t, now time.Time) *store.ValidationError {
+	if t.IsZero() || t.After(now) {
+		return nil
+	}
+	return &store.ValidationError{Field: "staleAfter", Reason: "must be in the future (RFC 3339, after the server's now, " +
+		now.UTC().Format(time.RFC3339) + "): the instruction would be stale as soon as it is saved"}
 }
 
 // jsonError turns a decoding error into a ValidationError naming the field,
