@@ -373,16 +373,17 @@ func cmdLink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	format := func(answer []byte) string { return linkSentence(answer, time.Local) }
+	format := func(answer []byte) string { return linkSentence(answer, *patient, time.Local) }
 	if *asJSON {
 		format = nil
 	}
 	return postAndPrint(ctx, strings.TrimRight(*base, "/")+"/link", body, map[string]string{"Authorization": "Bearer " + *token}, format)
 }
 
-// linkSentence formats a /link answer in loc: the code, its validity and
-// its expiry in local time, and any note the server added.
-func linkSentence(answer []byte, loc *time.Location) string {
+// linkSentence formats a /link answer for patient in loc: the code, its
+// validity and its expiry in local time, who says it, and any note the
+// server added.
+func linkSentence(answer []byte, patient string, loc *time.Location) string {
 	var l struct {
 		httpapi.LinkResponse
 		Note string `json:"note"`
@@ -394,8 +395,8 @@ func linkSentence(answer []byte, loc *time.Location) string {
 	if err != nil {
 		return fmt.Sprintf("%s\texpires %s\n", l.Code, l.ExpiresAt)
 	}
-	s := fmt.Sprintf("%s\tvalid for %s, until %s (single use); Ray says “my code is %s”\n",
-		l.Code, spokenMinutes(store.LinkCodeTTL), exp.In(loc).Format("15:04 MST"), strings.Join(strings.Split(l.Code, ""), " "))
+	s := fmt.Sprintf("%s\tvalid for %s, until %s (single use); %s says “my code is %s”\n",
+		l.Code, spokenMinutes(store.LinkCodeTTL), exp.In(loc).Format("15:04 MST"), capitalize(patient), strings.Join(strings.Split(l.Code, ""), " "))
 	if l.Note != "" {
 		s += l.Note + "\n"
 	}

@@ -14,7 +14,7 @@ import (
 // is sent (exit 2), naming the flag, the value and the versions it takes;
 // the twins — an older Echo Show's 1.6 and a year version — are asked.
 func TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes(t *testing.T) {
-	for _, v := range []string{"banana", "", "1.10", "2024", "7.0", "2024.3 "} {
+	for _, v := range []string{"banana", "", "1.10", "2024", "7.0", "2024.3 ", "2021.9", "2020.1", "2022.0"} {
 		r := unsay(t, nil, "ask", "--url", "http://127.0.0.1:1", "--apl-version", v, "open care notes")
 		if r.code != 2 || r.stdout != "" {
 			t.Errorf("--apl-version %q: exit %d, stdout %q; want 2 and nothing asked", v, r.code, r.stdout)
@@ -26,7 +26,7 @@ func TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes(t *testing.T) {
 		}
 	}
 	s := startServe(t)
-	for _, v := range []string{"1.6", "2023.2", "2024.3"} {
+	for _, v := range []string{"1.6", "2022.1", "2023.2", "2024.3"} {
 		r := unsay(t, nil, "ask", "--url", s.url, "--apl-version", v, "open care notes")
 		if r.code != 0 || !strings.Contains(r.stdout, "Ray hears:") {
 			t.Errorf("--apl-version %s: exit %d\n%s%s", v, r.code, r.stdout, r.stderr)

@@ -3,6 +3,7 @@ package cmd
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
@@ -41,5 +42,20 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 				t.Errorf("writeSentence = %q, want it to contain %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLinkSentence_NamesThePatientTheCodeIsFor: `unsay link --patient bob`
+// said "Ray says …"; the sentence names the patient linked (the twin: ray).
+func TestLinkSentence_NamesThePatientTheCodeIsFor(t *testing.T) {
+	answer := []byte(`{"code":"113682","expiresAt":"2026-12-02T02:01:00Z"}`)
+	for _, tt := range []struct{ patient, want, not string }{
+		{"bob", "Bob says “my code is 1 1 3 6 8 2”", "Ray"},
+		{"ray", "Ray says “my code is 1 1 3 6 8 2”", "Bob"},
+	} {
+		got := linkSentence(answer, tt.patient, time.UTC)
+		if !strings.Contains(got, tt.want) || strings.Contains(got, tt.not) {
+			t.Errorf("linkSentence for %s = %q, want %q", tt.patient, got, tt.want)
+		}
 	}
 }
