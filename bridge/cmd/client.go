@@ -82,6 +82,9 @@ func cmdToken(ctx context.Context, args []string) error {
 	if err := checkBaseURL(*publicURL); err != nil {
 		return usageErr("token", "--public-url %q is malformed: %v", *publicURL, err)
 	}
+	if *sub != "" && !store.ValidAuthorID(*sub) {
+		return usageErr("token", "--sub %q: a subject is 1–64 characters of a-z 0-9 _ . @ : - (the audit actor; for /write it must equal authorId, which takes only these), e.g. --sub okafor", *sub)
+	}
 	subject := *sub
 	if subject == "" {
 		subject = "dev-" + randomHex(6)

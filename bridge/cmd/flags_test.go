@@ -140,3 +140,32 @@ func TestToken_ATTLBeyondTheCapIsRefusedNamingIt(t *testing.T) {
 		}
 	}
 }
+
+// TestToken_ASubjectNoAuthorIDCanMatchIsRefusedAtTheFlag: `--sub 'bad sub'`
+// minted a token whose subject can never equal an authorId. Refused (exit
+// 2, no token) naming the flag and the characters it takes; the twins
+// (okafor, an email-like subject) mint a token.
+func TestToken_ASubjectNoAuthorIDCanMatchIsRefusedAtTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		sub string
+		ok  bool
+	}{
+		{"bad sub", false},
+		{"Okafor", false},
+		{"a|b", false},
+		{strings.Repeat("a", 65), false},
+		{"okafor", true},
+		{"sarah.okafor@clinic:physio-1", true},
+	} {
+		r := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.write", "--sub", tc.sub)
+		if tc.ok {
+			if r.code != 0 || strings.Count(strings.TrimSpace(r.stdout), ".") != 2 {
+				t.Errorf("--sub %q: exit %d, stdout %q, %s; want a token", tc.sub, r.code, r.stdout, r.stderr)
+			}
+			continue
+		}
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "--sub") || !strings.Contains(r.stderr, "a-z 0-9 _ . @ : -") {
+			t.Errorf("--sub %q: exit %d, stdout %q, %q; want 2, no token, naming the flag and its characters", tc.sub, r.code, r.stdout, r.stderr)
+		}
+	}
+}
