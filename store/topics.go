@@ -3,28 +3,40 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/unsay/unsay/models"
 )
 
+// Topic is one fact of a patient, named: its domain and audience.
+type Topic struct {
+	Domain   string
+	Audience models.Audience
+}
+
 // Topics returns the domains patient has facts in, of both audiences,
-// sorted — names only, never a value or an audience (the write API tells
+// sorted by domain, with each one's audience — names only, never a value
+// (the caller shows a principal only the topics it may read or write, P-1;
+// the write API tells
 // a writer that its write created a patient's first fact or a new topic,
 // naming the topics already on record: a typo in the patient id or the
 // domain sends a change to nobody, or leaves the instruction it meant to
 // revise current). One query on the facts primary key (patient, domain).
 // Errors: a store failure.
-func (s *Store) Topics(ctx context.Context, patient string) ([]string, error) {
-	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT domain FROM facts WHERE patient = ? ORDER BY domain`), patient)
+func (s *Store) Topics(ctx context.Context, patient string) ([]Topic, error) {
+	rows, err := s.queryPrepared(ctx, s.d.rebind(`SELECT domain, audience FROM facts WHERE patient = ? ORDER BY domain`), patient)
 	if err != nil {
 		return nil, fmt.Errorf("store: topics: %w", err)
 	}
 	defer rows.Close()
-	var out []string
+	var out []Topic
 	for rows.Next() {
-		var d string
-		if err := rows.Scan(&d); err != nil {
+		var t Topic
+		var a string
+		if err := rows.Scan(&t.Domain, &a); err != nil {
 			return nil, fmt.Errorf("store: topics: %w", err)
 		}
-		out = append(out, d)
+		t.Audience = models.Audience(a)
+		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: topics: %w", err)

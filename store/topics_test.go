@@ -23,10 +23,10 @@ func TestTopics_NamesThePatientsDomainsOfBothAudiencesSortedAndNoOnesElse(t *tes
 	mustPublish(t, s, models.System("test", models.ScopeWrite), sue)
 	for _, tc := range []struct {
 		patient string
-		want    []string
+		want    []Topic
 	}{
-		{"ray", []string{"anticoagulant", "weight_bearing"}},
-		{"sue", []string{"exercise"}},
+		{"ray", []Topic{{"anticoagulant", models.AudienceAssistant}, {"weight_bearing", models.AudienceUser}}},
+		{"sue", []Topic{{"exercise", models.AudienceUser}}},
 		{"rayy", nil},
 	} {
 		got, err := s.Topics(t.Context(), tc.patient)

@@ -349,6 +349,38 @@ func TestWrite_AFirstVersionSaysNewPatientOrNewTopicNamingTheOthers(t *testing.T
 	}
 }
 
+// A new topic's answer names only the topics the writer may read or
+// write (P-1): a care.write-only bearer is told ray's speakable topics,
+// never the name of an assistant-only one (risk, adherence, gait_note);
+// the twin, a writer holding care.write.assistant, is told those too.
+func TestWrite_ANewTopicNamesOnlyTheTopicsTheWriterMayReadOrWrite(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name          string
+		scopes        []models.Scope
+		domain        string
+		wantAssistant bool
+	}{
+		{"care.write only", []models.Scope{models.ScopeWrite}, "walkng", false},
+		{"care.write and care.write.assistant", []models.Scope{models.ScopeWrite, models.ScopeWriteAssistant}, "walkng2", true},
+	} {
+		a := f.bearer(writeBody(func(m map[string]any) { m["domain"] = tc.domain }), f.token("okafor", []string{"ray"}, tc.scopes...))
+		if a.status != http.StatusCreated {
+			t.Fatalf("%s: status %d, body %s", tc.name, a.status, a.body)
+		}
+		var resp WriteResponse
+		if err := json.Unmarshal(a.body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if !resp.NewTopic || !slices.Contains(resp.Topics, "weight_bearing") {
+			t.Errorf("%s: newTopic %v, topics %v; want newTopic naming weight_bearing", tc.name, resp.NewTopic, resp.Topics)
+		}
+		if got := slices.Contains(resp.Topics, "risk"); got != tc.wantAssistant {
+			t.Errorf("%s: topics %v name the assistant-only risk = %v, want %v", tc.name, resp.Topics, got, tc.wantAssistant)
+		}
+	}
+}
+
 func TestWrite_BodyMutatedAfterSigningIsRefusedWithAnAuditRowAndNothingWritten(t *testing.T) {
 	f := newFixture(t)
 	signedBody := writeBody(nil)

@@ -122,8 +122,9 @@ type WriteResponse struct {
 	// NewTopic: this write created the first fact of this domain for a
 	// patient already on record — a typo in the domain ("walkng") makes a
 	// new instruction and leaves the one it meant to revise current.
-	// Topics names the patient's other domains (sorted, names only) so the
-	// writer can see which one was meant. Set only on version 1 of a fact.
+	// Topics names the patient's other domains the writer may read or write
+	// (sorted, names only) so the writer can see which one was meant. Set
+	// only on version 1 of a fact.
 	NewTopic bool     `json:"newTopic,omitempty"`
 	Topics   []string `json:"topics,omitempty"`
 }
@@ -336,11 +337,18 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.Version.N == 1 && !res.Replayed && !res.Unchanged {
 		// One query on the facts key, only when the write made version 1.
+		// Only the topics this writer may read or write are named (P-1: an
+		// assistant-only topic's name is not shown to a care.write-only writer).
 		if topics, err := a.cfg.Store.Topics(r.Context(), req.Patient); err == nil {
-			others := slices.DeleteFunc(topics, func(d string) bool { return d == res.Version.Domain })
+			others := slices.DeleteFunc(topics, func(t store.Topic) bool { return t.Domain == res.Version.Domain })
 			resp.NewPatient = len(others) == 0
 			if !resp.NewPatient {
-				resp.NewTopic, resp.Topics = true, others
+				resp.NewTopic = true
+				for _, t := range others {
+					if principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience) {
+						resp.Topics = append(resp.Topics, t.Domain)
+					}
+				}
 			}
 		}
 	}
