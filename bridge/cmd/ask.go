@@ -22,7 +22,7 @@ import (
 // aplVersionRE is what --apl-version takes: an APL runtime version as Alexa
 // declares one in runtime.maxVersion, "1.0"–"1.9" or a year version
 // ("2022.1", "2024.3", and later ones).
-var aplVersionRE = regexp.MustCompile(`^(1\.[0-9]|20[2-9][0-9]\.[1-9])$`)
+var aplVersionRE = regexp.MustCompile(`^(1\.[0-9]|2022\.[1-9]|202[3-9]\.[1-9]|20[3-9][0-9]\.[1-9])$`)
 
 // cmdAsk talks to a running server's /alexa from the terminal:
 //

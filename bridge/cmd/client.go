@@ -82,6 +82,9 @@ func cmdToken(ctx context.Context, args []string) error {
 	if err := checkBaseURL(*publicURL); err != nil {
 		return usageErr("token", "--public-url %q is malformed: %v", *publicURL, err)
 	}
+	if *sub != "" && !store.ValidAuthorID(*sub) {
+		return usageErr("token", "--sub %q: a subject is 1–64 characters of a-z 0-9 _ . @ : - (the audit actor; for /write it must equal authorId, which takes only these), e.g. --sub okafor", *sub)
+	}
 	subject := *sub
 	if subject == "" {
 		subject = "dev-" + randomHex(6)
@@ -303,12 +306,25 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 	case r.Version == 1 && r.NewPatient:
 		return fmt.Sprintf("saved %s as version 1, but %q had no care notes before this: a new patient, who may have no device yet. "+
 			"If you meant another patient, this change did not reach them: write it again with the right --patient\n", fact, req.Patient)
+	case r.Version == 1 && r.NewTopic:
+		return fmt.Sprintf("saved %s as version 1, but %s has no '%s' notes yet; existing topics: %s; "+
+			"a mistyped topic is a new instruction nobody revised, and the one you meant stays current. "+
+			"If you meant one of those, write it again with the right --domain%s\n",
+			fact, req.Patient, req.Domain, strings.Join(r.Topics, ", "), newTopicHearing(req, who))
 	case req.Audience == models.AudienceAssistant:
 		return fmt.Sprintf("saved %s as version %d; assistant-only: it is never spoken to %s\n", fact, r.Version, who)
 	case r.Version == 1:
 		return fmt.Sprintf("saved %s as version 1 (a new topic); %s will hear it at his next turn\n", fact, who)
 	}
 	return fmt.Sprintf("saved %s as version %d; %s will hear the retraction at his next turn\n", fact, r.Version, who)
+}
+
+// newTopicHearing is what a deliberate new topic does, after the warning.
+func newTopicHearing(req httpapi.WriteRequest, who string) string {
+	if req.Audience == models.AudienceAssistant {
+		return "; assistant-only: it is never spoken to " + who
+	}
+	return "; otherwise " + who + " will hear it at his next turn"
 }
 
 func capitalize(s string) string {
@@ -360,16 +376,17 @@ func cmdLink(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	format := func(answer []byte) string { return linkSentence(answer, time.Local) }
+	format := func(answer []byte) string { return linkSentence(answer, *patient, time.Local) }
 	if *asJSON {
 		format = nil
 	}
 	return postAndPrint(ctx, strings.TrimRight(*base, "/")+"/link", body, map[string]string{"Authorization": "Bearer " + *token}, format)
 }
 
-// linkSentence formats a /link answer in loc: the code, its validity and
-// its expiry in local time, and any note the server added.
-func linkSentence(answer []byte, loc *time.Location) string {
+// linkSentence formats a /link answer for patient in loc: the code, its
+// validity and its expiry in local time, who says it, and any note the
+// server added.
+func linkSentence(answer []byte, patient string, loc *time.Location) string {
 	var l struct {
 		httpapi.LinkResponse
 		Note string `json:"note"`
@@ -381,8 +398,8 @@ func linkSentence(answer []byte, loc *time.Location) string {
 	if err != nil {
 		return fmt.Sprintf("%s\texpires %s\n", l.Code, l.ExpiresAt)
 	}
-	s := fmt.Sprintf("%s\tvalid for %s, until %s (single use); Ray says “my code is %s”\n",
-		l.Code, spokenMinutes(store.LinkCodeTTL), exp.In(loc).Format("15:04 MST"), strings.Join(strings.Split(l.Code, ""), " "))
+	s := fmt.Sprintf("%s\tvalid for %s, until %s (single use); %s says “my code is %s”\n",
+		l.Code, spokenMinutes(store.LinkCodeTTL), exp.In(loc).Format("15:04 MST"), capitalize(patient), strings.Join(strings.Split(l.Code, ""), " "))
 	if l.Note != "" {
 		s += l.Note + "\n"
 	}

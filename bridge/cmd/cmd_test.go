@@ -293,6 +293,12 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 		{[]string{"--quiet-hours", "25:00-08:00"}, []string{"--quiet-hours", "25:00-08:00", "HH:MM-HH:MM", "off"}},
 		{[]string{"--time-zone", "Mars/Olympus"}, []string{"--time-zone", "Mars/Olympus", "Europe/London"}},
 		{[]string{"--alert-budget", "-1"}, []string{"--alert-budget", "-1", "0 (no proactive notifications)"}},
+		{[]string{"--alert-budget", "1e3"}, []string{"--alert-budget (UNSAY_ALERT_BUDGET)", "1e3", "0 (no proactive notifications) or a positive whole count"}},
+		{[]string{"--alert-budget", "abc"}, []string{"--alert-budget (UNSAY_ALERT_BUDGET)", "abc", "e.g. 3"}},
+		{[]string{"--public-url", "http://127.0.0.1:18899/sub/"}, []string{"--public-url", "has a path (/sub)", "without a path", "--authorization-server"}},
+		{[]string{"--allowed-origin", "https://app.example/path"}, []string{"--allowed-origin", "has a path (/path)", "scheme://host[:port] only"}},
+		{[]string{"--alexa-cert", "foo"}, []string{"--alexa-cert (UNSAY_ALEXA_CERT)", `"foo": want URL=PEMFILE`}},
+		{[]string{"--envelope", "kms"}, []string{"--envelope (UNSAY_ENVELOPE)", "kms needs UNSAY_KMS_KEY_ID"}},
 		{[]string{"--public-url", "notaurl"}, []string{"--public-url", "notaurl", "malformed"}},
 		{[]string{"--seed", "demmo"}, []string{"--seed", "demo, bench or none"}},
 		{[]string{"--log-level", "loud"}, []string{"--log-level", "debug, info, warn or error"}},
@@ -315,6 +321,40 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 		if strings.Contains(r.stdout, "Unsay is serving") {
 			t.Errorf("%v: the server started anyway", tc.args)
 		}
+		if strings.Count(r.stderr, "URL=PEMFILE") > 1 || strings.Count(r.stderr, "--alexa-cert") > 1 {
+			t.Errorf("%v: the message repeats itself: %s", tc.args, r.stderr)
+		}
+		if strings.Contains(r.stderr, "IMDS") || strings.Contains(r.stderr, "ec2imds") {
+			t.Errorf("%v: the cloud metadata service was asked before the refusal: %s", tc.args, r.stderr)
+		}
+	}
+	// The environment twin is refused in the same words.
+	r := unsay(t, []string{"UNSAY_ALERT_BUDGET=1e3"}, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db"))
+	if r.code != 2 || !strings.Contains(r.stderr, "--alert-budget (UNSAY_ALERT_BUDGET)") || !strings.Contains(r.stderr, "positive whole count") {
+		t.Errorf("UNSAY_ALERT_BUDGET=1e3: exit %d: %s", r.code, r.stderr)
+	}
+	// unsay verify (rekey, token --db) checks the key id the same way.
+	r = unsay(t, nil, "verify", "--db", seededDB(t), "--envelope", "kms")
+	if r.code != 2 || !strings.Contains(r.stderr, "kms needs UNSAY_KMS_KEY_ID") || strings.Contains(r.stderr, "IMDS") {
+		t.Errorf("verify --envelope kms without a key id: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// TestServe_TheValidFormsOfTheCheckedFlagsStart: the twins of the refusals
+// above — a whole --alert-budget, an origin (with or without a trailing
+// "/"), a public URL whose only path is "/" — start the server; and with
+// UNSAY_KMS_KEY_ID set, --envelope kms passes the flag check and is
+// refused by the envelope for what else it lacks (here AWS_REGION).
+func TestServe_TheValidFormsOfTheCheckedFlagsStart(t *testing.T) {
+	s := startServe(t, "--alert-budget", "10", "--allowed-origin", "https://app.example", "--allowed-origin", "https://app.example:8443/",
+		"--public-url", "http://127.0.0.1:18899/")
+	if s.url == "" {
+		t.Fatal("no banner")
+	}
+	r := unsay(t, []string{"UNSAY_KMS_KEY_ID=alias/unsay", "AWS_EC2_METADATA_DISABLED=true", "AWS_REGION=", "AWS_DEFAULT_REGION="},
+		"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db"), "--envelope", "kms")
+	if r.code == 0 || strings.Contains(r.stderr, "kms needs UNSAY_KMS_KEY_ID") || !strings.Contains(r.stderr, "AWS_REGION") {
+		t.Errorf("--envelope kms with a key id: exit %d: %s", r.code, r.stderr)
 	}
 }
 

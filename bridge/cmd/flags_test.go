@@ -14,7 +14,7 @@ import (
 // is sent (exit 2), naming the flag, the value and the versions it takes;
 // the twins — an older Echo Show's 1.6 and a year version — are asked.
 func TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes(t *testing.T) {
-	for _, v := range []string{"banana", "", "1.10", "2024", "7.0", "2024.3 "} {
+	for _, v := range []string{"banana", "", "1.10", "2024", "7.0", "2024.3 ", "2021.9", "2020.1", "2022.0"} {
 		r := unsay(t, nil, "ask", "--url", "http://127.0.0.1:1", "--apl-version", v, "open care notes")
 		if r.code != 2 || r.stdout != "" {
 			t.Errorf("--apl-version %q: exit %d, stdout %q; want 2 and nothing asked", v, r.code, r.stdout)
@@ -26,7 +26,7 @@ func TestAsk_APLVersionThatIsNoneIsRefusedNamingTheValidOnes(t *testing.T) {
 		}
 	}
 	s := startServe(t)
-	for _, v := range []string{"1.6", "2023.2", "2024.3"} {
+	for _, v := range []string{"1.6", "2022.1", "2023.2", "2024.3"} {
 		r := unsay(t, nil, "ask", "--url", s.url, "--apl-version", v, "open care notes")
 		if r.code != 0 || !strings.Contains(r.stdout, "Ray hears:") {
 			t.Errorf("--apl-version %s: exit %d\n%s%s", v, r.code, r.stdout, r.stderr)
@@ -137,6 +137,35 @@ func TestToken_ATTLBeyondTheCapIsRefusedNamingIt(t *testing.T) {
 		exp, iat := c["exp"].(float64), c["iat"].(float64)
 		if got := time.Duration(exp-iat) * time.Second; got != tc.life {
 			t.Errorf("%v: the token lives %s, want %s", tc.args, got, tc.life)
+		}
+	}
+}
+
+// TestToken_ASubjectNoAuthorIDCanMatchIsRefusedAtTheFlag: `--sub 'bad sub'`
+// minted a token whose subject can never equal an authorId. Refused (exit
+// 2, no token) naming the flag and the characters it takes; the twins
+// (okafor, an email-like subject) mint a token.
+func TestToken_ASubjectNoAuthorIDCanMatchIsRefusedAtTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		sub string
+		ok  bool
+	}{
+		{"bad sub", false},
+		{"Okafor", false},
+		{"a|b", false},
+		{strings.Repeat("a", 65), false},
+		{"okafor", true},
+		{"sarah.okafor@clinic:physio-1", true},
+	} {
+		r := unsay(t, nil, "token", "--patient", "ray", "--scope", "care.write", "--sub", tc.sub)
+		if tc.ok {
+			if r.code != 0 || strings.Count(strings.TrimSpace(r.stdout), ".") != 2 {
+				t.Errorf("--sub %q: exit %d, stdout %q, %s; want a token", tc.sub, r.code, r.stdout, r.stderr)
+			}
+			continue
+		}
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "--sub") || !strings.Contains(r.stderr, "a-z 0-9 _ . @ : -") {
+			t.Errorf("--sub %q: exit %d, stdout %q, %q; want 2, no token, naming the flag and its characters", tc.sub, r.code, r.stdout, r.stderr)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/unsay/unsay/bridge/app"
+	"github.com/unsay/unsay/bridge/cli"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/store/envelope"
@@ -193,6 +194,11 @@ func checkSigningKeyEnv() error {
 func openOffline(ctx context.Context, cmd, db string, env envelope.Config) (*store.Store, error) {
 	if _, err := os.Stat(db); err != nil && !store.IsPostgresDSN(db) {
 		return nil, fmt.Errorf("--db (UNSAY_DB) %s: no database there (%v); give the file `unsay serve` uses with --db", db, unwrapPath(err))
+	}
+	if strings.TrimSpace(env.Mode) == "kms" {
+		if err := checkKMSKeyID(); err != nil {
+			return nil, &cli.UsageError{Cmd: cmd, Err: fmt.Errorf("--envelope (UNSAY_ENVELOPE): %w", err)}
+		}
 	}
 	sealer, err := envelope.New(ctx, env)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // --time-zone works on a machine without /usr/share/zoneinfo
@@ -83,7 +84,9 @@ func cmdServe(ctx context.Context, args []string) error {
 	proactiveTokenURL := fs.String("proactive-token-url", "", "LWA token endpoint override")
 	proactiveAPI := fs.String("proactive-api-url", "", "Proactive Events API base URL override (default: the linked device's region)")
 	proactiveLive := fs.Bool("proactive-live", false, "send to the live stage instead of development")
-	budget := fs.Int("alert-budget", proactive.DefaultAlertBudget, "proactive notifications per patient per sliding hour (0: none)")
+	// A string, parsed here: flag.Int's own refusal of "1e3" names neither
+	// the flag's twin nor the valid forms.
+	budgetText := fs.String("alert-budget", strconv.Itoa(proactive.DefaultAlertBudget), "proactive notifications per patient per sliding hour (0: none)")
 	quiet := fs.String("quiet-hours", proactive.DefaultQuietHours, "no proactive notifications in this window, patient's time: HH:MM-HH:MM, or off")
 	tz := fs.String("time-zone", proactive.DefaultTimeZone, "the patient's IANA time zone, for quiet hours")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -106,11 +109,18 @@ func cmdServe(ctx context.Context, args []string) error {
 	if *publicURL != "" {
 		if err := checkBaseURL(*publicURL); err != nil {
 			bad("public-url", "%q is malformed: %v; want http(s)://host[:port][/path], e.g. https://care.example.org", *publicURL, err)
+		} else if p := urlPath(*publicURL); p != "" && *tokenJWKS == "" && strings.TrimSpace(*tokenPublicKey) == "" {
+			// The embedded authorization server's issuer is the public URL,
+			// and an issuer has no path (oauth.New refuses one later, less plainly).
+			bad("public-url", "%q has a path (%s): the embedded authorization server's issuer is the public URL and must be http(s)://host[:port] without a path; "+
+				"drop the path, or use an external authorization server (--authorization-server with --token-jwks-url)", *publicURL, p)
 		}
 	}
 	for _, o := range origins {
 		if err := checkBaseURL(o); err != nil {
 			bad("allowed-origin", "%q is malformed: %v; want an origin such as https://care.example.org", o, err)
+		} else if p := urlPath(o); p != "" {
+			bad("allowed-origin", "%q has a path (%s): a browser Origin is scheme://host[:port] only, e.g. https://care.example.org", o, p)
 		}
 	}
 	for _, s := range authServers {
@@ -131,12 +141,17 @@ func cmdServe(ctx context.Context, args []string) error {
 		bad("seed", "%q: want demo, bench or none", *seed)
 	}
 	switch strings.TrimSpace(*env) {
-	case "none", "local", "kms":
+	case "none", "local":
+	case "kms":
+		if err := checkKMSKeyID(); err != nil {
+			bad("envelope", "%v", err)
+		}
 	default:
 		bad("envelope", "%q: want none, local or kms", *env)
 	}
-	if *budget < 0 {
-		bad("alert-budget", "%d: want 0 (no proactive notifications) or a positive count per patient per hour, e.g. 3", *budget)
+	budget, err := strconv.Atoi(strings.TrimSpace(*budgetText))
+	if err != nil || budget < 0 {
+		bad("alert-budget", "%q: want 0 (no proactive notifications) or a positive whole count per patient per hour, e.g. 3", *budgetText)
 	}
 	loc, err := time.LoadLocation(*tz)
 	if err != nil || *tz == "" || strings.EqualFold(*tz, "local") {
@@ -159,7 +174,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		SpeechMCPURL: *speechURL, SpeechToken: *speechToken, SpeechPatients: speechPatients,
 		AlexaClientID: *clientID, AlexaClientSecret: os.Getenv("UNSAY_ALEXA_CLIENT_SECRET"),
 		ProactiveTokenURL: *proactiveTokenURL, ProactiveAPIBase: *proactiveAPI, ProactiveLive: *proactiveLive,
-		AlertBudget: *budget, QuietHours: *quiet, TimeZone: *tz,
+		AlertBudget: budget, QuietHours: *quiet, TimeZone: *tz,
 	}
 	if ck := strings.TrimSpace(*seedClock); ck != "" && ck != "now" {
 		t, err := time.Parse(time.RFC3339, ck)
@@ -196,7 +211,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	overrides, err := skill.ParseCertOverrides(alexaCerts)
 	if err != nil {
-		bad("alexa-cert", "%v; want URL=PEMFILE", err)
+		// skill's error already names the flag and the form: say it once.
+		bad("alexa-cert", "%s, e.g. https://s3.amazonaws.com/echo.api/echo-api-cert-12.pem=./chain.pem", strings.TrimPrefix(err.Error(), "--alexa-cert "))
 	}
 	cfg.Alexa.CertOverrides = overrides
 	if err := checkSigningKeyEnv(); err != nil {
@@ -305,6 +321,26 @@ func banner(a *app.App, db string) string {
 
 // checkBaseURL accepts an absolute http(s) URL with a host and without
 // query or fragment.
+// urlPath is raw's path without a lone trailing "/" ("" for none); raw
+// has passed checkBaseURL.
+func urlPath(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(u.EscapedPath(), "/")
+}
+
+// checkKMSKeyID refuses --envelope kms without UNSAY_KMS_KEY_ID before the
+// AWS SDK's credential chain runs (which asks the cloud metadata service,
+// and waits on it, off a cloud host).
+func checkKMSKeyID() error {
+	if strings.TrimSpace(os.Getenv("UNSAY_KMS_KEY_ID")) == "" {
+		return errors.New("kms needs UNSAY_KMS_KEY_ID (the KMS key's id, ARN or alias) in the environment; or use none or local (with UNSAY_MASTER_KEY)")
+	}
+	return nil
+}
+
 func checkBaseURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {

@@ -3,6 +3,7 @@ package cmd
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
@@ -16,6 +17,10 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 	user := httpapi.WriteRequest{Patient: "ray", Domain: "walking", Audience: models.AudienceUser}
 	assistant := user
 	assistant.Audience = models.AudienceAssistant
+	typo := user
+	typo.Domain = "walkng"
+	typoAssistant := assistant
+	typoAssistant.Domain = "walkng"
 	for _, tt := range []struct {
 		name   string
 		req    httpapi.WriteRequest
@@ -27,6 +32,9 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 		{"assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1}`, "assistant-only: it is never spoken to Ray"},
 		{"a new patient", user, `{"uri":"care://ray/walking/v1","version":1,"newPatient":true}`, `but "ray" had no care notes before this: a new patient`},
 		{"a new patient, assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1,"newPatient":true}`, "this change did not reach them"},
+		{"a new topic of a patient on record", typo, `{"uri":"care://ray/walkng/v1","version":1,"newTopic":true,"topics":["exercise","walking"]}`,
+			"but ray has no 'walkng' notes yet; existing topics: exercise, walking; a mistyped topic is a new instruction nobody revised"},
+		{"a new topic, assistant-only", typoAssistant, `{"uri":"care-internal://ray/walkng/v1","version":1,"newTopic":true,"topics":["walking"]}`, "assistant-only: it is never spoken to Ray"},
 		{"unchanged", user, `{"uri":"care://ray/walking/v2","version":2,"unchanged":true}`, "unchanged: care://ray/walking is already version 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,5 +42,20 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 				t.Errorf("writeSentence = %q, want it to contain %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLinkSentence_NamesThePatientTheCodeIsFor: `unsay link --patient bob`
+// said "Ray says …"; the sentence names the patient linked (the twin: ray).
+func TestLinkSentence_NamesThePatientTheCodeIsFor(t *testing.T) {
+	answer := []byte(`{"code":"113682","expiresAt":"2026-12-02T02:01:00Z"}`)
+	for _, tt := range []struct{ patient, want, not string }{
+		{"bob", "Bob says “my code is 1 1 3 6 8 2”", "Ray"},
+		{"ray", "Ray says “my code is 1 1 3 6 8 2”", "Bob"},
+	} {
+		got := linkSentence(answer, tt.patient, time.UTC)
+		if !strings.Contains(got, tt.want) || strings.Contains(got, tt.not) {
+			t.Errorf("linkSentence for %s = %q, want %q", tt.patient, got, tt.want)
+		}
 	}
 }

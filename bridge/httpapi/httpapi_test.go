@@ -300,20 +300,30 @@ func TestWrite_SignedWriteCommitsTheNextVersionAndAuditsItAsHMAC(t *testing.T) {
 // typo in the patient id would otherwise send a physio's change to nobody
 // while the answer read like any new topic. The twins: a new topic of a
 // patient on record, and a revision, do not say it.
-func TestWrite_APatientsFirstFactIsAnsweredAsANewPatient(t *testing.T) {
+//
+// A write that creates a new topic of a patient on record says so
+// (newTopic) and names the patient's other topics: a typo in the domain
+// ("walkng") makes a new instruction and leaves the one meant current.
+// The twins: a patient's first fact, and a revision, do not say it.
+func TestWrite_AFirstVersionSaysNewPatientOrNewTopicNamingTheOthers(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range []struct {
-		name    string
-		patient string
-		domain  string
-		want    bool
+		name      string
+		patient   string
+		domain    string
+		want      bool
+		newTopic  bool
+		topicsHas string
 	}{
-		{"a typo: no care notes for rayy", "rayy", "weight_bearing", true},
-		{"the same patient's second topic", "rayy", "exercise", false},
-		{"a new topic of ray, on record", "ray", "sleep", false},
-		{"a revision of ray's", "ray", "weight_bearing", false},
+		{"a typo: no care notes for rayy", "rayy", "weight_bearing", true, false, ""},
+		{"the same patient's second topic", "rayy", "exercise", false, true, "weight_bearing"},
+		{"a new topic of ray, on record", "ray", "walkng", false, true, "weight_bearing"},
+		{"a revision of ray's", "ray", "weight_bearing", false, false, ""},
+		{"a revision of the new topic", "ray", "walkng", false, false, ""},
 	} {
-		a := f.signed(writeBody(func(m map[string]any) { m["patient"], m["domain"] = tc.patient, tc.domain }), f.now.Unix())
+		a := f.signed(writeBody(func(m map[string]any) {
+			m["patient"], m["domain"], m["value"] = tc.patient, tc.domain, "Words for "+tc.name+"."
+		}), f.now.Unix())
 		if a.status != http.StatusCreated {
 			t.Fatalf("%s: status %d, body %s", tc.name, a.status, a.body)
 		}
@@ -323,6 +333,50 @@ func TestWrite_APatientsFirstFactIsAnsweredAsANewPatient(t *testing.T) {
 		}
 		if resp.NewPatient != tc.want {
 			t.Errorf("%s: newPatient = %v, want %v (%s)", tc.name, resp.NewPatient, tc.want, a.body)
+		}
+		if resp.NewTopic != tc.newTopic {
+			t.Errorf("%s: newTopic = %v, want %v (%s)", tc.name, resp.NewTopic, tc.newTopic, a.body)
+		}
+		if tc.topicsHas != "" && !slices.Contains(resp.Topics, tc.topicsHas) {
+			t.Errorf("%s: topics = %v, want them to name %s", tc.name, resp.Topics, tc.topicsHas)
+		}
+		if slices.Contains(resp.Topics, tc.domain) {
+			t.Errorf("%s: topics = %v name the written domain itself", tc.name, resp.Topics)
+		}
+		if !tc.newTopic && len(resp.Topics) != 0 {
+			t.Errorf("%s: topics = %v, want none", tc.name, resp.Topics)
+		}
+	}
+}
+
+// A new topic's answer names only the topics the writer may read or
+// write (P-1): a care.write-only bearer is told ray's speakable topics,
+// never the name of an assistant-only one (risk, adherence, gait_note);
+// the twin, a writer holding care.write.assistant, is told those too.
+func TestWrite_ANewTopicNamesOnlyTheTopicsTheWriterMayReadOrWrite(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name          string
+		scopes        []models.Scope
+		domain        string
+		wantAssistant bool
+	}{
+		{"care.write only", []models.Scope{models.ScopeWrite}, "walkng", false},
+		{"care.write and care.write.assistant", []models.Scope{models.ScopeWrite, models.ScopeWriteAssistant}, "walkng2", true},
+	} {
+		a := f.bearer(writeBody(func(m map[string]any) { m["domain"] = tc.domain }), f.token("okafor", []string{"ray"}, tc.scopes...))
+		if a.status != http.StatusCreated {
+			t.Fatalf("%s: status %d, body %s", tc.name, a.status, a.body)
+		}
+		var resp WriteResponse
+		if err := json.Unmarshal(a.body, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if !resp.NewTopic || !slices.Contains(resp.Topics, "weight_bearing") {
+			t.Errorf("%s: newTopic %v, topics %v; want newTopic naming weight_bearing", tc.name, resp.NewTopic, resp.Topics)
+		}
+		if got := slices.Contains(resp.Topics, "risk"); got != tc.wantAssistant {
+			t.Errorf("%s: topics %v name the assistant-only risk = %v, want %v", tc.name, resp.Topics, got, tc.wantAssistant)
 		}
 	}
 }
@@ -666,6 +720,8 @@ func TestWrite_InvalidFieldsAre400NamingTheFieldAndNeverEchoTheValue(t *testing.
 		{"authorId with a space", mut(func(m map[string]any) { m["authorId"] = "sarah okafor" }), "authorId"},
 		{"missing authorLabel", mut(func(m map[string]any) { delete(m, "authorLabel") }), "authorLabel"},
 		{"staleAfter not RFC 3339", mut(func(m map[string]any) { m["staleAfter"] = "tomorrow" }), "staleAfter"},
+		{"staleAfter in the past", mut(func(m map[string]any) { m["staleAfter"] = f.now.Add(-time.Minute).Format(time.RFC3339) }), "staleAfter"},
+		{"staleAfter now", mut(func(m map[string]any) { m["staleAfter"] = f.now.Format(time.RFC3339) }), "staleAfter"},
 		{"priority above 1", mut(func(m map[string]any) { m["priority"] = 2 }), "priority"},
 		{"priority a string", mut(func(m map[string]any) { m["priority"] = "high" }), "priority"},
 		{"unknown field", mut(func(m map[string]any) { m["writtenAt"] = "2020-01-01T00:00:00Z" }), "writtenAt"},
@@ -688,6 +744,9 @@ func TestWrite_InvalidFieldsAre400NamingTheFieldAndNeverEchoTheValue(t *testing.
 			}
 			if e.Field != tc.field {
 				t.Fatalf("field = %q, want %q (%s)", e.Field, tc.field, e.Error)
+			}
+			if strings.HasPrefix(tc.name, "staleAfter ") && tc.name != "staleAfter not RFC 3339" && !strings.Contains(e.Error, "must be in the future") {
+				t.Fatalf("a past staleAfter is refused saying %q, want it to say it must be in the future", e.Error)
 			}
 			if strings.Contains(string(a.body), "SENTINEL") {
 				t.Fatalf("the answer echoes the value: %s", a.body)

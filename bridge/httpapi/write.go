@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,6 +119,14 @@ type WriteResponse struct {
 	// was on record for this patient id before, so a typo in it sends the
 	// change to nobody. Set only on version 1 of a fact.
 	NewPatient bool `json:"newPatient,omitempty"`
+	// NewTopic: this write created the first fact of this domain for a
+	// patient already on record — a typo in the domain ("walkng") makes a
+	// new instruction and leaves the one it meant to revise current.
+	// Topics names the patient's other domains the writer may read or write
+	// (sorted, names only) so the writer can see which one was meant. Set
+	// only on version 1 of a fact.
+	NewTopic bool     `json:"newTopic,omitempty"`
+	Topics   []string `json:"topics,omitempty"`
 }
 
 // WriteAudio is what the store found in a written clip's headers.
@@ -246,6 +255,9 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, verr := req.input()
+	if verr == nil {
+		verr = staleAfterAhead(in.StaleAfter, a.now())
+	}
 	if verr != nil {
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
 		return
@@ -324,8 +336,20 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		resp.Subscribers = a.cfg.Subscribers(res.Version.FactURI())
 	}
 	if res.Version.N == 1 && !res.Replayed && !res.Unchanged {
-		if n, err := a.cfg.Store.FactCount(r.Context(), req.Patient); err == nil {
-			resp.NewPatient = n == 1
+		// One query on the facts key, only when the write made version 1.
+		// Only the topics this writer may read or write are named (P-1: an
+		// assistant-only topic's name is not shown to a care.write-only writer).
+		if topics, err := a.cfg.Store.Topics(r.Context(), req.Patient); err == nil {
+			others := slices.DeleteFunc(topics, func(t store.Topic) bool { return t.Domain == res.Version.Domain })
+			resp.NewPatient = len(others) == 0
+			if !resp.NewPatient {
+				resp.NewTopic = true
+				for _, t := range others {
+					if principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience) {
+						resp.Topics = append(resp.Topics, t.Domain)
+					}
+				}
+			}
 		}
 	}
 	at.uri = resp.URI
@@ -461,6 +485,18 @@ func parseWriteRequest(body []byte) (*WriteRequest, *store.ValidationError) {
 		}
 	}
 	return &req, nil
+}
+
+// staleAfterAhead refuses a review date (staleAfter) that is not after
+// now, as `unsay write --stale-after` does: an instruction past its review
+// date the moment it is written is read to the patient as stale at once,
+// so a past time is a typo. Zero (never stale) passes.
+func staleAfterAhead(t, now time.Time) *store.ValidationError {
+	if t.IsZero() || t.After(now) {
+		return nil
+	}
+	return &store.ValidationError{Field: "staleAfter", Reason: "must be in the future (RFC 3339, after the server's now, " +
+		now.UTC().Format(time.RFC3339) + "): the instruction would be stale as soon as it is saved"}
 }
 
 // jsonError turns a decoding error into a ValidationError naming the field,

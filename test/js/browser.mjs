@@ -294,6 +294,27 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
     if (await p.locator('[data-testid="write-result"]').isVisible()) return 'a write result is shown: something was sent';
     await p.locator('[data-testid="staleAfter"]').fill('');
   });
+  await step("clinician: a mistyped patient is named as soon as it is typed, before a topic: \"Ray\" → did you mean ray?, \"rayy\" → no patient 'rayy'; \"ray\" is not flagged", async () => {
+    await p.locator('[data-testid="domain"]').fill('');
+    const patientError = async (typed) => {
+      await p.locator('[data-testid="patient"]').fill(typed);
+      await p.locator('[data-testid="patient"]').blur();
+      await p.waitForFunction(() => (document.querySelector('[data-testid="error-patient"]').textContent || '').trim() !== '', null, { timeout: 10000 });
+      return (await p.locator('[data-testid="error-patient"]').textContent()) || '';
+    };
+    let t = await patientError('Ray');
+    if (!t.includes('Did you mean ray?') || t.includes('lowercase letters, digits')) return 'for "Ray", error-patient says: ' + t;
+    t = await patientError('rayy');
+    if (!t.includes("There is no patient 'rayy' for this token") || !t.includes('Did you mean ray?')) return 'for "rayy" with no topic, error-patient says: ' + t;
+    await p.locator('[data-testid="patient"]').fill('Ray');
+    await p.locator('[data-testid="patient"]').blur();
+    const use = p.locator('[data-testid="patient-suggestion"]');
+    await p.waitForFunction(() => { const b = document.querySelector('[data-testid="patient-suggestion"]'); return !!b && b.textContent === 'Use ray'; }, null, { timeout: 10000 });
+    await use.click();
+    await p.waitForFunction(() => document.querySelector('[data-testid="patient"]').value === 'ray' &&
+      (document.querySelector('[data-testid="error-patient"]').textContent || '') === '' &&
+      (document.querySelector('#current').textContent || '').includes('Choose a topic.'), null, { timeout: 10000 });
+  });
   await step("clinician: a patient who is not the token's says \"no patient 'rayy' … did you mean ray?\" and offers no new topic", async () => {
     await p.locator('[data-testid="patient"]').fill('rayy');
     await p.locator('[data-testid="domain"]').fill('weight_bearing');
