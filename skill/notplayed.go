@@ -149,6 +149,23 @@ func attrList(v any) ([]json.RawMessage, int) {
 	return list, 0
 }
 
+// decodeAttr decodes one session-attribute entry e into dst strictly (no
+// field but dst's) and parses *uri, which dst's decoding
+// set: it returns the URI and true when it is an unversioned speakable
+// care:// fact of patient, false for anything else.
+func decodeAttr(e json.RawMessage, dst any, uri *string, patient string) (models.URI, bool) {
+	dec := json.NewDecoder(bytes.NewReader(e))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return models.URI{}, false
+	}
+	u, err := models.ParseURI(*uri)
+	if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient {
+		return models.URI{}, false
+	}
+	return u, true
+}
+
 // parseConfirmed reads an AttrConfirmed value strictly: each entry an
 // object of exactly uri and version, the URI an unversioned care:// fact
 // of patient, version ≥ 1. It returns the valid entries as Marked with
@@ -158,14 +175,8 @@ func parseConfirmed(v any, patient string) ([]models.Marked, int) {
 	var out []models.Marked
 	for _, e := range list {
 		var a confirmedAttr
-		dec := json.NewDecoder(bytes.NewReader(e))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&a); err != nil {
-			bad++
-			continue
-		}
-		u, err := models.ParseURI(a.URI)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient || a.Version < 1 {
+		u, ok := decodeAttr(e, &a, &a.URI, patient)
+		if !ok || a.Version < 1 {
 			bad++
 			continue
 		}
@@ -184,15 +195,8 @@ func parseMarked(v any, patient string) ([]models.Marked, int) {
 	var out []models.Marked
 	for _, e := range list {
 		var a markedAttr
-		dec := json.NewDecoder(bytes.NewReader(e))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&a); err != nil {
-			bad++
-			continue
-		}
-		u, err := models.ParseURI(a.URI)
-		if err != nil || u.Audience() != models.AudienceUser || u.Version != 0 || u.Patient != patient ||
-			a.Version < 1 || a.Heard < 0 || a.Heard >= a.Version || a.From < 0 || a.From >= a.Version {
+		u, ok := decodeAttr(e, &a, &a.URI, patient)
+		if !ok || a.Version < 1 || a.Heard < 0 || a.Heard >= a.Version || a.From < 0 || a.From >= a.Version {
 			bad++
 			continue
 		}
