@@ -271,18 +271,6 @@ func (s *Store) list(ctx context.Context, p models.Principal, cond string, args 
 	return out, nil
 }
 
-// FactCount returns how many facts patient has, of both audiences — a
-// count, never which or what (the write API tells a writer that its
-// write created a patient's first fact: a typo in the patient id sends a
-// change to nobody). Errors: a store failure.
-func (s *Store) FactCount(ctx context.Context, patient string) (int, error) {
-	var n int
-	if err := s.queryRowPrepared(ctx, s.db, s.d.rebind(`SELECT COUNT(*) FROM facts WHERE patient = ?`), patient).Scan(&n); err != nil {
-		return 0, fmt.Errorf("store: fact count: %w", err)
-	}
-	return n, nil
-}
-
 // FactURIs returns the unversioned URI of every fact p may read, sorted by
 // URI string, without opening any value (for /verify and `unsay verify`).
 func (s *Store) FactURIs(ctx context.Context, p models.Principal) ([]models.URI, error) {
