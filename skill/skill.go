@@ -329,14 +329,15 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (handled, []byte, error) {
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
+	id := newResponseID()
+	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from, id) // notplayed.go
 	b, directives, err := encodeResponse(h.out)
 	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
 		// What the screen never showed was not told. Encoded again only
 		// when that changes the response (a voice-only one rarely does).
 		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
 			h.marks = kept
-			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
+			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from, id)
 			if !directives {
 				h.out.Response.Directives, h.cardOffered = nil, nil
 			}
