@@ -59,8 +59,13 @@ type Config struct {
 	CertOverrides map[string]string
 	// Clock is the server clock; nil is time.Now.
 	Clock func() time.Time
-	// DefaultPatient, if set, is the patient of every unlinked device
-	// (--default-patient, for the demo).
+	// DefaultPatient, if set, is the patient of a request that carries no
+	// account-linking access token and whose Alexa user is not linked by a
+	// six-digit code (--default-patient, for the demo). A request whose
+	// token is refused (unverifiable, expired, revoked) gets the
+	// LinkAccount card instead, as without the flag (defaultPatientFor);
+	// without account linking configured no token is verified, and every
+	// unlinked request gets it.
 	DefaultPatient string
 	// Logger receives refusals, session ends and errors; nil discards.
 	Logger *slog.Logger
