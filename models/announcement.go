@@ -59,12 +59,21 @@ type Offer struct {
 // report (finding B1). Reported not played, that confirmation is undone:
 // a rollback an earlier report was refused is done then, otherwise the
 // version may be re-opened again by such a report.
+//
+// Response identifies the response that made the mark (the skill's
+// AttrResponse: 1–64 characters of ValidID's set, random per response;
+// "" for marks kept by a build that wrote none). Alexa may deliver one
+// response's report twice (a retry, a late resend): a report of a
+// response whose report was applied already re-opens nothing, so it never
+// undoes a delivery confirmed after the first (finding F14). Without a
+// Response every report is applied as it comes, erring toward a repeat.
 type Marked struct {
 	URI         URI // unversioned
 	HeardBefore int
 	From        int
 	Version     int
 	Confirmed   bool
+	Response    string
 }
 
 // URI is the unversioned URI of the announced fact.

@@ -166,7 +166,12 @@
 //     TestSpeechSafety_ARevisionWhileAPartOfALongRetractionIsHeldRestartsItFromTheNewWords,
 //     TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo,
 //     TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed,
-//     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed.
+//     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed,
+//     the ledger contract's ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed
+//     (TestHeardLedger_KeepsTheLedgerContract, TestMemLedger_KeepsTheLedgerContract),
+//     TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID,
+//     TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince,
+//     TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDeliveryConfirmed.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

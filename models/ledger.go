@@ -1,6 +1,9 @@
 package models
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // The heard ledger's vocabulary (P-19, P-24): what the speech principal
 // (bridge/speech) and the ledger that keeps it durable (store) exchange.
@@ -47,16 +50,26 @@ type LedgerOffer struct {
 	Told    bool
 }
 
+// NotPlayedMemory is how long the heard ledger remembers the id of a
+// response whose not-played report it applied (LedgerMark.Response), so
+// that the same report delivered again changes nothing (finding F14). A
+// repeat later than that is applied again: a retraction said once more,
+// never one lost (P-24).
+const NotPlayedMemory = 24 * time.Hour
+
 // LedgerMark is one Marked as the ledger re-opens it (URI as a string):
 // the version a response spoke, the version heard before it and the one
 // its retraction withdrew. With Confirmed it is instead a response's plain
 // telling of the version he had heard (Version; HeardBefore and From 0),
 // which may have confirmed that version (MarkTold: not reopenable); its
-// report undoes the confirmation (NotPlayed).
+// report undoes the confirmation (NotPlayed). Response is the id of the
+// response that made the mark (Marked.Response; "" when unknown): the
+// ledger applies one response's report once (finding F14).
 type LedgerMark struct {
 	URI                        string
 	HeardBefore, From, Version int
 	Confirmed                  bool
+	Response                   string
 }
 
 // DeliveryChange is one row of the delivery log, by id (ids grow in

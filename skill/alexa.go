@@ -77,8 +77,9 @@ func ParseEnvelope(body []byte) (*RequestEnvelope, error) {
 	return env, nil
 }
 
-// Session is the request's session. Of its attributes only AttrMarked is
-// read, on a SessionEndedRequest with reason ERROR (notplayed.go).
+// Session is the request's session. Of its attributes only AttrMarked,
+// AttrConfirmed and AttrResponse are read, on a SessionEndedRequest with
+// reason ERROR (notplayed.go).
 type Session struct {
 	New         bool           `json:"new"`
 	SessionID   string         `json:"sessionId"`
@@ -267,8 +268,9 @@ func (r *Request) IsSkillEvent() bool { return strings.HasPrefix(r.Type, SkillEv
 
 // ResponseEnvelope is the JSON the skill answers with (the ASK response
 // format). Conversation state stays server-side; the session attributes
-// hold only what the response marked heard (AttrMarked), so that Alexa's
-// report that it did not play it can re-open it (P-24).
+// hold only what the response marked heard (AttrMarked), what it may have
+// confirmed (AttrConfirmed) and its id (AttrResponse), so that Alexa's
+// report that it did not play it can re-open it, once (P-24).
 type ResponseEnvelope struct {
 	Version           string         `json:"version"`
 	SessionAttributes map[string]any `json:"sessionAttributes,omitempty"`

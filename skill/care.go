@@ -50,7 +50,10 @@ type CareSource interface {
 	// entry with Confirmed (AttrConfirmed: the response told that version
 	// plainly at the version he had heard) undoes the confirmation that
 	// telling may have made, so a double failure never loses the
-	// retraction.
+	// retraction. Each entry's Response names the response that made it
+	// (AttrResponse): a report of a response already reported (Alexa
+	// delivering one report twice) changes nothing; "" is applied as it
+	// comes.
 	NotPlayed(ctx context.Context, patient string, marked []models.Marked) error
 }
 

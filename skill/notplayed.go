@@ -3,6 +3,8 @@ package skill
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/unsay/unsay/models"
@@ -38,6 +40,24 @@ const AttrMarked = "marked"
 // (P-24).
 const AttrConfirmed = "confirmed"
 
+// AttrResponse is the session attribute holding the id of the response
+// whose marks AttrMarked and AttrConfirmed are: 32 lowercase hex digits,
+// random per response (models.Marked.Response). Alexa may deliver one
+// response's error report twice (a retry, a late resend); the ledger
+// applies one response's report once, so the repeat never undoes a
+// delivery confirmed after the first (finding F14). A report without it
+// (attributes written by an older build) is applied as it comes; one
+// whose value is not of models.ValidID's form is applied the same way,
+// logged.
+const AttrResponse = "response"
+
+// newResponseID is a fresh AttrResponse value: 128 random bits in hex.
+func newResponseID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
 // MaxMarkedAttributes bounds AttrMarked and AttrConfirmed (one entry per fact a response
 // marks; the care card's rows count only when he had not heard them).
 const MaxMarkedAttributes = 100
@@ -63,8 +83,9 @@ type markedAttr struct {
 // marks (unchanged words: nothing said) are left out. The facts it tells
 // at the version he heard are its AttrConfirmed entries (they may confirm
 // that version; whether this telling is the first to do so is decided by
-// the ledger after the write, so every such telling is listed).
-func markedAttributes(marks []mark, heardBefore, from map[models.URI]int) map[string]any {
+// the ledger after the write, so every such telling is listed). id, the
+// response's id, is its AttrResponse.
+func markedAttributes(marks []mark, heardBefore, from map[models.URI]int, id string) map[string]any {
 	var list []markedAttr
 	var confirmed []confirmedAttr
 	for _, d := range deliveredOf(marks) {
@@ -81,7 +102,7 @@ func markedAttributes(marks []mark, heardBefore, from map[models.URI]int) map[st
 	if len(list) == 0 && len(confirmed) == 0 {
 		return nil
 	}
-	attrs := map[string]any{}
+	attrs := map[string]any{AttrResponse: id}
 	if len(list) > 0 {
 		attrs[AttrMarked] = list[:min(len(list), MaxMarkedAttributes)]
 	}
@@ -112,6 +133,15 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 	if v := env.Session.Attributes[AttrConfirmed]; v != nil {
 		cs, cbad := parseConfirmed(v, patient)
 		ms, bad = append(ms, cs...), bad+cbad
+	}
+	if v, ok := env.Session.Attributes[AttrResponse]; ok {
+		if id, _ := v.(string); models.ValidID(id) {
+			for i := range ms {
+				ms[i].Response = id
+			}
+		} else {
+			bad++ // applied without an id, as an older build's report
+		}
 	}
 	if bad > 0 {
 		s.log.Warn("alexa error report: malformed session attributes ignored", "session", env.SessionID(), "entries", bad)

@@ -72,9 +72,10 @@ func TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain(t *testing.T) {
 				}
 				return
 			}
+			id, _ := attrs[AttrResponse].(string)
 			want := []models.Marked{
-				{URI: wbURI, HeardBefore: 2, From: 2, Version: 3},                                                      // the retraction
-				{URI: models.NewURI(models.AudienceUser, "ray", "anticoagulant"), HeardBefore: 0, From: 0, Version: 1}, // the stale blood thinner, told
+				{URI: wbURI, HeardBefore: 2, From: 2, Version: 3, Response: id},                                                      // the retraction
+				{URI: models.NewURI(models.AudienceUser, "ray", "anticoagulant"), HeardBefore: 0, From: 0, Version: 1, Response: id}, // the stale blood thinner, told
 			}
 			if len(calls) != 1 || !slices.Equal(calls[0], want) {
 				t.Fatalf("re-opened %v, want %v (attributes %v)", calls, want, attrs)
@@ -167,8 +168,12 @@ func TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo(t *t
 				t.Fatalf("session ended: %d %s", code, b)
 			}
 			calls := r.care.notPlayedCalls()
-			if len(calls) != 1 || !slices.Equal(calls[0], tt.marked) {
-				t.Fatalf("error report handed %v, want %v (attributes %v)", calls, tt.marked, attrs)
+			want := slices.Clone(tt.marked)
+			for i := range want {
+				want[i].Response, _ = attrs[AttrResponse].(string)
+			}
+			if len(calls) != 1 || !slices.Equal(calls[0], want) {
+				t.Fatalf("error report handed %v, want %v (attributes %v)", calls, want, attrs)
 			}
 		})
 	}
@@ -199,6 +204,58 @@ func TestNotPlayed_MalformedConfirmedAttributesAreIgnored(t *testing.T) {
 			r.post(sessionEnded(t, "sN", ReasonError, map[string]any{AttrConfirmed: []any{entry, valid}}), testCertURL, "")
 			if calls := r.care.notPlayedCalls(); len(calls) != 1 || len(calls[0]) != 1 || !calls[0][0].Confirmed || calls[0][0].Version != 2 {
 				t.Fatalf("handed %v, want the valid entry only", calls)
+			}
+		})
+	}
+}
+
+// P-24, finding F14: each response that marks something carries its own
+// id (AttrResponse, fresh per response), and its error report hands that
+// id with every mark, so the ledger applies the report once however often
+// Alexa delivers it. Twins: attributes an older build wrote (no id) are
+// accepted and handed on without one, as before; a malformed id is
+// handed on without one (applied as it comes, the safe direction) and
+// logged.
+func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
+	r := newRig(t, nil)
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+	ask := reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "sI"}
+	out1, _ := r.turn(ask)
+	out2, _ := r.turn(ask)
+	a1, a2 := attributesOf(t, out1), attributesOf(t, out2)
+	id1, _ := a1[AttrResponse].(string)
+	id2, _ := a2[AttrResponse].(string)
+	if len(id1) != 32 || !models.ValidID(id1) || id1 == id2 {
+		t.Fatalf("response ids %q and %q: want two different 32-digit ids", id1, id2)
+	}
+	for _, tt := range []struct {
+		name   string
+		attrs  map[string]any
+		wantID string
+		logged bool
+	}{
+		{"the response's id is handed with its marks", a1, id1, false},
+		{"its repeat hands the same id", a1, id1, false},
+		{"twin: another response's report hands its own id", a2, id2, false},
+		{"twin: an older build's attributes without an id are accepted, without one", map[string]any{AttrConfirmed: a1[AttrConfirmed]}, "", false},
+		{"twin: a malformed id is dropped and logged", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: "Not An Id!"}, "", true},
+		{"twin: an id that is not a string is dropped and logged", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: 7}, "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(r.care.notPlayedCalls())
+			r.logs.Reset()
+			if code, b := r.post(sessionEnded(t, "sI", ReasonError, tt.attrs), testCertURL, ""); code != 200 {
+				t.Fatalf("session ended: %d %s", code, b)
+			}
+			calls := r.care.notPlayedCalls()
+			if len(calls) != before+1 || len(calls[before]) != 1 || !calls[before][0].Confirmed || calls[before][0].Response != tt.wantID {
+				t.Fatalf("handed %v, want one confirmation with response id %q", calls[before:], tt.wantID)
+			}
+			if got := strings.Contains(r.logs.String(), "malformed session attributes ignored"); got != tt.logged {
+				t.Errorf("logged %v, want %v: %s", got, tt.logged, r.logs.String())
 			}
 		})
 	}

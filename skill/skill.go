@@ -59,8 +59,13 @@ type Config struct {
 	CertOverrides map[string]string
 	// Clock is the server clock; nil is time.Now.
 	Clock func() time.Time
-	// DefaultPatient, if set, is the patient of every unlinked device
-	// (--default-patient, for the demo).
+	// DefaultPatient, if set, is the patient of a request that carries no
+	// account-linking access token and whose Alexa user is not linked by a
+	// six-digit code (--default-patient, for the demo). A request whose
+	// token is refused (unverifiable, expired, revoked) gets the
+	// LinkAccount card instead, as without the flag (defaultPatientFor);
+	// without account linking configured no token is verified, and every
+	// unlinked request gets it.
 	DefaultPatient string
 	// Logger receives refusals, session ends and errors; nil discards.
 	Logger *slog.Logger
@@ -329,14 +334,15 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (handled, []byte, error) {
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from) // notplayed.go
+	id := newResponseID()
+	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from, id) // notplayed.go
 	b, directives, err := encodeResponse(h.out)
 	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
 		// What the screen never showed was not told. Encoded again only
 		// when that changes the response (a voice-only one rarely does).
 		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
 			h.marks = kept
-			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from)
+			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from, id)
 			if !directives {
 				h.out.Response.Directives, h.cardOffered = nil, nil
 			}

@@ -237,6 +237,36 @@ func TestPublish_IdempotencyKeyAppliesAtMostOnceWithinTheWindow(t *testing.T) {
 	}
 }
 
+// P-12: ReplayOf answers a stored idempotency key as Publish answers its
+// replay — the first result, Replayed — within the same 600 s window, and
+// nothing for a key never stored or one past the window; it writes
+// nothing.
+func TestReplayOf_AnswersAStoredKeyAsItsReplayWithinTheWindowOnly(t *testing.T) {
+	clock := newClock()
+	s, _ := openTest(t, clock)
+	ctx := context.Background()
+	pi := in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
+	pi.IdempotencyKey = "sig-abc"
+	first := mustPublish(t, s, writer, pi)
+	clock.Advance(599 * time.Second)
+	got, ok, err := s.ReplayOf(ctx, "sig-abc")
+	if err != nil || !ok || !got.Replayed || got.Version.N != first.Version.N || got.Version.Hash != first.Version.Hash || got.Seq != first.Seq || got.Version.Value != pi.Value {
+		t.Fatalf("ReplayOf(stored) = %+v, %v, %v; want the first result replayed", got, ok, err)
+	}
+	if last, _ := s.LastSeq(ctx); last != 1 {
+		t.Fatalf("ReplayOf wrote: seq %d", last)
+	}
+	for name, key := range map[string]string{"never stored": "sig-def", "empty": ""} {
+		if _, ok, err := s.ReplayOf(ctx, key); ok || err != nil {
+			t.Errorf("ReplayOf(%s) = %v, %v; want nothing", name, ok, err)
+		}
+	}
+	clock.Advance(2 * time.Second)
+	if _, ok, err := s.ReplayOf(ctx, "sig-abc"); ok || err != nil {
+		t.Errorf("ReplayOf after 601 s = %v, %v; want nothing (Publish would write anew)", ok, err)
+	}
+}
+
 func TestStaleness_P7_StaleOnlyPastStaleAfterWithAgeFromWrittenAt(t *testing.T) {
 	clock := newClock()
 	s, _ := openTest(t, clock)

@@ -466,9 +466,10 @@ func (s *Store) keysSeen(ctx context.Context, tx *sql.Tx, keys []string, seen ma
 }
 
 // replayedSeq is the first result of a replayed idempotency key: the
-// version with seq.
-func (s *Store) replayedSeq(ctx context.Context, tx *sql.Tx, seq int64) (PublishResult, error) {
-	row := s.queryRowPrepared(ctx, tx, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
+// version with seq, read through q (the batch's transaction, or the
+// database: ReplayOf).
+func (s *Store) replayedSeq(ctx context.Context, q queryRower, seq int64) (PublishResult, error) {
+	row := s.queryRowPrepared(ctx, q, s.d.rebind(`SELECT `+versionCols+` FROM versions v JOIN facts f
 		ON f.patient = v.patient AND f.domain = v.domain WHERE v.seq = ?`), seq)
 	r, err := s.scanVersion(ctx, row)
 	if err != nil {

@@ -537,14 +537,23 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 // repeat). A Confirmed entry for a version still reopenable — its report
 // overtook its own marking, or another's report undid the confirmation —
 // voids the next confirmation (reopenable 2: MarkTold then makes it 1);
-// one for a version no longer heard changes nothing. It reports how many
-// facts it re-opened.
+// one for a version no longer heard changes nothing. The marks of a
+// response whose report was applied already (the same report delivered
+// again; heardreports.go, finding F14) change nothing. It reports how
+// many facts it re-opened.
 func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error) {
 	n := 0
 	how := models.Hearing{At: l.stamp(at)}
 	err := l.write(ctx, func(tx *sql.Tx) error {
 		n = 0
+		applied, err := l.reportsApplied(ctx, tx, patient, ms, how.At)
+		if err != nil {
+			return err
+		}
 		for _, m := range ms {
+			if applied[m.Response] {
+				continue // this response's report was applied already
+			}
 			var h, reopenable int
 			var dHeard, dFrom sql.NullInt64
 			err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT version, reopenable, deferred_heard, deferred_from FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI).
@@ -584,7 +593,7 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 			}
 			n++
 		}
-		return nil
+		return l.recordReports(ctx, tx, patient, ms, how.At)
 	})
 	return n, err
 }

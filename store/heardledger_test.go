@@ -62,6 +62,7 @@ func TestHeardLedger_TablesHoldNoClinicalText(t *testing.T) {
 		"speech_baseline":        {"patient", "uri", "version"},
 		"speech_delivery":        {"id", "patient", "uri", "version", "event", "at_ms", "device", "via"},
 		"alert_budget":           {"id", "patient", "reserved_at", "state"},
+		"speech_not_played":      {"patient", "response", "at_ms"},
 	} {
 		if got := tableColumns(t, s, table); !slices.Equal(got, cols) {
 			t.Errorf("%s columns = %v, want %v", table, got, cols)

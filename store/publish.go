@@ -122,6 +122,34 @@ func (s *Store) Publish(ctx context.Context, p models.Principal, in PublishInput
 	}
 }
 
+// ReplayOf returns what Publish would answer a replay of the write whose
+// IdempotencyKey is key (P-12): that write's first result, Replayed =
+// true, nothing written, ok true — when key was stored within the last
+// 600 s; ok false when it was not (or is older). A caller that would
+// refuse a request before Publish for a reason its stored first attempt
+// did not have (a signed /write retried after its own staleAfter passed)
+// asks it first, so the retry gets the replay's answer. The version is
+// read and checked as every served read is (ErrIntegrity on a mismatch).
+func (s *Store) ReplayOf(ctx context.Context, key string) (PublishResult, bool, error) {
+	if key == "" {
+		return PublishResult{}, false, nil
+	}
+	var seq int64
+	cutoff := s.clock().UTC().Truncate(time.Millisecond).Add(-replayWindow).UnixMilli()
+	err := s.queryRowPrepared(ctx, s.db, s.d.rebind(`SELECT seq FROM idempotency WHERE key = ? AND at_ms > ?`), key, cutoff).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return PublishResult{}, false, nil
+	}
+	if err != nil {
+		return PublishResult{}, false, fmt.Errorf("store: replay: %w", err)
+	}
+	res, err := s.replayedSeq(ctx, s.db, seq)
+	if err != nil {
+		return PublishResult{}, false, err
+	}
+	return res, true, nil
+}
+
 // factLock returns the stripe of factMu serializing this process's
 // Publishes of one fact (a stripe may be shared by several facts).
 func (s *Store) factLock(patient, domain string) *sync.Mutex {

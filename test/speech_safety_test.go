@@ -306,6 +306,58 @@ func TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetract
 	}
 }
 
+// Finding F14: Alexa delivers S1's error report twice (a retry, or a
+// resend that arrives late: the same request, the same session attributes
+// and response id). The first brings the retraction back, and S3 says it
+// again, in full; the repeat then changes nothing S3's delivery settled:
+// the next turn tells the new words plainly, no "Stop —" again. Twin: a
+// first report — S3's own — still brings it back.
+func TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDeliveryConfirmed(t *testing.T) {
+	for _, repeat := range []bool{true, false} {
+		name := "S1's report delivered again"
+		if !repeat {
+			name = "twin: S3's own first report"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r1 *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r1 = ask(t, s, dev.Launch()); !strings.Contains(r1.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			if !strings.HasPrefix(r1.Speech(), "Stop — your walking instruction has changed.") || r1.Body.SessionAttributes["response"] == nil {
+				t.Fatalf("S1 launch: %q, attributes %v", r1.Speech(), r1.Body.SessionAttributes)
+			}
+			end1 := dev.SessionEnded("ERROR")
+			end1["session"].(map[string]any)["attributes"] = r1.Body.SessionAttributes
+			end1["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
+			ask(t, s, end1)
+			r3 := ask(t, s, dev.Launch())
+			if !strings.HasPrefix(r3.Speech(), "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(r3.Speech(), revision) {
+				t.Fatalf("S3 after S1's report: %q, want the retraction again, saying so", r3.Speech())
+			}
+			second := end1 // the very same report, as Alexa retries it
+			if !repeat {
+				second = dev.SessionEnded("ERROR")
+				second["session"].(map[string]any)["attributes"] = r3.Body.SessionAttributes
+				second["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
+			}
+			ask(t, s, second)
+			next := launch(t, s, dev)
+			if repeat && (strings.Contains(next, "Stop —") || !strings.Contains(next, revision)) {
+				t.Fatalf("after S1's report again: %q, want %q told plainly, no retraction again", next, revision)
+			}
+			if !repeat && (!strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(next, revision)) {
+				t.Fatalf("after S3's report: %q, want the retraction again, saying so", next)
+			}
+		})
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,

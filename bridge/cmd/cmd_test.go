@@ -291,6 +291,7 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--quiet-hours", "25:00-08:00"}, []string{"--quiet-hours", "25:00-08:00", "HH:MM-HH:MM", "off"}},
+		{[]string{"--quiet-hours", "08:00-08:00"}, []string{"--quiet-hours (UNSAY_QUIET_HOURS)", `"08:00-08:00" starts when it ends`, "e.g. 21:00-08:00", "off for no quiet hours", "--alert-budget 0"}},
 		{[]string{"--time-zone", "Mars/Olympus"}, []string{"--time-zone", "Mars/Olympus", "Europe/London"}},
 		{[]string{"--alert-budget", "-1"}, []string{"--alert-budget", "-1", "0 (no proactive notifications)"}},
 		{[]string{"--alert-budget", "1e3"}, []string{"--alert-budget (UNSAY_ALERT_BUDGET)", "1e3", "0 (no proactive notifications) or a positive whole count"}},
@@ -299,7 +300,8 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 		{[]string{"--allowed-origin", "https://app.example/path"}, []string{"--allowed-origin", "has a path (/path)", "scheme://host[:port] only"}},
 		{[]string{"--alexa-cert", "foo"}, []string{"--alexa-cert (UNSAY_ALEXA_CERT)", `"foo": want URL=PEMFILE`}},
 		{[]string{"--envelope", "kms"}, []string{"--envelope (UNSAY_ENVELOPE)", "kms needs UNSAY_KMS_KEY_ID"}},
-		{[]string{"--public-url", "notaurl"}, []string{"--public-url", "notaurl", "malformed"}},
+		{[]string{"--public-url", "notaurl"}, []string{"--public-url", "notaurl", "malformed", "want http(s)://host[:port] without a path", "a path needs an external authorization server"}},
+		{[]string{"--public-url", "notaurl", "--token-jwks-url", "https://issuer.example.org/jwks"}, []string{"--public-url", "notaurl", "malformed", "want http(s)://host[:port][/path]"}},
 		{[]string{"--seed", "demmo"}, []string{"--seed", "demo, bench or none"}},
 		{[]string{"--log-level", "loud"}, []string{"--log-level", "debug, info, warn or error"}},
 		{[]string{"--addr", "8080"}, []string{"--addr", "host:port"}},
@@ -341,12 +343,13 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 }
 
 // TestServe_TheValidFormsOfTheCheckedFlagsStart: the twins of the refusals
-// above — a whole --alert-budget, an origin (with or without a trailing
+// above — a whole --alert-budget, quiet hours that end when they do not
+// start, an origin (with or without a trailing
 // "/"), a public URL whose only path is "/" — start the server; and with
 // UNSAY_KMS_KEY_ID set, --envelope kms passes the flag check and is
 // refused by the envelope for what else it lacks (here AWS_REGION).
 func TestServe_TheValidFormsOfTheCheckedFlagsStart(t *testing.T) {
-	s := startServe(t, "--alert-budget", "10", "--allowed-origin", "https://app.example", "--allowed-origin", "https://app.example:8443/",
+	s := startServe(t, "--alert-budget", "10", "--quiet-hours", "22:00-07:00", "--allowed-origin", "https://app.example", "--allowed-origin", "https://app.example:8443/",
 		"--public-url", "http://127.0.0.1:18899/")
 	if s.url == "" {
 		t.Fatal("no banner")

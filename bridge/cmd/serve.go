@@ -61,7 +61,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	c, fs := newCommand("serve")
 	addr := fs.String("addr", app.DefaultAddr, "listen address host:port (port 0 picks a free one)")
 	db := fs.String("db", app.DefaultDB, "SQLite database file, or a postgres:// URL")
-	publicURL := fs.String("public-url", "", "public base URL; the MCP resource is {public-url}/mcp (default http://{addr})")
+	publicURL := fs.String("public-url", "", "public base URL, http(s)://host[:port] (a path only with an external authorization server); the MCP resource is {public-url}/mcp (default http://{addr})")
 	seedClock := fs.String("seed-clock", "now", "clock the demo seed is built on when the database is empty: now or an RFC 3339 time")
 	seed := fs.String("seed", app.DefaultSeed, "what an empty database is seeded with: demo, bench or none")
 	var origins, authServers, alexaCerts, speechPatients listFlag
@@ -76,7 +76,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	alexaVerify := fs.Bool("alexa-verify", true, "verify Alexa request signatures (false is for local development only)")
 	alexaRoots := fs.String("alexa-roots", "", "PEM file of extra trust roots for Alexa certificate chains")
 	fs.Var(&alexaCerts, "alexa-cert", "URL=PEMFILE: serve that certificate URL's chain from a file (repeatable; tests)")
-	defaultPatient := fs.String("default-patient", "", "patient of every unlinked Alexa device (demo only)")
+	defaultPatient := fs.String("default-patient", "", "patient of an unlinked Alexa device that sends no account-linking token (demo only)")
 	speechURL := fs.String("speech-mcp-url", "", "MCP endpoint of a remote Unsay for the speech principal (default: this server)")
 	speechToken := fs.String("speech-token", "", "bearer token for --speech-mcp-url (care.read.user only; default: minted)")
 	fs.Var(&speechPatients, "speech-patient", "patient the speech principal follows from the start (repeatable)")
@@ -87,7 +87,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	// A string, parsed here: flag.Int's own refusal of "1e3" names neither
 	// the flag's twin nor the valid forms.
 	budgetText := fs.String("alert-budget", strconv.Itoa(proactive.DefaultAlertBudget), "proactive notifications per patient per sliding hour (0: none)")
-	quiet := fs.String("quiet-hours", proactive.DefaultQuietHours, "no proactive notifications in this window, patient's time: HH:MM-HH:MM, or off")
+	quiet := fs.String("quiet-hours", proactive.DefaultQuietHours, "no proactive notifications in this window, patient's time: HH:MM-HH:MM (start and end differ), or off")
 	tz := fs.String("time-zone", proactive.DefaultTimeZone, "the patient's IANA time zone, for quiet hours")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	adminAddr := fs.String("admin-addr", "", "operators' listen address for readiness details and /metrics (off when empty; keep it private)")
@@ -107,9 +107,15 @@ func cmdServe(ctx context.Context, args []string) error {
 		bad("addr", "%q is not host:port, e.g. 127.0.0.1:8080 (port 0 picks a free one)", *addr)
 	}
 	if *publicURL != "" {
-		if err := checkBaseURL(*publicURL); err != nil {
+		// A path is valid only with an external authorization server: the
+		// embedded one's issuer is the public URL, and an issuer has none.
+		external := *tokenJWKS != "" || strings.TrimSpace(*tokenPublicKey) != ""
+		if err := checkBaseURL(*publicURL); err != nil && external {
 			bad("public-url", "%q is malformed: %v; want http(s)://host[:port][/path], e.g. https://care.example.org", *publicURL, err)
-		} else if p := urlPath(*publicURL); p != "" && *tokenJWKS == "" && strings.TrimSpace(*tokenPublicKey) == "" {
+		} else if err != nil {
+			bad("public-url", "%q is malformed: %v; want http(s)://host[:port] without a path, e.g. https://care.example.org "+
+				"(a path needs an external authorization server: --authorization-server with --token-jwks-url)", *publicURL, err)
+		} else if p := urlPath(*publicURL); p != "" && !external {
 			// The embedded authorization server's issuer is the public URL,
 			// and an issuer has no path (oauth.New refuses one later, less plainly).
 			bad("public-url", "%q has a path (%s): the embedded authorization server's issuer is the public URL and must be http(s)://host[:port] without a path; "+
@@ -158,7 +164,10 @@ func cmdServe(ctx context.Context, args []string) error {
 		bad("time-zone", "%q is not an IANA time zone: want a name such as Europe/London or America/New_York", *tz)
 		loc = time.UTC
 	}
-	if _, err := proactive.ParseQuietHours(*quiet, loc); err != nil {
+	if _, err := proactive.ParseQuietHours(*quiet, loc); errors.Is(err, proactive.ErrQuietHoursEmpty) {
+		bad("quiet-hours", "%q starts when it ends: an empty window, or all day? Give a window that ends at another time, e.g. 21:00-08:00; "+
+			"off for no quiet hours; --alert-budget 0 for no proactive notifications at all", *quiet)
+	} else if err != nil {
 		bad("quiet-hours", "%q: want HH:MM-HH:MM in 24-hour time (00:00–23:59), e.g. 21:00-08:00, or off", *quiet)
 	}
 	var level slog.Level

@@ -527,6 +527,60 @@ func TestWrite_ReplayedSignedWriteIsAppliedOnceAndAnsweredWithTheSameBody(t *tes
 	}
 }
 
+// P-12: a signed write whose review date (staleAfter) is a few seconds
+// ahead is stored; its retry — the same signed request, within the
+// signature window — arrives after that review date has passed. The first
+// write is stored, so the retry is its replay: 200, "replayed", the first
+// answer, nothing written, audited as a replay — not 400 for a review
+// date that was ahead when the write was accepted. Twin: a new write (a
+// fresh signature, so a new idempotency key) with the same, now past,
+// staleAfter is still 400 naming staleAfter, with its audit row, and
+// writes nothing.
+func TestWrite_ARetryOfAStoredSignedWriteAfterItsStaleAfterPassedIsTheReplay(t *testing.T) {
+	f := newFixture(t)
+	body := writeBody(func(m map[string]any) { m["staleAfter"] = f.now.Add(20 * time.Second).Format(time.RFC3339) })
+	ts := f.now.Unix()
+	first := f.signed(body, ts)
+	if first.status != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	versions := f.versions("care://ray/weight_bearing")
+	f.clock.Advance(time.Minute) // the review date has passed; the signature is still in its window
+
+	seq := f.auditSeq()
+	retry := f.signed(body, ts)
+	if retry.status != http.StatusOK {
+		t.Fatalf("retry: status = %d, want 200 (the replay): %s", retry.status, retry.body)
+	}
+	a, b := first.json(t), retry.json(t)
+	if b["replayed"] != true {
+		t.Fatalf("retry answer lacks replayed:true: %s", retry.body)
+	}
+	delete(b, "replayed")
+	if !mapsEqual(a, b) {
+		t.Fatalf("retry body %v differs from the first %v", b, a)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != versions {
+		t.Fatalf("versions = %d, want %d (applied once)", n, versions)
+	}
+	if row := f.oneAuditRow(seq); row.Reason != store.ReasonReplay || row.Outcome != "refused" || row.Actor != ActorHMAC {
+		t.Fatalf("retry audit row = %+v", row)
+	}
+
+	seq = f.auditSeq()
+	fresh := f.signed(body, f.clock.Now().Unix())
+	var e errorBody
+	if err := json.Unmarshal(fresh.body, &e); fresh.status != http.StatusBadRequest || err != nil || e.Field != "staleAfter" || !strings.Contains(e.Error, "must be in the future") {
+		t.Fatalf("a new write with a past staleAfter: %d %s, want 400 naming staleAfter", fresh.status, fresh.body)
+	}
+	if row := f.oneAuditRow(seq); row.Reason != store.ReasonInvalid || row.Outcome != "refused" || row.Actor != ActorHMAC {
+		t.Fatalf("new write audit row = %+v", row)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != versions {
+		t.Fatalf("versions = %d, want %d (nothing written)", n, versions)
+	}
+}
+
 func TestWrite_IdenticalWriteIs200UnchangedWithAnAuditRowAndNoNewVersion(t *testing.T) {
 	sealer, err := envelope.NewLocal(bytes.Repeat([]byte{7}, envelope.MinMasterKeySize))
 	if err != nil {

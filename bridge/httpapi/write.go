@@ -171,7 +171,9 @@ type attempt struct {
 //     version — same value, audience, authorId, authorLabel, staleAfter and
 //     priority — (200, "unchanged": true, the current version, nothing
 //     written, audited accepted/ok), or recognises a replayed signed request
-//     through its idempotency key (200, "replayed": true, nothing written),
+//     through its idempotency key (200, "replayed": true, nothing written —
+//     also when the replay comes after the write's own staleAfter passed,
+//     which refuses a new write: store.ReplayOf),
 //     or refuses an audience change (409 audience_change, nothing written);
 //   - a store that cannot commit (a full or read-only disk, an unreachable
 //     database) is 503 with Retry-After and the reason, nothing written;
@@ -255,8 +257,23 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, verr := req.input()
+	var replay *store.PublishResult
 	if verr == nil {
 		verr = staleAfterAhead(in.StaleAfter, a.now())
+		if verr != nil && idempotencyKey != "" {
+			// A signed write retried after its own review date passed: if
+			// its first attempt was stored, this is that write's replay
+			// (the key is the signature's, so the body is the same), and
+			// it gets the replay's answer, not a refusal of what was
+			// accepted (P-12).
+			res, ok, err := a.cfg.Store.ReplayOf(r.Context(), idempotencyKey)
+			if err != nil {
+				a.log.ErrorContext(r.Context(), "write: replay lookup failed; refused as a new write", "actor", at.actor, "err", err)
+			}
+			if ok {
+				replay, verr = &res, nil
+			}
+		}
 	}
 	if verr != nil {
 		a.refuseWrite(w, r, at, http.StatusBadRequest, store.ReasonInvalid, verr.Reason, verr.Field)
@@ -290,7 +307,12 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	// durable commit per write (P-14).
 	in.Audit = &store.AuditEntry{Actor: at.actor, Via: at.via, Author: at.author}
 	started := time.Now()
-	res, err := a.cfg.Store.Publish(r.Context(), principal, in)
+	var res store.PublishResult
+	if replay != nil {
+		res, err = *replay, nil
+	} else {
+		res, err = a.cfg.Store.Publish(r.Context(), principal, in)
+	}
 	elapsed := time.Since(started)
 	var (
 		ve *store.ValidationError

@@ -79,8 +79,11 @@ type LedgerStore interface {
 	// (MarkTold) is remembered; a Confirmed entry (that later response's
 	// report) undoes the confirmation: the remembered rollback is done,
 	// or else the version is reopenable again (P-24: either order of the
-	// two reports leaves the retraction owed). It reports how many facts
-	// it re-opened.
+	// two reports leaves the retraction owed). A report of a response
+	// (LedgerMark.Response) whose report it applied within the last
+	// models.NotPlayedMemory changes nothing (finding F14: Alexa may deliver one
+	// report twice); marks without a Response are applied every time. It
+	// reports how many facts it re-opened.
 	NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error)
 	// Drop settles the pending announcement id (its words did not change):
 	// dropped, and heard moves to its to_version. A no-op when it is no

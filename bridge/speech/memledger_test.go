@@ -36,7 +36,10 @@ type memDB struct {
 	// voided: a confirming response was reported not played before its
 	// confirmation was recorded, so the next confirmation does not count
 	// (the store's speech_heard.reopenable = 2).
-	voided   map[memKey]bool
+	voided map[memKey]bool
+	// reports: per patient and response id, when its not-played report
+	// was applied, in Unix milliseconds (the store's speech_not_played).
+	reports  map[memKey]int64
 	offered  map[memKey]int
 	baseline map[memKey]int
 	followed map[string]bool
@@ -63,7 +66,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, voided: map[memKey]bool{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -409,8 +412,30 @@ func (l *memLedger) MarkTold(_ context.Context, patient, uri string, version int
 
 func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.LedgerMark, at time.Time) (n int, _ error) {
 	l.write(func(d *memDB) {
+		atMS := stampMS(at)
+		for k, when := range d.reports {
+			if when < atMS-models.NotPlayedMemory.Milliseconds() {
+				delete(d.reports, k)
+			}
+		}
+		applied := map[string]bool{}
+		for _, m := range ms {
+			if _, ok := d.reports[memKey{patient, m.Response}]; ok && m.Response != "" {
+				applied[m.Response] = true
+			}
+		}
+		defer func() {
+			for _, m := range ms {
+				if r := (memKey{patient, m.Response}); m.Response != "" && !applied[m.Response] {
+					d.reports[r] = atMS
+				}
+			}
+		}()
 		for _, m := range ms {
 			k := memKey{patient, m.URI}
+			if applied[m.Response] {
+				continue // this response's report was applied already
+			}
 			if d.heard[k] != m.Version {
 				continue // a later delivery moved heard
 			}

@@ -394,3 +394,65 @@ func TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed(t *testi
 		t.Errorf("after both reports: %q (Again %v)", got, s.Pending[0].Again)
 	}
 }
+
+// Finding F14 through the principal (P-24): S1's retraction is reported
+// not played and said again (S3, delivered); Alexa then delivers S1's
+// report a second time — same marks, same response id. The repeat
+// re-opens nothing: the next turn does not say the retraction again.
+// Twins: S3's own report (another id) re-opens it; a report whose
+// response id is malformed is refused and changes nothing.
+func TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		second  string // the second report's response id
+		reOwned bool
+	}{
+		{"S1's report again", "s1", false},
+		{"twin: S3's own report", "s3", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCare(t)
+			seedRay(f)
+			p := startPrincipal(t, f, newTestDB(t), "ray")
+			waitConnected(t, p)
+			hearAll(t, p, "ray")
+			n := f.publish(wb, "Full weight-bearing as tolerated.")
+			waitPending(t, p, wb, n)
+			s := turnOf(t, p, "ray")
+			if len(s.Pending) != 1 {
+				t.Fatalf("turn = %+v, want one retraction", s)
+			}
+			u := s.Pending[0].URI()
+			ctx := context.Background()
+			mark := models.Marked{URI: u, HeardBefore: n - 1, From: n - 1, Version: n, Response: "s1"}
+			if err := p.MarkHeard(ctx, "ray", u, n, models.Hearing{}); err != nil { // S1
+				t.Fatal(err)
+			}
+			if err := p.NotPlayed(ctx, "ray", []models.Marked{mark}); err != nil {
+				t.Fatal(err)
+			}
+			if s := turnOf(t, p, "ray"); len(s.Pending) != 1 {
+				t.Fatalf("S1's report: %+v, want the retraction owed", s.Pending)
+			}
+			if err := p.MarkHeard(ctx, "ray", u, n, models.Hearing{}); err != nil { // S3 said it again
+				t.Fatal(err)
+			}
+			bad := mark
+			bad.Response = "S1 again!"
+			if err := p.NotPlayed(ctx, "ray", []models.Marked{bad}); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("NotPlayed(malformed response id) = %v, want ErrInvalidArgument", err)
+			}
+			if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
+				t.Fatalf("a refused report re-opened %+v", s.Pending)
+			}
+			second := mark
+			second.Response = tt.second
+			if err := p.NotPlayed(ctx, "ray", []models.Marked{second}); err != nil {
+				t.Fatal(err)
+			}
+			if s := turnOf(t, p, "ray"); (len(s.Pending) == 1) != tt.reOwned {
+				t.Fatalf("after the second report: pending %+v, want owed again = %v", s.Pending, tt.reOwned)
+			}
+		})
+	}
+}

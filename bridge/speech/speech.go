@@ -233,10 +233,14 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 // version again (MarkTold) holds the rollback back until that response is
 // reported not played too — an entry with Confirmed (HeardBefore and From
 // 0) — and then it is done; either order of the two reports leaves the
-// retraction owed. Calling it twice changes nothing more. A malformed
-// patient or entry (not an unversioned care:// fact of patient, Version <
-// 1, HeardBefore or From negative or not below Version, or not 0 with
-// Confirmed) is ErrInvalidArgument and nothing is changed.
+// retraction owed. Calling it twice changes nothing more. Entries with a
+// Response already reported (the same response's report delivered again)
+// change nothing: the ledger remembers each response id whose report it
+// applied for a day (finding F14). A malformed patient or entry (not an
+// unversioned care:// fact of patient, Version < 1, HeardBefore or From
+// negative or not below Version, not 0 with Confirmed, or a Response not
+// "" nor of models.ValidID's form) is ErrInvalidArgument and nothing is
+// changed.
 func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.Marked) error {
 	if !models.ValidID(patient) {
 		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
@@ -250,7 +254,10 @@ func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.M
 			m.Confirmed && (m.HeardBefore != 0 || m.From != 0) {
 			return fmt.Errorf("%w: %s: heard before v%d, from v%d, marked v%d", ErrInvalidArgument, m.URI, m.HeardBefore, m.From, m.Version)
 		}
-		rows = append(rows, marked{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From, Version: m.Version, Confirmed: m.Confirmed})
+		if m.Response != "" && !models.ValidID(m.Response) {
+			return fmt.Errorf("%w: %s: response id %q", ErrInvalidArgument, m.URI, m.Response)
+		}
+		rows = append(rows, marked{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From, Version: m.Version, Confirmed: m.Confirmed, Response: m.Response})
 	}
 	if len(rows) == 0 {
 		return nil

@@ -49,10 +49,16 @@ type QuietHours struct {
 	Loc        *time.Location
 }
 
+// ErrQuietHoursEmpty: a quiet-hours window that starts when it ends
+// ("08:00-08:00"), which could mean none or all day; ParseQuietHours
+// refuses it. None is "off"; no notification at all is an alert budget
+// of 0.
+var ErrQuietHoursEmpty = errors.New("the window starts when it ends")
+
 // ParseQuietHours parses "HH:MM-HH:MM" (24-hour, e.g. "21:00-08:00", which
 // wraps midnight) as local times in loc; nil loc is UTC. "" or "off" means
 // no quiet hours. Any other shape, or an hour > 23 or minute > 59, is an
-// error.
+// error; a window whose start equals its end is ErrQuietHoursEmpty.
 func ParseQuietHours(s string, loc *time.Location) (QuietHours, error) {
 	if s == "" || s == "off" {
 		return QuietHours{}, nil
@@ -65,6 +71,9 @@ func ParseQuietHours(s string, loc *time.Location) (QuietHours, error) {
 	end, err2 := parseClock(b)
 	if err := errors.Join(err1, err2); err != nil {
 		return QuietHours{}, fmt.Errorf("quiet hours %q: %w", s, err)
+	}
+	if start == end {
+		return QuietHours{}, fmt.Errorf("quiet hours %q: %w", s, ErrQuietHoursEmpty)
 	}
 	if loc == nil {
 		loc = time.UTC

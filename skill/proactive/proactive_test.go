@@ -314,6 +314,33 @@ func TestQuietHours_DeferUntilTheWindowEnds(t *testing.T) {
 	}
 }
 
+// A window that starts when it ends ("08:00-08:00") could mean none or
+// all day, so it is refused (ErrQuietHoursEmpty) rather than read as
+// either; twins: a one-minute window and one across midnight are windows,
+// and "off" is none.
+func TestParseQuietHours_AWindowThatStartsWhenItEndsIsRefusedAndAOneMinuteOneIsAccepted(t *testing.T) {
+	for _, s := range []string{"08:00-08:00", "00:00-00:00", "23:59-23:59", " 8:00-08:00"} {
+		if _, err := ParseQuietHours(s, time.UTC); !errors.Is(err, ErrQuietHoursEmpty) {
+			t.Errorf("ParseQuietHours(%q) = %v, want ErrQuietHoursEmpty", s, err)
+		}
+	}
+	at := time.Date(2026, 10, 9, 8, 0, 30, 0, time.UTC)
+	for s, until := range map[string]time.Time{
+		"08:00-08:01": time.Date(2026, 10, 9, 8, 1, 0, 0, time.UTC),
+		"08:01-08:00": time.Time{}, // all day but 08:00–08:01
+		"off":         time.Time{},
+	} {
+		q, err := ParseQuietHours(s, time.UTC)
+		if err != nil {
+			t.Errorf("ParseQuietHours(%q): %v", s, err)
+			continue
+		}
+		if got := q.Until(at); !got.Equal(until) {
+			t.Errorf("%q: Until(08:00:30) = %s, want %s", s, got, until)
+		}
+	}
+}
+
 // fakeSender records sends.
 type fakeSender struct {
 	mu   sync.Mutex

@@ -65,6 +65,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
 		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
+		{"ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed", ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed},
 		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
@@ -178,6 +179,18 @@ func notPlayed(t *testing.T, l Ledger, before, from, version int) int {
 func notPlayedConfirmed(t *testing.T, l Ledger, version int) int {
 	t.Helper()
 	n, err := l.NotPlayed(context.Background(), "ray", []models.LedgerMark{{URI: WB, Version: version, Confirmed: true}}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// report is one not-played report of the response id (its marks'
+// Response) at when: what it marked of WB (heard before, from, version),
+// or with confirmed its plain telling of version.
+func report(t *testing.T, l Ledger, id string, when time.Time, confirmed bool, before, from, version int) int {
+	t.Helper()
+	n, err := l.NotPlayed(context.Background(), "ray", []models.LedgerMark{{URI: WB, HeardBefore: before, From: from, Version: version, Confirmed: confirmed, Response: id}}, when)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,6 +822,135 @@ func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewD
 				}
 			}
 			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.Offered != tt.offered {
+				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed: P-24,
+// finding F14. Alexa may deliver one response's not-played report twice
+// (a retry, a late resend), carrying the same marks and the same response
+// id. The first re-opens; the repeat re-opens nothing the first handled
+// and never undoes a delivery or a confirmation made after the first —
+// on any instance, for a day (models.NotPlayedMemory; later, a repeat is
+// applied again: the retraction once more, never lost). Twins: another
+// response's first report still re-opens, B1's double failure keeps
+// working with ids, and marks without an id (an older build's) are
+// applied every time, as before.
+func ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	s1 := func(t *testing.T, l Ledger) {
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		markHeard(t, l, 2) // S1's retraction, written in full
+	}
+	const r1, r3, r4 = "r1", "r3", "r4"
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, open func() Ledger) []int // re-opened per report
+		reopened []int
+		want     []Span
+		offered  int
+		heard    int
+	}{
+		{"a repeat after the retraction was said again and delivered re-opens nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2) // S3 said it again, written in full
+			return []int{n, report(t, l, r1, at(2), false, 1, 1, 2)}
+		}, []int{1, 0}, nil, 0, 2},
+		{"twin: the later delivery's own first report re-opens", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2)
+			return []int{n, report(t, l, r3, at(2), false, 1, 1, 2)}
+		}, []int{1, 1}, []Span{{1, 2}}, 2, 1},
+		{"a repeat on another instance after a restart re-opens nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2)
+			return []int{n, report(t, open(), r1, at(2), false, 1, 1, 2)}
+		}, []int{1, 0}, nil, 0, 2},
+		{"a repeat after a later telling confirmed the version is not held back: that telling's report re-opens nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2) // S3 said it again, played
+			markTold(t, l, 2)  // S4 told v2, confirming it
+			return []int{n, report(t, l, r1, at(2), false, 1, 1, 2), report(t, l, r4, at(3), true, 0, 0, 2)}
+		}, []int{1, 0, 0}, nil, 0, 2},
+		{"twin: the re-delivery's first report is held back and the telling's report then re-opens (B1)", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2)
+			markTold(t, l, 2)
+			return []int{n, report(t, l, r3, at(2), false, 1, 1, 2), report(t, l, r4, at(3), true, 0, 0, 2)}
+		}, []int{1, 0, 1}, []Span{{1, 2}}, 2, 1},
+		{"a repeated report of a telling does not void a later telling's confirmation", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2) // S2 told v2, confirming it
+			n := report(t, l, "r2", at(1), true, 0, 0, 2)
+			m := report(t, l, "r2", at(2), true, 0, 0, 2) // the same report again
+			markTold(t, l, 2)                             // S3 told v2, played: confirms it
+			return []int{n, m, report(t, l, r1, at(3), false, 1, 1, 2)}
+		}, []int{0, 0, 0}, nil, 0, 2},
+		{"twin: a telling's report that overtook its marking voids that confirmation: S1's report re-opens", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, "r2", at(1), true, 0, 0, 2) // before S2's marking
+			markTold(t, l, 2)                             // S2's marking, undone in advance
+			return []int{n, report(t, l, r1, at(3), false, 1, 1, 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+		{"marks without a response id (an older build's) are applied every time", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, "", at(1), false, 1, 1, 2)
+			markHeard(t, l, 2)
+			return []int{n, report(t, l, "", at(2), false, 1, 1, 2)}
+		}, []int{1, 1}, []Span{{1, 2}}, 2, 1},
+		{"a repeat within a day re-opens nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2)
+			return []int{n, report(t, l, r1, at(1).Add(models.NotPlayedMemory-time.Minute), false, 1, 1, 2)}
+		}, []int{1, 0}, nil, 0, 2},
+		{"twin: a repeat more than a day later is applied again (the safe direction)", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			markHeard(t, l, 2)
+			return []int{n, report(t, l, r1, at(1).Add(models.NotPlayedMemory+time.Minute), false, 1, 1, 2)}
+		}, []int{1, 1}, []Span{{1, 2}}, 2, 1},
+		{"a response's id is its patient's: another patient's report with that id still re-opens his", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			bob := "care://bob/weight_bearing"
+			if err := l.MarkHeard(ctx, "bob", bob, 1, models.Hearing{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.NotPlayed(ctx, "bob", []models.LedgerMark{{URI: bob, Version: 1, Response: r1}}, at(1)); err != nil {
+				t.Fatal(err)
+			}
+			return []int{report(t, l, r1, at(2), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, 2, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			if got := tt.steps(t, open); !slices.Equal(got, tt.reopened) {
+				t.Errorf("re-opened per report %v, want %v", got, tt.reopened)
+			}
+			l := open()
+			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, tt.want) {
 				t.Errorf("pending = %v, want %v", got, tt.want)
 			}
 			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.Offered != tt.offered {
