@@ -31,7 +31,7 @@ type Ledger interface {
 	Backlog(ctx context.Context) (int, error)
 	Followed(ctx context.Context, patients []string) (map[string]bool, error)
 	Follow(ctx context.Context, patient string, facts map[string]int) error
-	Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (bool, error)
+	Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard bool, unlike int, at time.Time) (bool, error)
 	Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error
 	MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error
 	MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error)
@@ -108,23 +108,54 @@ func observe(t *testing.T, l Ledger, latest int, same bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: h}, latest, same, false, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: h}, latest, same, 0, time.Time{}); err != nil {
 		t.Fatalf("Observe(v%d): %v", latest, err)
 	}
 }
 
 // observeWords observes latest with the words compared against what he
-// heard (sameHeard) and what he may have heard (sameOffered).
+// heard (sameHeard) and every version he may have heard (sameOffered: all
+// of them say latest's words; otherwise the newest does not).
 func observeWords(t *testing.T, l Ledger, latest int, sameHeard, sameOffered bool) {
+	t.Helper()
+	hs, err := l.HeardState(context.Background(), "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlike := hs.LastOffered()
+	if sameOffered {
+		unlike = 0
+	}
+	observeUnlike(t, l, latest, sameHeard, unlike)
+}
+
+// observeUnlike observes latest with the words compared against what he
+// heard (sameHeard) and what he may have heard: unlike is the newest
+// offered version whose words differ from latest's (0: none).
+func observeUnlike(t *testing.T, l Ledger, latest int, sameHeard bool, unlike int) {
 	t.Helper()
 	ctx := context.Background()
 	hs, err := l.HeardState(ctx, "ray", WB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Observe(ctx, "ray", WB, hs, latest, sameHeard, sameOffered, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "ray", WB, hs, latest, sameHeard, unlike, time.Time{}); err != nil {
 		t.Fatalf("Observe(v%d): %v", latest, err)
 	}
+}
+
+// sameFact reports whether a and b hold the same versions (a nil and an
+// empty offered list alike).
+func sameFact(a, b models.FactLedger) bool {
+	return a.Heard == b.Heard && a.Baseline == b.Baseline && slices.Equal(a.Offered, b.Offered)
+}
+
+// offeredList is the offered versions a case expects: n alone, none for 0.
+func offeredList(n int) []int {
+	if n == 0 {
+		return nil
+	}
+	return []int{n}
 }
 
 func markHeard(t *testing.T, l Ledger, v int) {
@@ -344,21 +375,21 @@ func ObserveRefusesADecisionMadeOnAStaleHeardVersion(t *testing.T, newDB NewDB) 
 	l := newDB(t)()
 	ctx := context.Background()
 	markHeard(t, l, 2)
-	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 1}, 3, false, false, time.Time{}); !errors.Is(err, models.ErrHeardMoved) {
+	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 1}, 3, false, 0, time.Time{}); !errors.Is(err, models.ErrHeardMoved) {
 		t.Fatalf("Observe with heard 1 after MarkHeard(2) = %v, want ErrHeardMoved", err)
 	}
 	if got := pendingSpans(t, l, "ray"); got != nil {
 		t.Fatalf("a refused Observe queued %v", got)
 	}
 	// Twin: with the right heard version it queues.
-	if changed, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 2}, 3, false, false, time.Time{}); err != nil || !changed {
+	if changed, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 2}, 3, false, 0, time.Time{}); err != nil || !changed {
 		t.Fatalf("Observe = %v, %v; want a change", changed, err)
 	}
 	if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []Span{{2, 3}}) {
 		t.Fatalf("pending = %v", got)
 	}
 	// And reading it again changes nothing.
-	if changed, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 2}, 3, false, false, time.Time{}); err != nil || changed {
+	if changed, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 2}, 3, false, 0, time.Time{}); err != nil || changed {
 		t.Fatalf("Observe again = %v, %v; want no change", changed, err)
 	}
 }
@@ -371,7 +402,7 @@ func SurvivesReopeningTheDatabase(t *testing.T, newDB NewDB) {
 	markHeard(t, l, 1)
 	observe(t, l, 3, false)
 	other := "care://ray/anticoagulant"
-	if _, err := l.Observe(ctx, "ray", other, models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "ray", other, models.HeardState{}, 1, false, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -406,7 +437,7 @@ func SurvivesReopeningTheDatabase(t *testing.T, newDB NewDB) {
 func KeepsPatientsApart(t *testing.T, newDB NewDB) {
 	l := newDB(t)()
 	ctx := context.Background()
-	if _, err := l.Observe(ctx, "bob", "care://bob/weight_bearing", models.HeardState{}, 2, false, false, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "bob", "care://bob/weight_bearing", models.HeardState{}, 2, false, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingSpans(t, l, "ray"); got != nil {
@@ -434,7 +465,7 @@ func OfferAndRevertAcrossInstances(t *testing.T, newDB NewDB) {
 	markHeard(t, l, 1)
 	observe(t, l, 2, false)
 	observe(t, l, 3, false) // stacked
-	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", models.HeardState{}, 1, false, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingSpans(t, l, "ray"); len(got) != 2 || got[0] != (Span{1, 3}) || got[1] != (Span{0, 1}) {
@@ -462,7 +493,7 @@ func OfferAndRevertAcrossInstances(t *testing.T, newDB NewDB) {
 	if rows, err := l.Pending(ctx, "ray"); err != nil || len(rows) != 1 || !rows[0].Offered {
 		t.Fatalf("offered pending = %+v, %v", rows, err)
 	}
-	if f, err := l.Facts(ctx, "ray"); err != nil || f[WB] != (models.FactLedger{Heard: 4, Offered: 5}) || f["care://ray/exercise"] != (models.FactLedger{Heard: 1}) {
+	if f, err := l.Facts(ctx, "ray"); err != nil || !sameFact(f[WB], models.FactLedger{Heard: 4, Offered: []int{5}}) || !sameFact(f["care://ray/exercise"], models.FactLedger{Heard: 1}) {
 		t.Fatalf("facts = %+v, %v", f, err)
 	}
 	observeWords(t, l, 6, true, false) // v6 has v4's words
@@ -530,12 +561,12 @@ func AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T, newDB 
 		l.OnWrite(func() { writes.Add(1) })
 		offeredTold(t, l, 2)
 		offeredTold(t, l, 1)
-		if hs, _ := l.HeardState(ctx, "ray", WB); writes.Load() != 0 || hs.Offered != 0 {
-			t.Errorf("%d writes, offered v%d: want none", writes.Load(), hs.Offered)
+		if hs, _ := l.HeardState(ctx, "ray", WB); writes.Load() != 0 || len(hs.Offered) != 0 {
+			t.Errorf("%d writes, offered %v: want none", writes.Load(), hs.Offered)
 		}
 		offeredTold(t, l, 3) // twin: a version he has not heard is written
-		if hs, _ := l.HeardState(ctx, "ray", WB); writes.Load() != 1 || hs.Offered != 3 {
-			t.Errorf("%d writes, offered v%d: want one, v3", writes.Load(), hs.Offered)
+		if hs, _ := l.HeardState(ctx, "ray", WB); writes.Load() != 1 || !slices.Equal(hs.Offered, []int{3}) {
+			t.Errorf("%d writes, offered %v: want one, v3", writes.Load(), hs.Offered)
 		}
 		if changed, err := l.MarkTold(ctx, "ray", WB, 2, models.Hearing{}); err != nil || changed || writes.Load() != 1 {
 			t.Errorf("MarkTold of a version he heard = %v, %v after %d writes; want no change, no write", changed, err, writes.Load())
@@ -549,8 +580,8 @@ func AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T, newDB 
 		markHeard(t, l, 1)
 		observe(t, l, 2, false)
 		offeredTold(t, l, 2)
-		if hs, _ := l.HeardState(ctx, "ray", WB); hs.Offered != 0 {
-			t.Errorf("offered v%d while the retraction is pending", hs.Offered)
+		if hs, _ := l.HeardState(ctx, "ray", WB); len(hs.Offered) != 0 {
+			t.Errorf("offered %v while the retraction is pending", hs.Offered)
 		}
 		if changed, err := l.MarkTold(ctx, "ray", WB, 2, models.Hearing{}); err != nil || changed {
 			t.Errorf("MarkTold past the retraction = %v, %v; want no change", changed, err)
@@ -659,8 +690,8 @@ func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("pending = %v, want %v", got, tt.want)
 			}
-			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.Offered != tt.offered {
-				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || !slices.Equal(hs.Offered, offeredList(tt.offered)) {
+				t.Errorf("heard %d offered %v, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
 			}
 		})
 	}
@@ -811,8 +842,8 @@ func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewD
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("pending = %v, want %v", got, tt.want)
 			}
-			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.Offered != tt.offered {
-				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || !slices.Equal(hs.Offered, offeredList(tt.offered)) {
+				t.Errorf("heard %d offered %v, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
 			}
 		})
 	}
@@ -870,7 +901,7 @@ func FollowRecordsTheBaselineOnce(t *testing.T, newDB NewDB) {
 	if f, err := l.Followed(ctx, []string{"ray", "bob"}); err != nil || !f["ray"] || f["bob"] {
 		t.Fatalf("followed = %v, %v; want ray only", f, err)
 	}
-	if f, err := l.Facts(ctx, "ray"); err != nil || f[WB] != (models.FactLedger{Baseline: 2}) {
+	if f, err := l.Facts(ctx, "ray"); err != nil || !sameFact(f[WB], models.FactLedger{Baseline: 2}) {
 		t.Fatalf("facts = %+v, %v; want baseline 2", f, err)
 	}
 	observe(t, l, 2, false)
@@ -900,7 +931,7 @@ func DeliveryLogRecordsWhenAndHowEachVersionReachedRay(t *testing.T, newDB NewDB
 	if err := l.MarkHeard(ctx, "ray", WB, 1, models.Hearing{At: at(0), Device: models.DeviceScreen, Via: models.ViaAsked}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 1}, 2, false, false, at(12)); err != nil {
+	if _, err := l.Observe(ctx, "ray", WB, models.HeardState{Heard: 1}, 2, false, 0, at(12)); err != nil {
 		t.Fatal(err)
 	}
 	rec := delivery(t, l)
@@ -977,7 +1008,7 @@ func DeliveryLogMarksUnchangedWordsAndKeepsFactsApart(t *testing.T, newDB NewDB)
 	}
 	// Twin: changed words are pending, and another fact's log is its own.
 	other := "care://ray/exercise"
-	if _, err := l.Observe(ctx, "ray", other, models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "ray", other, models.HeardState{}, 1, false, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := l.Delivery(ctx, "ray", other)
@@ -1004,7 +1035,7 @@ func DeliveryChangesFollowTheLogFromACursor(t *testing.T, newDB NewDB) {
 	markHeard(t, l, 1)
 	from, _ := l.DeliveryCursor(ctx)
 	observe(t, l, 2, false)
-	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", models.HeardState{}, 1, false, false, time.Time{}); err != nil {
+	if _, err := l.Observe(ctx, "ray", "care://ray/exercise", models.HeardState{}, 1, false, 0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := l.DeliveryChanges(ctx, from, 10)
