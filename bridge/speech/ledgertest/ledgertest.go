@@ -62,6 +62,8 @@ func Run(t *testing.T, newDB NewDB) {
 		{"KeepsPatientsApart", KeepsPatientsApart},
 		{"OfferAndRevertAcrossInstances", OfferAndRevertAcrossInstances},
 		{"AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision", AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision},
+		{"TwoUnconfirmedOffersInARowAreBothKeptToWithdraw", TwoUnconfirmedOffersInARowAreBothKeptToWithdraw},
+		{"AConfirmedOfferClearsTheOffersUpToIt", AConfirmedOfferClearsTheOffersUpToIt},
 		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
 		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
@@ -501,6 +503,151 @@ func OfferAndRevertAcrossInstances(t *testing.T, newDB NewDB) {
 	rows, err := l.Pending(ctx, "ray")
 	if err != nil || len(rows) != 1 || rows[0].From != 5 || rows[0].To != 6 || rows[0].Offered {
 		t.Fatalf("after the revert and the delivery pending = %+v, %v; want 5 → 6, not again", rows, err)
+	}
+}
+
+// twoUnconfirmed: Ray heard v1 for certain; v2's retraction was offered
+// and the process died before MarkHeard; v3's (withdrawing v2) was
+// offered and it died again.
+func twoUnconfirmed(t *testing.T, l Ledger) {
+	t.Helper()
+	markHeard(t, l, 1)
+	observe(t, l, 2, false)
+	offered(t, l, 2)
+	observeUnlike(t, l, 3, false, 2)
+	offered(t, l, 3)
+}
+
+func heardState(t *testing.T, l Ledger) models.HeardState {
+	t.Helper()
+	hs, err := l.HeardState(context.Background(), "ray", WB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
+// TwoUnconfirmedOffersInARowAreBothKeptToWithdraw: finding F10 (P-19,
+// P-24). After two unconfirmed deliveries in a row (v2, then v3) the
+// ledger holds both as versions he may have heard — the second offer
+// never replaces the first — on every instance and after a restart, so
+// the next revision's retraction can withdraw v2's words as well as v3's
+// and v1's. It withdraws from the newest offer whose words differ from
+// the latest: v3, or v2 when v3 says the latest's words (never from v1,
+// which would leave v2 standing); with every offer and v1 saying the
+// latest's words there is nothing to say.
+func TwoUnconfirmedOffersInARowAreBothKeptToWithdraw(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name      string
+		sameHeard bool
+		unlike    int // the newest offer whose words differ from v4's
+		want      []Span
+		heard     int
+	}{
+		{"v4 unlike all: from v3", false, 3, []Span{{3, 4}}, 1},
+		{"v4 says v3's words: from v2", false, 2, []Span{{2, 4}}, 1},
+		{"v4 says v3's and v1's words: still from v2", true, 2, []Span{{2, 4}}, 1},
+		{"twin: v4 says the words of both offers and of v1: nothing to say", true, 0, nil, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			l := open()
+			twoUnconfirmed(t, l)
+			for _, h := range []Ledger{l, open()} { // another instance, or after a restart
+				if hs := heardState(t, h); !hs.Equal(models.HeardState{Heard: 1, Offered: []int{2, 3}}) {
+					t.Fatalf("heard state %+v, want heard 1 and both offers, 2 and 3", hs)
+				}
+				if f, err := h.Facts(ctx, "ray"); err != nil || !sameFact(f[WB], models.FactLedger{Heard: 1, Offered: []int{2, 3}}) {
+					t.Fatalf("facts %+v, %v: want heard 1 and both offers", f, err)
+				}
+				if rows, err := h.Pending(ctx, "ray"); err != nil || len(rows) != 1 || rows[0].From != 2 || rows[0].To != 3 || !rows[0].Offered {
+					t.Fatalf("pending %+v, %v: want 2 → 3, said again", rows, err)
+				}
+			}
+			observeUnlike(t, open(), 4, tt.sameHeard, tt.unlike)
+			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, tt.want) {
+				t.Errorf("after v4 pending = %v, want %v", got, tt.want)
+			}
+			hs := heardState(t, l)
+			if tt.want == nil {
+				if !hs.Equal(models.HeardState{Heard: 4}) {
+					t.Errorf("settled: heard state %+v, want heard 4 and no offer", hs)
+				}
+				return
+			}
+			if !hs.Equal(models.HeardState{Heard: tt.heard, Offered: []int{2, 3}}) {
+				t.Errorf("heard state %+v, want heard %d and offers 2 and 3 still", hs, tt.heard)
+			}
+			if rows, err := l.Pending(ctx, "ray"); err != nil || len(rows) != 1 || !rows[0].Offered {
+				t.Errorf("pending %+v, %v: want it said again", rows, err)
+			}
+		})
+	}
+	t.Run("an unlike that was never offered is refused", func(t *testing.T) {
+		l := newDB(t)()
+		twoUnconfirmed(t, l)
+		hs := heardState(t, l)
+		if _, err := l.Observe(ctx, "ray", WB, hs, 4, false, 1, time.Time{}); err == nil {
+			t.Errorf("Observe with unlike v1 (heard, not offered) succeeded")
+		}
+		if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []Span{{2, 3}}) {
+			t.Errorf("after the refusal pending = %v, want 2 → 3 unchanged", got)
+		}
+	})
+	t.Run("a re-opened response adds its version to the offers", func(t *testing.T) {
+		l := newDB(t)()
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offered(t, l, 2)
+		markHeard(t, l, 2) // delivered… then reported not played
+		observe(t, l, 3, false)
+		offered(t, l, 3) // v3's retraction offered, unconfirmed
+		if n := notPlayed(t, l, 1, 1, 2); n != 1 {
+			t.Fatalf("re-opened %d, want 1", n)
+		}
+		if hs := heardState(t, l); !hs.Equal(models.HeardState{Heard: 1, Offered: []int{2, 3}}) {
+			t.Errorf("heard state %+v, want heard 1 and offers 2 and 3", hs)
+		}
+	})
+}
+
+// AConfirmedOfferClearsTheOffersUpToIt: the positive twin of
+// TwoUnconfirmedOffersInARowAreBothKeptToWithdraw (P-24). A confirmed
+// delivery of a version clears every offer up to it — he heard it, so
+// they are no longer in doubt — and keeps the newer ones; a confirmed
+// delivery of the newest clears them all, and the next revision withdraws
+// only what he heard.
+func AConfirmedOfferClearsTheOffersUpToIt(t *testing.T, newDB NewDB) {
+	for _, tt := range []struct {
+		name    string
+		confirm func(t *testing.T, l Ledger)
+		want    models.HeardState
+		next    []Span // after v4, unlike all
+	}{
+		{"the newest confirmed (MarkHeard): all cleared", func(t *testing.T, l Ledger) { markHeard(t, l, 3) }, models.HeardState{Heard: 3}, []Span{{3, 4}}},
+		{"the earlier confirmed (a late MarkHeard): the newer kept", func(t *testing.T, l Ledger) { markHeard(t, l, 2) }, models.HeardState{Heard: 2, Offered: []int{3}}, []Span{{3, 4}}},
+		{"the newest told and confirmed (MarkTold) after the retraction was heard: all cleared", func(t *testing.T, l Ledger) {
+			markHeard(t, l, 3)
+			offeredTold(t, l, 3)
+			markTold(t, l, 3)
+		}, models.HeardState{Heard: 3}, []Span{{3, 4}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newDB(t)()
+			twoUnconfirmed(t, l)
+			tt.confirm(t, l)
+			if hs := heardState(t, l); !hs.Equal(tt.want) {
+				t.Fatalf("heard state %+v, want %+v", hs, tt.want)
+			}
+			hs := heardState(t, l)
+			if _, err := l.Observe(context.Background(), "ray", WB, hs, 4, false, hs.LastOffered(), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, tt.next) {
+				t.Errorf("after v4 pending = %v, want %v", got, tt.next)
+			}
+		})
 	}
 }
 
