@@ -302,7 +302,9 @@ func TestAnnouncement_ARetractionFromWordsHeMayHaveHeardAlsoWithdrawsTheWordsHeW
 // certain are always quoted. Twin: with no MayAlso the F3 wording stands.
 func TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted(t *testing.T) {
 	t.Parallel()
-	v := func(n int, value string) Version { return wb(n, value, "Sarah Okafor, physio", time.Duration(10-n)*time.Hour) }
+	v := func(n int, value string) Version {
+		return wb(n, value, "Sarah Okafor, physio", time.Duration(10-n)*time.Hour)
+	}
 	v1, v2, v3, v4, v5, v6 := v(1, "Toe-touch weight-bearing."), v(2, "Partial weight-bearing."), v(3, "Non-weight-bearing."),
 		v(4, "Walk with two crutches."), v(5, "Walk with one crutch."), v(6, "Walk with a stick.")
 	cur := wb(7, "Walk without aids.", "Sarah Okafor, physio", time.Minute)
