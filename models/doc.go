@@ -166,7 +166,14 @@
 //     TestSpeechSafety_ARevisionWhileAPartOfALongRetractionIsHeldRestartsItFromTheNewWords,
 //     TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo,
 //     TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed,
-//     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed.
+//     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed,
+//     TestDecide_WithdrawsWhatRayHeardOrMayHaveHeardOnceAndNeverHisStartingPoint (two offers in a row),
+//     TestHeardLedger_KeepsTheLedgerContract and TestMemLedger_KeepsTheLedgerContract
+//     (TwoUnconfirmedOffersInARowAreBothKeptToWithdraw, AConfirmedOfferClearsTheOffersUpToIt),
+//     TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted,
+//     TestWithdraw_TwoUnconfirmedOffersInARowAreBothWithdrawn,
+//     TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard,
+//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
