@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Announcement is something the patient must hear before anything else on
 // his next turn: a fact that changed since the version he last heard, or
@@ -27,6 +30,61 @@ type Announcement struct {
 	// so the words he was told are never left standing (P-19, P-24). Nil
 	// otherwise.
 	Told *Version
+	// MayAlso are the other versions he may have heard — offered in
+	// responses whose delivery was never confirmed, besides Heard — each
+	// with words unlike those of Heard, Told, Current and one another,
+	// oldest first: the retraction withdraws them too, as words he may
+	// have been told (P-19, P-24; finding F10: after two unconfirmed
+	// deliveries in a row the first is withdrawn as well as the second).
+	// Nil when there are none.
+	MayAlso []Version
+	// Earlier: versions he may have heard older than those quoted were
+	// left unquoted — more than MaxMayHaveQuoted, or not readable back —
+	// so the retraction says it withdraws earlier versions too.
+	Earlier bool
+}
+
+// MaxMayHaveQuoted bounds how many wordings a retraction quotes as ones
+// he may have heard (Heard when HeardUnsure, and MayAlso): more would make
+// it too long to follow. The newest are quoted — always including Heard,
+// the newest such — and the rest withdrawn as "earlier versions"; what he
+// heard for certain is always quoted (P-19, P-24).
+const MaxMayHaveQuoted = 3
+
+// Withdrawal is what a retraction withdraws, as it is said and shown:
+// the words he heard for certain (Told; nil when it withdraws none), then
+// those he may have heard (MayHave, oldest first, at most
+// MaxMayHaveQuoted), and whether earlier versions he may have heard are
+// withdrawn unquoted (Earlier).
+type Withdrawal struct {
+	Told    *Version
+	MayHave []Version
+	Earlier bool
+}
+
+// Withdrawn is what a's retraction withdraws (a.Heard must be set): Heard
+// as told — with MayAlso as words he may have heard — or, when
+// HeardUnsure, Told as told and Heard with MayAlso as words he may have
+// heard; only the newest MaxMayHaveQuoted of those are quoted, the rest
+// said as earlier versions (Earlier). The words he heard for certain are
+// never left out.
+func (a Announcement) Withdrawn() Withdrawal {
+	w := Withdrawal{Told: a.Heard, Earlier: a.Earlier}
+	may := slices.Clone(a.MayAlso)
+	if a.HeardUnsure {
+		w.Told = a.Told
+		if a.Heard != nil {
+			may = append(may, *a.Heard)
+		}
+	}
+	slices.SortStableFunc(may, func(x, y Version) int { return x.N - y.N })
+	if n := len(may) - MaxMayHaveQuoted; n > 0 {
+		may, w.Earlier = may[n:], true
+	}
+	if len(may) > 0 {
+		w.MayHave = may
+	}
+	return w
 }
 
 // Offer is something put in a response about to be written to Alexa
@@ -80,8 +138,10 @@ type Marked struct {
 func (a Announcement) URI() URI { return a.Current.FactURI() }
 
 // Render returns the sentence to speak at now: RenderRetraction(heard,
-// current) when he heard an older version — with Told, the words he heard
-// for certain first, then those he may have heard — RenderFirstHearing otherwise,
+// current) when he heard an older version — withdrawing a.Withdrawn():
+// the words he heard for certain first, then those he may have heard
+// ("I told you: “…” I may also have told you: “…”, “…” and “…”, and
+// earlier versions.") — RenderFirstHearing otherwise,
 // each judging Current's review date at now (P-24). With Again it opens
 // "Stop — as I may not have told you properly: …" (a first hearing: "As I
 // may not have told you properly: your …"). It returns ErrUnchanged when
@@ -89,11 +149,7 @@ func (a Announcement) URI() URI { return a.Current.FactURI() }
 // ErrAssistantAudience for an assistant-only version.
 func (a Announcement) Render(now time.Time) (string, error) {
 	if a.Heard != nil {
-		var told *Version
-		if a.HeardUnsure {
-			told = a.Told
-		}
-		return renderRetraction(*a.Heard, a.Current, now, a.Again, a.HeardUnsure, told)
+		return renderRetraction(*a.Heard, a.Current, now, a.Again, a.Withdrawn())
 	}
 	s, err := RenderFirstHearing(a.Current, now)
 	if err != nil || !a.Again {

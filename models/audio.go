@@ -79,7 +79,7 @@ func SameSound(a, b *Audio) bool {
 //
 // The skill plays the new clip after it ("Here is the new one."). It is
 // ErrUnchanged only when both the words and the sound are the same.
-func renderClipRetraction(heard, current Version, now time.Time, again, unsure bool, told *Version) (string, error) {
+func renderClipRetraction(heard, current Version, now time.Time, again bool, w Withdrawal) (string, error) {
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) && SameSound(heard.Audio, current.Audio) {
 		return "", ErrUnchanged
 	}
@@ -88,7 +88,7 @@ func renderClipRetraction(heard, current Version, now time.Time, again, unsure b
 	if again {
 		stop = fmt.Sprintf("Stop — %s: your %s has changed.", RedeliveryPhrase, topic)
 	}
-	parts := []string{stop, withdrawn(heard, unsure, told)}
+	parts := []string{stop, withdrawn(w)}
 	age := SpokenAge(now.Sub(current.WrittenAt))
 	who := Appositive(speaker(current.AuthorLabel))
 	if current.IsStale(now) {

@@ -171,7 +171,14 @@
 //     (TestHeardLedger_KeepsTheLedgerContract, TestMemLedger_KeepsTheLedgerContract),
 //     TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID,
 //     TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince,
-//     TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDeliveryConfirmed.
+//     TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDeliveryConfirmed,
+//     TestDecide_WithdrawsWhatRayHeardOrMayHaveHeardOnceAndNeverHisStartingPoint (two offers in a row),
+//     TestHeardLedger_KeepsTheLedgerContract and TestMemLedger_KeepsTheLedgerContract
+//     (TwoUnconfirmedOffersInARowAreBothKeptToWithdraw, AConfirmedOfferClearsTheOffersUpToIt),
+//     TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted,
+//     TestWithdraw_TwoUnconfirmedOffersInARowAreBothWithdrawn,
+//     TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard,
+//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -16,14 +17,42 @@ import (
 var ErrHeardMoved = errors.New("speech: heard version moved")
 
 // HeardState is what Ray heard of one fact: the version he heard for
-// certain (Heard) and the one he may have heard (Offered: put in a
-// response whose delivery is unconfirmed); 0 for none.
-type HeardState struct{ Heard, Offered int }
+// certain (Heard; 0 for none) and every version he may have heard
+// (Offered: each put in a response whose delivery was never confirmed,
+// since the last confirmed one), ascending; nil for none (P-24, finding
+// F10: a second unconfirmed offer never hides the first).
+type HeardState struct {
+	Heard   int
+	Offered []int
+}
+
+// LastOffered is the newest version he may have heard, 0 if none.
+func (h HeardState) LastOffered() int { return lastOf(h.Offered) }
+
+// Equal reports whether h and o are the same state.
+func (h HeardState) Equal(o HeardState) bool {
+	return h.Heard == o.Heard && slices.Equal(h.Offered, o.Offered)
+}
 
 // FactLedger is what the ledger holds about one fact of a patient: the
-// version he heard for certain, the one he may have heard and his
-// baseline (the version he was first followed at); 0 for none.
-type FactLedger struct{ Heard, Offered, Baseline int }
+// version he heard for certain, every version he may have heard
+// (ascending, as HeardState.Offered) and his baseline (the version he was
+// first followed at); 0 or nil for none.
+type FactLedger struct {
+	Heard    int
+	Offered  []int
+	Baseline int
+}
+
+// LastOffered is the newest version he may have heard, 0 if none.
+func (f FactLedger) LastOffered() int { return lastOf(f.Offered) }
+
+func lastOf(vs []int) int {
+	if len(vs) == 0 {
+		return 0
+	}
+	return vs[len(vs)-1]
+}
 
 // QueuedAnnouncement is one pending announcement as the ledger stores it:
 // its queue id (stable across restarts), the patient, the fact (an
@@ -92,15 +121,19 @@ type DeliveryChange struct {
 //   - Heard: the version whose words he last heard for certain — the last
 //     response confirmed delivered (written in full to Alexa) that carried
 //     it, even when a newer version was current by then;
-//   - Offered: the version he may have heard — put in a response whose
-//     delivery was never confirmed (a crash or a failed write between
-//     writing it and the ledger's commit, or a turn still under way).
+//   - Offered: the versions he may have heard — each put in a response
+//     whose delivery was never confirmed (a crash or a failed write between
+//     writing it and the ledger's commit, or a turn still under way), all
+//     of them kept until a confirmed delivery reaches them.
 //
 // A later version is compared with the words of both: it withdraws the
 // words he may have heard when they differ from it (a quick revert during
 // his turn withdraws the instruction the turn told him, not nothing), and
 // is said saying so ("as I may not have told you properly") while the
-// offer is unconfirmed (P-19).
+// offer is unconfirmed (P-19). The announcement withdraws from the newest
+// offered version whose words differ from the latest (Unlike); when the
+// retraction is spoken the words of every other offered version are
+// withdrawn with it (bridge/speech's Turn, Announcement.MayAlso).
 
 // Window is an announcement's versions: from the one whose words it
 // withdraws (0: none — a first hearing) to the latest.
@@ -111,13 +144,17 @@ type Window struct{ From, To int }
 type Observation struct {
 	Latest   int // the version just read: the fact's current version
 	Heard    int // the version Ray last heard for certain; 0 if never
-	Offered  int // the version he may have heard (offered, delivery unconfirmed); 0 if none
+	Offered  int // the newest version he may have heard (offered, delivery unconfirmed); 0 if none
 	Baseline int // the version the fact had when he was first followed; 0 if it did not exist then
 	// SameAsHeard: the words of Heard and Latest are the same (meaningful
-	// when Heard > 0); SameAsOffered: those of Offered and Latest
-	// (meaningful when Offered > 0).
-	SameAsHeard, SameAsOffered bool
-	Pending                    *Window // the announcement already queued for the fact, if any
+	// when Heard > 0).
+	SameAsHeard bool
+	// Unlike is the newest of the versions he may have heard whose words
+	// differ from Latest's — Offered itself, or an earlier unconfirmed
+	// offer when Offered says Latest's words; 0 when every one says them
+	// (or none was offered).
+	Unlike  int
+	Pending *Window // the announcement already queued for the fact, if any
 }
 
 // VerdictKind is what Decide tells the ledger to do.
@@ -144,11 +181,13 @@ type Verdict struct {
 //   - never heard nor offered, and Latest ≤ Baseline: his starting point,
 //     not news — nothing, on the first sync and after any reconnect or
 //     restart.
-//   - offered, unconfirmed: the latest words equal both what he may have
-//     heard and what he heard for certain — nothing to say, settle; equal
-//     to what he may have heard only (or he never heard any before) — the
-//     announcement runs from Heard, as offered; otherwise it withdraws the
-//     words he may have heard: from Offered to Latest.
+//   - offered, unconfirmed: the latest words differ from those of a
+//     version he may have heard — the announcement withdraws them: from
+//     Unlike (the newest such) to Latest; they equal the words of every
+//     version he may have heard and what he heard for certain — nothing to
+//     say, settle; those of every version he may have heard only (or he
+//     never heard any before) — the announcement runs from Heard, as
+//     offered.
 //   - heard, and the words did not change: nothing to say — settle (any
 //     pending announcement is dropped and heard moves to Latest).
 //   - otherwise one announcement from Heard (0: a first hearing) to the
@@ -166,13 +205,8 @@ func Decide(o Observation) Verdict {
 	}
 	from := o.Heard
 	switch {
-	case o.Offered > 0:
-		switch {
-		case o.SameAsOffered && o.Heard > 0 && o.SameAsHeard:
-			return Verdict{Kind: Settle, At: Window{From: o.Heard, To: o.Latest}}
-		case !o.SameAsOffered:
-			from = o.Offered
-		}
+	case o.Unlike > 0:
+		from = o.Unlike
 	case o.Heard > 0 && o.SameAsHeard:
 		return Verdict{Kind: Settle, At: Window{From: o.Heard, To: o.Latest}}
 	}

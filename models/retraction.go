@@ -48,7 +48,7 @@ const (
 // "Stop — your exercise count has changed. …"), and ErrUnchanged needs the
 // same sound as well as the same words.
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
-	return renderRetraction(heard, current, now, false, false, nil)
+	return renderRetraction(heard, current, now, false, Withdrawal{Told: &heard})
 }
 
 // toldYou introduces the withdrawn words: "I told you: " when he heard them
@@ -60,18 +60,52 @@ func toldYou(unsure bool) string {
 	return "I told you: "
 }
 
-// withdrawn is what a retraction says of the words it withdraws: "I told
-// you: “{heard}”", or "I may have told you: “…”" when unsure; with told
-// (the version he heard for certain, before the one he may have heard),
-// "I told you: “{told}” I may also have told you: “{heard}”" (P-19, P-24).
-func withdrawn(heard Version, unsure bool, told *Version) string {
-	if unsure && told != nil {
-		return toldYou(false) + Quote(told.Value) + " I may also have told you: " + Quote(heard.Value)
+// EarlierVersions closes the list of words he may have heard when older
+// ones are withdrawn unquoted (Withdrawal.Earlier).
+const EarlierVersions = "and earlier versions"
+
+// withdrawn is what a retraction says of the words it withdraws (P-19,
+// P-24): "I told you: “{told}”" for the words he heard for certain, then
+// those he may have heard — "I may also have told you: “…”" ("I may have
+// told you: “…”" when it withdraws no words he heard for certain), several
+// as "“a” and “b”" or "“a”, “b” and “c”", followed by ", and earlier
+// versions." when older ones are withdrawn unquoted ("I may also have told
+// you earlier versions." when none is quoted).
+func withdrawn(w Withdrawal) string {
+	var parts []string
+	if w.Told != nil {
+		parts = append(parts, toldYou(false)+Quote(w.Told.Value))
 	}
-	return toldYou(unsure) + Quote(heard.Value)
+	intro := toldYou(true)
+	if w.Told != nil {
+		intro = "I may also have told you: "
+	}
+	switch {
+	case len(w.MayHave) > 0:
+		quoted := make([]string, len(w.MayHave))
+		for i, v := range w.MayHave {
+			quoted[i] = Quote(v.Value)
+		}
+		s := intro + joinAnd(quoted)
+		if w.Earlier {
+			s += ", " + EarlierVersions + "."
+		}
+		parts = append(parts, s)
+	case w.Earlier:
+		parts = append(parts, strings.TrimSuffix(intro, ": ")+" earlier versions.")
+	}
+	return strings.Join(parts, " ")
 }
 
-func renderRetraction(heard, current Version, now time.Time, again, unsure bool, told *Version) (string, error) {
+// joinAnd joins items as spoken: "a", "a and b", "a, b and c".
+func joinAnd(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+func renderRetraction(heard, current Version, now time.Time, again bool, w Withdrawal) (string, error) {
 	if heard.Audience != AudienceUser || current.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
@@ -79,7 +113,7 @@ func renderRetraction(heard, current Version, now time.Time, again, unsure bool,
 		return "", ErrDifferentFact
 	}
 	if current.Audio != nil {
-		return renderClipRetraction(heard, current, now, again, unsure, told) // audio.go
+		return renderClipRetraction(heard, current, now, again, w) // audio.go
 	}
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) {
 		return "", ErrUnchanged
@@ -88,7 +122,7 @@ func renderRetraction(heard, current Version, now time.Time, again, unsure bool,
 	if again {
 		stop = fmt.Sprintf("Stop — %s: your %s instruction has changed.", RedeliveryPhrase, Topic(current.Domain))
 	}
-	parts := []string{stop, withdrawn(heard, unsure, told)}
+	parts := []string{stop, withdrawn(w)}
 	age := SpokenAge(now.Sub(current.WrittenAt))
 	g := GlossSentence(current.Value)
 	if current.IsStale(now) {

@@ -293,6 +293,65 @@ func TestAnnouncement_ARetractionFromWordsHeMayHaveHeardAlsoWithdrawsTheWordsHeW
 	}
 }
 
+// P-19, P-24 (finding F10): after two unconfirmed deliveries in a row
+// the retraction withdraws the words he heard for certain (v1, as told)
+// and both versions he may have heard (v2 in MayAlso, v3 the one it
+// withdraws from), oldest first — never v3 alone. Bounded: of more than
+// MaxMayHaveQuoted wordings he may have heard only the newest are quoted
+// and the rest are said as earlier versions, while the words he heard for
+// certain are always quoted. Twin: with no MayAlso the F3 wording stands.
+func TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted(t *testing.T) {
+	t.Parallel()
+	v := func(n int, value string) Version {
+		return wb(n, value, "Sarah Okafor, physio", time.Duration(10-n)*time.Hour)
+	}
+	v1, v2, v3, v4, v5, v6 := v(1, "Toe-touch weight-bearing."), v(2, "Partial weight-bearing."), v(3, "Non-weight-bearing."),
+		v(4, "Walk with two crutches."), v(5, "Walk with one crutch."), v(6, "Walk with a stick.")
+	cur := wb(7, "Walk without aids.", "Sarah Okafor, physio", time.Minute)
+	stop := "Stop — " + RedeliveryPhrase + ": your walking instruction has changed. "
+	news := " Sarah Okafor, physio, changed it a minute ago: “Walk without aids.”"
+	for _, tt := range []struct {
+		name string
+		a    Announcement
+		want string
+	}{
+		{"two offers in a row: both withdrawn, after what he was told",
+			Announcement{Heard: &v3, HeardUnsure: true, Told: &v1, MayAlso: []Version{v2}},
+			"I told you: “Toe-touch weight-bearing.” I may also have told you: “Partial weight-bearing.” and “Non-weight-bearing.”"},
+		{"three: all quoted",
+			Announcement{Heard: &v4, HeardUnsure: true, Told: &v1, MayAlso: []Version{v3, v2}},
+			"I told you: “Toe-touch weight-bearing.” I may also have told you: “Partial weight-bearing.”, “Non-weight-bearing.” and “Walk with two crutches.”"},
+		{"five: the newest three quoted, the rest said as earlier versions, what he was told kept",
+			Announcement{Heard: &v6, HeardUnsure: true, Told: &v1, MayAlso: []Version{v2, v3, v4, v5}},
+			"I told you: “Toe-touch weight-bearing.” I may also have told you: “Walk with two crutches.”, “Walk with one crutch.” and “Walk with a stick.”, " + EarlierVersions + "."},
+		{"never heard any for certain: may have, all of them",
+			Announcement{Heard: &v3, HeardUnsure: true, MayAlso: []Version{v2}},
+			"I may have told you: “Partial weight-bearing.” and “Non-weight-bearing.”"},
+		{"heard for certain, an older offer left unread: earlier versions too",
+			Announcement{Heard: &v3, Earlier: true},
+			"I told you: “Non-weight-bearing.” I may also have told you earlier versions."},
+		{"twin: no other offer, the F3 wording",
+			Announcement{Heard: &v3, HeardUnsure: true, Told: &v1},
+			"I told you: “Toe-touch weight-bearing.” I may also have told you: “Non-weight-bearing.”"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.a
+			a.Current, a.Again = cur, true
+			r, err := a.Render(demoNow)
+			if want := stop + tt.want + news; err != nil || r != want {
+				t.Errorf("Render = %q, %v\nwant     %q", r, err, want)
+			}
+			w := a.Withdrawn()
+			if len(w.MayHave) > MaxMayHaveQuoted {
+				t.Errorf("Withdrawn quotes %d he may have heard, more than %d", len(w.MayHave), MaxMayHaveQuoted)
+			}
+			if a.Told != nil && (w.Told == nil || w.Told.N != a.Told.N) {
+				t.Errorf("Withdrawn dropped what he heard for certain: %+v", w)
+			}
+		})
+	}
+}
+
 // MaxSpeakableValueRunes holds: the longest frame a value is spoken in —
 // a repeated retraction, a 64-character topic, a 200-byte author label,
 // the stale words and a gloss — stays within SpeechFrameChars even when

@@ -1,6 +1,8 @@
 package skill
 
 import (
+	"strings"
+
 	"github.com/unsay/unsay/apl"
 	"github.com/unsay/unsay/models"
 )
@@ -51,10 +53,22 @@ func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 	if a.Current.Audio != nil {
 		title = "Your " + models.Topic(a.Current.Domain) + " has changed" // a recording (clip.go)
 	}
-	withdrawn := a.Heard.Value
-	if a.HeardUnsure && a.Told != nil { // both withdrawn: what he was told, then what he may have been told
-		withdrawn = a.Told.Value + " · " + a.Heard.Value
+	// Every wording the voice withdraws, as it says them: what he was told,
+	// then what he may have been told, oldest first, "…" standing for the
+	// earlier versions withdrawn unquoted (models.Announcement.Withdrawn;
+	// F3, F10).
+	w := a.Withdrawn()
+	var texts []string
+	if w.Told != nil {
+		texts = append(texts, w.Told.Value)
 	}
+	if w.Earlier {
+		texts = append(texts, "…")
+	}
+	for _, v := range w.MayHave {
+		texts = append(texts, v.Value)
+	}
+	withdrawn := strings.Join(texts, " · ")
 	c := apl.RetractionCard{
 		Title:     title,
 		Withdrawn: withdrawn,

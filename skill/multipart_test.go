@@ -182,3 +182,49 @@ func TestCard_ARetractionWithdrawingBothTheToldAndTheMayHaveWordsShowsBoth(t *te
 		}
 	}
 }
+
+// F10: after two unconfirmed deliveries in a row the retraction withdraws
+// what he was told (Told, v7) and both wordings he may have been told
+// (MayAlso v8, Heard v9), oldest first, on the voice and struck through
+// on the retraction card alike. Bounded: with five such wordings the
+// newest three are said and shown, the older ones said as "earlier
+// versions" ("…" on the card), and what he was told is never left out.
+// Twin: with no MayAlso only v7 and v9 are withdrawn.
+func TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard(t *testing.T) {
+	v := func(n int, value string) models.Version {
+		return ver("weight_bearing", n, value, "Sarah Okafor, physio", time.Duration(12-n)*time.Hour)
+	}
+	told, v5, v6, v7, maybe8, maybe9 := v(4, "Rest and ice for two hours."), v(5, "Stay in bed today."), v(6, "Walk to the door only."),
+		v(7, "Walk to the bathroom only."), v(8, "Ice and rest for three hours."), v(9, "Walk with the frame indoors.")
+	cur := ver("weight_bearing", 10, wbV3Text, "Sarah Okafor, physio", time.Minute)
+	for _, tt := range []struct {
+		name        string
+		mayAlso     []models.Version
+		said, shown string
+	}{
+		{"two in a row", []models.Version{maybe8},
+			"I told you: “" + told.Value + "” I may also have told you: “" + maybe8.Value + "” and “" + maybe9.Value + "”",
+			told.Value + " · " + maybe8.Value + " · " + maybe9.Value},
+		{"five: the newest three", []models.Version{v5, v6, v7, maybe8},
+			"I told you: “" + told.Value + "” I may also have told you: “" + v7.Value + "”, “" + maybe8.Value + "” and “" + maybe9.Value + "”, " + models.EarlierVersions + ".",
+			told.Value + " · … · " + v7.Value + " · " + maybe8.Value + " · " + maybe9.Value},
+		{"twin: one", nil,
+			"I told you: “" + told.Value + "” I may also have told you: “" + maybe9.Value + "”",
+			told.Value + " · " + maybe9.Value},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", models.Announcement{ID: 7, Patient: "ray", Heard: &maybe9, Current: cur, Again: true, HeardUnsure: true, Told: &told, MayAlso: tt.mayAlso})
+			r.care.facts["ray"][0] = cur
+			out, raw := r.turn(reqOpts{APL: true})
+			withdrawn, current := retractionData(t, raw)
+			said := plain(out)
+			if current != apl.EscapeText(wbV3Text) || !strings.Contains(said, tt.said) {
+				t.Errorf("said %q\nwant it to hold %q (card current %q)", said, tt.said, current)
+			}
+			if withdrawn != apl.EscapeText(tt.shown) {
+				t.Errorf("card withdrawn %q, want %q", withdrawn, apl.EscapeText(tt.shown))
+			}
+		})
+	}
+}

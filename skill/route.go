@@ -319,6 +319,17 @@ func (t *turn) announce() {
 			h := staleAt(*a.Heard)
 			a.Heard = &h
 		}
+		if a.Told != nil {
+			h := staleAt(*a.Told)
+			a.Told = &h
+		}
+		if len(a.MayAlso) > 0 {
+			may := make([]models.Version, len(a.MayAlso))
+			for i, v := range a.MayAlso {
+				may[i] = staleAt(v)
+			}
+			a.MayAlso = may
+		}
 		text, err := a.Render(t.now)
 		switch {
 		case errors.Is(err, models.ErrUnchanged):

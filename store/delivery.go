@@ -58,9 +58,9 @@ func (l *HeardLedger) Delivery(ctx context.Context, patient, uri string) (models
 		return models.DeliveryRecord{}, err
 	}
 	var p models.PendingDelivery
-	err = l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT a.from_version, a.to_version, o.version IS NOT NULL
-FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri AND o.version > a.from_version
-WHERE a.patient = ? AND a.uri = ? AND a.state = 'pending'`), patient, uri).Scan(&p.From, &p.To, &p.Offered)
+	err = l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT a.from_version, a.to_version,
+EXISTS (SELECT 1 FROM speech_offered_version o WHERE o.patient = a.patient AND o.uri = a.uri AND o.version > a.from_version)
+FROM speech_announcements a WHERE a.patient = ? AND a.uri = ? AND a.state = 'pending'`), patient, uri).Scan(&p.From, &p.To, &p.Offered)
 	switch {
 	case err == nil:
 		rec.Pending = &p

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // HeardLedger is the speech principal's durable heard ledger (it
 // implements bridge/speech's LedgerStore; P-19, P-24): speech_heard (what
-// Ray heard for certain), speech_offered_version (what he may have heard),
+// Ray heard for certain), speech_offered_version (every version he may
+// have heard, one row each; migration 061),
 // the announcement queue (speech_announcements), his baseline
 // (speech_followed, speech_baseline; baseline.go's part below) and the
 // delivery log (speech_delivery, delivery.go), all created by migration
@@ -73,6 +75,15 @@ func (l *HeardLedger) exec(ctx context.Context, tx *sql.Tx, query string, args .
 		return tx.ExecContext(ctx, query, args...)
 	}
 	return l.s.execPrepared(ctx, tx, query, args...)
+}
+
+// queryIn runs query on db — the *sql.DB, or the ledger's transaction —
+// through its cached prepared statement.
+func (l *HeardLedger) queryIn(ctx context.Context, db queryRower, query string, args ...any) (*sql.Rows, error) {
+	if tx, ok := db.(*sql.Tx); ok {
+		return l.s.queryTxPrepared(ctx, tx, query, args...)
+	}
+	return l.s.queryPrepared(ctx, query, args...)
 }
 
 // stamp is at, or the store's clock when at is zero.
@@ -191,8 +202,8 @@ deferred_from = CASE WHEN speech_heard.version = excluded.version THEN speech_he
 	return l.clearOffered(ctx, tx, patient, uri, version)
 }
 
-// clearOffered forgets an unconfirmed offer of version or older: he heard
-// version, so it is no longer in doubt.
+// clearOffered forgets every unconfirmed offer of version or older: he
+// heard version, so they are no longer in doubt.
 func (l *HeardLedger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?"), patient, uri, version); err != nil {
 		return fmt.Errorf("store: heard ledger: clear offered: %w", err)
@@ -200,22 +211,32 @@ func (l *HeardLedger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri
 	return nil
 }
 
-// offeredIn returns the version of uri he may have heard — offered in a
-// response whose delivery was never confirmed — 0 if none.
-func (l *HeardLedger) offeredIn(ctx context.Context, db queryRower, patient, uri string) (int, error) {
-	var v int
-	err := l.s.queryRowPrepared(ctx, db, l.q("SELECT version FROM speech_offered_version WHERE patient = ? AND uri = ?"), patient, uri).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+// offeredIn returns every version of uri he may have heard — each offered
+// in a response whose delivery was never confirmed — ascending; nil if
+// none.
+func (l *HeardLedger) offeredIn(ctx context.Context, db queryRower, patient, uri string) ([]int, error) {
+	rows, err := l.queryIn(ctx, db, l.q("SELECT version FROM speech_offered_version WHERE patient = ? AND uri = ? ORDER BY version"), patient, uri)
 	if err != nil {
-		return 0, fmt.Errorf("store: heard ledger: offered: %w", err)
+		return nil, fmt.Errorf("store: heard ledger: offered: %w", err)
 	}
-	return v, nil
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("store: heard ledger: offered: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: heard ledger: offered: %w", err)
+	}
+	return out, nil
 }
 
 // HeardState returns what Ray heard of uri: the version he heard for
-// certain and the one he may have heard (0 for none).
+// certain (0 for none) and every version he may have heard (ascending; nil
+// for none).
 func (l *HeardLedger) HeardState(ctx context.Context, patient, uri string) (models.HeardState, error) {
 	h, err := l.heardIn(ctx, l.s.db, patient, uri)
 	if err != nil {
@@ -230,7 +251,10 @@ func (l *HeardLedger) HeardState(ctx context.Context, patient, uri string) (mode
 
 // Observe records that latest is the fact's current version, given that
 // the caller read the heard state expect and compared the words of latest
-// with those of expect.Heard (sameHeard) and expect.Offered (sameOffered).
+// with those of expect.Heard (sameHeard) and of each of expect.Offered:
+// unlike is the newest of them whose words differ from latest's, 0 when
+// none does (models.Observation.Unlike; an unlike that is not one of them
+// is an error).
 // Inside one locked transaction it reads the heard state, the patient's
 // baseline and the pending announcement, and applies models.Decide (P-19,
 // P-24): nothing, queue one announcement, extend or rewrite the pending
@@ -241,7 +265,10 @@ func (l *HeardLedger) HeardState(ctx context.Context, patient, uri string) (mode
 // It reports whether it changed anything, and models.ErrHeardMoved when
 // the heard state is no longer expect (the caller re-reads and decides
 // again).
-func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (changed bool, err error) {
+func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard bool, unlike int, at time.Time) (changed bool, err error) {
+	if unlike != 0 && !slices.Contains(expect.Offered, unlike) {
+		return false, fmt.Errorf("store: heard ledger: observe: v%d is not among the offered %v", unlike, expect.Offered)
+	}
 	err = l.write(ctx, func(tx *sql.Tx) error {
 		h, err := l.heardIn(ctx, tx, patient, uri)
 		if err != nil {
@@ -251,7 +278,7 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 		if err != nil {
 			return err
 		}
-		if h != expect.Heard || off != expect.Offered {
+		if hs := (models.HeardState{Heard: h, Offered: off}); !hs.Equal(expect) {
 			return models.ErrHeardMoved
 		}
 		base, err := l.baselineIn(ctx, tx, patient, uri)
@@ -262,7 +289,7 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 		if err != nil {
 			return err
 		}
-		o := models.Observation{Latest: latest, Heard: h, Offered: off, Baseline: base, SameAsHeard: sameHeard, SameAsOffered: sameOffered}
+		o := models.Observation{Latest: latest, Heard: h, Offered: expect.LastOffered(), Baseline: base, SameAsHeard: sameHeard, Unlike: unlike}
 		if ok {
 			o.Pending = &models.Window{From: p.From, To: p.To}
 		}
@@ -304,7 +331,10 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 // about to be written (stamped at; zero: the store's clock): until
 // MarkHeard (an announcement) or MarkTold (a fact told) confirms the
 // delivery he may have heard each one's version — a later revision
-// withdraws it too — and they are spoken again saying so (P-24). Offers of
+// withdraws it too — and they are spoken again saying so (P-24). Every
+// version offered is kept, one row each: a later unconfirmed offer never
+// replaces an earlier one, whose words he may have heard as well (finding
+// F10). Offers of
 // announcements no longer pending are ignored. A fact told is offered only
 // when the ledger does not already hold that version or a newer one as
 // heard (then nothing is written: the fast path of every turn that repeats
@@ -339,7 +369,7 @@ func (l *HeardLedger) Offered(ctx context.Context, patient string, offers []mode
 			}
 			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
 SELECT patient, uri, ? FROM speech_announcements WHERE id = ? AND patient = ? AND uri = ? AND state = 'pending'
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), o.Version, o.ID, patient, o.URI); err != nil {
+ON CONFLICT (patient, uri, version) DO NOTHING`), o.Version, o.ID, patient, o.URI); err != nil {
 				return fmt.Errorf("store: heard ledger: offered: %w", err)
 			}
 			if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_delivery (patient, uri, version, event, at_ms)
@@ -367,7 +397,7 @@ func (l *HeardLedger) offerTold(ctx context.Context, tx *sql.Tx, patient string,
 		return err
 	}
 	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, o.URI, o.Version); err != nil {
+ON CONFLICT (patient, uri, version) DO NOTHING`), patient, o.URI, o.Version); err != nil {
 		return fmt.Errorf("store: heard ledger: offered told: %w", err)
 	}
 	return nil
@@ -399,14 +429,14 @@ func (l *HeardLedger) HeardOf(ctx context.Context, patient string) (map[string]i
 // MarkHeard records that a response carrying the announcement of uri at
 // version was delivered: version is what he last heard — even when the
 // ledger held a newer heard version, or a newer version was written
-// meanwhile (P-19) — an offer up to version is confirmed, a pending
+// meanwhile (P-19) — every offer up to version is confirmed, a pending
 // announcement that reaches no further than version is heard, and one that
 // reaches further now starts from version. The delivery log records the
 // first hearing of version and how (how.At zero: the store's clock).
 func (l *HeardLedger) MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error {
 	// Fast path, no write transaction (no fsync): nothing would change.
 	if h, err := l.heardIn(ctx, l.s.db, patient, uri); err == nil && h == version {
-		if off, err := l.offeredIn(ctx, l.s.db, patient, uri); err == nil && off == 0 {
+		if off, err := l.offeredIn(ctx, l.s.db, patient, uri); err == nil && len(off) == 0 {
 			if p, ok, err := l.pendingIn(ctx, l.s.db, patient, uri); err == nil && (!ok || p.From == version && p.To > version) {
 				return nil
 			}
@@ -612,7 +642,7 @@ func (l *HeardLedger) reopen(ctx context.Context, tx *sql.Tx, patient string, m 
 		return fmt.Errorf("store: heard ledger: not played: %w", err)
 	}
 	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version WHERE excluded.version > speech_offered_version.version`), patient, m.URI, m.Version); err != nil {
+ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, m.Version); err != nil {
 		return fmt.Errorf("store: heard ledger: not played: %w", err)
 	}
 	_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
@@ -658,9 +688,9 @@ func (l *HeardLedger) Drop(ctx context.Context, id int64, at time.Time) error {
 // Pending returns the patient's pending announcements, oldest first (by
 // id), each with Offered set while an offer of its fact is unconfirmed.
 func (l *HeardLedger) Pending(ctx context.Context, patient string) ([]models.QueuedAnnouncement, error) {
-	rows, err := l.s.queryPrepared(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version, o.version IS NOT NULL
-FROM speech_announcements a LEFT JOIN speech_offered_version o ON o.patient = a.patient AND o.uri = a.uri
-WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
+	rows, err := l.s.queryPrepared(ctx, l.q(`SELECT a.id, a.uri, a.from_version, a.to_version,
+EXISTS (SELECT 1 FROM speech_offered_version o WHERE o.patient = a.patient AND o.uri = a.uri)
+FROM speech_announcements a WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 	if err != nil {
 		return nil, fmt.Errorf("store: heard ledger: list pending: %w", err)
 	}
@@ -680,8 +710,8 @@ WHERE a.patient = ? AND a.state = 'pending' ORDER BY a.id`), patient)
 }
 
 // Facts returns, per fact URI of patient, the version he heard for
-// certain, the one he may have heard and his baseline (0 for none); a fact
-// the ledger knows nothing of is absent. One statement reads all three
+// certain, every version he may have heard (ascending) and his baseline
+// (0 or nil for none); a fact the ledger knows nothing of is absent. One statement reads all three
 // tables (every turn runs it): one snapshot, one round trip.
 func (l *HeardLedger) Facts(ctx context.Context, patient string) (map[string]models.FactLedger, error) {
 	rows, err := l.s.queryPrepared(ctx, l.q(`SELECT 0, uri, version FROM speech_heard WHERE patient = ?
@@ -703,7 +733,7 @@ UNION ALL SELECT 2, uri, version FROM speech_baseline WHERE patient = ?`), patie
 		case 0:
 			f.Heard = v
 		case 1:
-			f.Offered = v
+			f.Offered = append(f.Offered, v)
 		default:
 			f.Baseline = v
 		}
@@ -711,6 +741,12 @@ UNION ALL SELECT 2, uri, version FROM speech_baseline WHERE patient = ?`), patie
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: heard ledger: facts: %w", err)
+	}
+	for uri, f := range out {
+		if len(f.Offered) > 1 {
+			slices.Sort(f.Offered)
+			out[uri] = f
+		}
 	}
 	return out, nil
 }

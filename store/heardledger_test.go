@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -190,7 +191,7 @@ func TestHeardLedger_OpensTheLedgerAPreviousBuildCreated(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].From != 1 || rows[0].To != 2 || !rows[0].Offered {
 		t.Fatalf("pending after the upgrade = %+v, %v; want the offered retraction 1 → 2", rows, err)
 	}
-	if f, err := l.Facts(ctx, "ray"); err != nil || f[ledgertest.WB] != (models.FactLedger{Heard: 1, Offered: 2}) || f["care://ray/exercise"] != (models.FactLedger{Baseline: 3}) {
+	if f, err := l.Facts(ctx, "ray"); err != nil || !reflect.DeepEqual(f[ledgertest.WB], models.FactLedger{Heard: 1, Offered: []int{2}}) || !reflect.DeepEqual(f["care://ray/exercise"], models.FactLedger{Baseline: 3}) {
 		t.Fatalf("facts after the upgrade = %+v, %v", f, err)
 	}
 	if f, err := l.Followed(ctx, []string{"ray"}); err != nil || !f["ray"] {
@@ -207,7 +208,7 @@ func TestHeardLedger_OpensTheLedgerAPreviousBuildCreated(t *testing.T) {
 	if err := l.MarkHeard(ctx, "ray", ledgertest.WB, 2, models.Hearing{At: clock.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Observe(ctx, "ray", ledgertest.WB, models.HeardState{Heard: 2}, 3, false, false, clock.Add(2*time.Minute)); err != nil {
+	if _, err := l.Observe(ctx, "ray", ledgertest.WB, models.HeardState{Heard: 2}, 3, false, 0, clock.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if rows, _ := l.Pending(ctx, "ray"); len(rows) != 1 || rows[0].From != 2 || rows[0].To != 3 || rows[0].Offered || rows[0].ID <= 1 {
@@ -246,7 +247,7 @@ func TestLedger_MigrationKeepsOffersRecordedByAnnouncementID(t *testing.T) {
 	if err != nil || len(rows) != 2 || !rows[0].Offered || rows[1].Offered {
 		t.Fatalf("after the migration pending = %+v, %v; want the walking one offered, the other not", rows, err)
 	}
-	if hs, err := l.HeardState(ctx, "ray", ledgertest.WB); err != nil || hs != (models.HeardState{Heard: 1, Offered: 2}) {
+	if hs, err := l.HeardState(ctx, "ray", ledgertest.WB); err != nil || !hs.Equal(models.HeardState{Heard: 1, Offered: []int{2}}) {
 		t.Fatalf("heard state = %+v, %v", hs, err)
 	}
 	// Idempotent: opening again changes nothing.
@@ -270,7 +271,7 @@ func BenchmarkHeardLedger_DeliveryTurn(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		v := i + 2
-		if _, err := l.Observe(ctx, "ray", ledgertest.WB, models.HeardState{Heard: v - 1}, v, false, false, time.Time{}); err != nil {
+		if _, err := l.Observe(ctx, "ray", ledgertest.WB, models.HeardState{Heard: v - 1}, v, false, 0, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 		if err := l.MarkHeard(ctx, "ray", ledgertest.WB, v, how); err != nil {

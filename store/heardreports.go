@@ -11,7 +11,7 @@ import (
 )
 
 // The not-played reports the heard ledger applied (speech_not_played,
-// migration 053; P-24, finding F14). Alexa may deliver one response's
+// migration 062; P-24, finding F14). Alexa may deliver one response's
 // SessionEndedRequest ERROR twice (a retry, a resend that arrives late),
 // and the marks it carries back are the same: applied again, the second
 // would re-open a retraction delivered since, or undo a confirmation made

@@ -709,3 +709,79 @@ func TestSpeechSafety_ARevisionWhileAPartOfALongRetractionIsHeldRestartsItFromTh
 		})
 	}
 }
+
+// Finding F10, whole-program: Ray hears his walking instruction (v1) for
+// certain; v2's retraction is spoken and the server is killed (SIGKILL)
+// before the heard ledger's commit; v3's retraction — withdrawing v1 as
+// told and v2 as words he may have heard — is spoken and the server is
+// killed again. Then v4 is written. Its retraction withdraws v1 as told
+// and both v2 and v3 as words he may have been told, oldest first — the
+// old binary withdrew v1 and v3 and left v2 standing. Twin: when v3's
+// retraction is delivered and committed, v4's withdraws v3 alone, as told.
+func TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision(t *testing.T) {
+	const v2, v3, v4 = revision, "Partial weight-bearing with the frame.", "Walk with one crutch indoors."
+	args := []string{"--alexa-verify=false", "--default-patient", "ray"}
+	pause := []string{"UNSAY_TEST_ALEXA_PAUSE=before-heard:60s"}
+	for _, confirmed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "both unconfirmed", true: "twin: the second confirmed"}[confirmed], func(t *testing.T) {
+			dir := t.TempDir()
+			dev := harness.NewDevice("ray")
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args})
+			first := launchUntilStop(t, s, dev)
+			v1 := harness.WalkingSentence(first)
+			if !strings.Contains(first, "Your walking instruction from") || v1 == "" {
+				t.Fatalf("first launch: %q", first)
+			}
+			write(t, s, "weight_bearing", v2)
+			waitBacklog(t, s.URL)
+			if err := s.Stop(); err != nil {
+				t.Fatal(err)
+			}
+
+			// v2's retraction reaches Ray; the ledger never hears of it.
+			p1 := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args, Env: pause})
+			if said := launchUntilStop(t, p1, dev); !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “"+v1+"”") || !strings.Contains(said, "“"+v2+"”") {
+				t.Fatalf("v2's retraction: %q", said)
+			}
+			waitOutput(t, p1, "TEST PAUSE: holding an Alexa response before-heard")
+			p1.Kill()
+
+			// v3's retraction reaches him; killed again unless confirmed.
+			env := pause
+			if confirmed {
+				env = nil
+			}
+			p2 := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args, Env: env})
+			write(t, p2, "weight_bearing", v3)
+			want3 := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + v1 + "” I may also have told you: “" + v2 + "”"
+			if said := launchUntilStop(t, p2, dev); !strings.HasPrefix(said, want3) || !strings.Contains(said, ": “"+v3+"”") {
+				t.Fatalf("v3's retraction: %q\nwant it to open %q", said, want3)
+			}
+			if confirmed {
+				if err := p2.Stop(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				waitOutput(t, p2, "TEST PAUSE: holding an Alexa response before-heard")
+				p2.Kill()
+			}
+
+			s2 := startWith(t, safetyPart, harness.Options{Dir: dir, Args: args})
+			write(t, s2, "weight_bearing", v4)
+			next := launchUntilStop(t, s2, dev)
+			want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + v1 + "” I may also have told you: “" + v2 + "” and “" + v3 + "”"
+			if confirmed {
+				want = "Stop — your walking instruction has changed. I told you: “" + v3 + "”"
+			}
+			if !strings.HasPrefix(next, want+" ") || !strings.Contains(next, ": “"+v4+"”") {
+				t.Fatalf("after v4: %q\nwant it to open %q and give %q", next, want, v4)
+			}
+			if confirmed && (strings.Contains(next, v1) || strings.Contains(next, v2)) {
+				t.Errorf("after a confirmed v3, v4's retraction quotes an older version: %q", next)
+			}
+			if after := launch(t, s2, dev); strings.Contains(after, "Stop —") || !strings.Contains(after, v4) {
+				t.Errorf("once delivered it was spoken again, or v4 is not current: %q", after)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package speech
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -91,38 +92,92 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	// of it, unless that read may be out of date — its last round
 	// reconciled a fact (a settle moves what he heard), or announcements
 	// left a row out (a dropped one moves it too) — then read afresh.
-	heardNow := map[string]int{}
-	if lf != nil && len(anns) == len(rows) {
-		for uri, f := range lf {
-			if f.Heard > 0 {
-				heardNow[uri] = f.Heard
-			}
+	if lf == nil || len(anns) != len(rows) {
+		if lf, err = p.ledger.Facts(ctx, patient); err != nil {
+			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 		}
-	} else if heardNow, err = p.ledger.heardOf(ctx, patient); err != nil {
-		return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 	}
 	snap := models.Snapshot{Facts: facts, Pending: anns, Heard: map[models.URI]int{}}
-	for uri, v := range heardNow {
-		if u, err := models.ParseURI(uri); err == nil {
-			snap.Heard[u] = v
+	for uri, f := range lf {
+		if u, err := models.ParseURI(uri); err == nil && f.Heard > 0 {
+			snap.Heard[u] = f.Heard
 		}
 	}
 	for i, a := range snap.Pending {
+		if a.Heard == nil {
+			continue // a first hearing withdraws nothing
+		}
 		// A retraction from a version he only may have heard quotes it as
 		// such ("I may have told you: …", P-24).
-		snap.Pending[i].HeardUnsure = a.Heard != nil && snap.Heard[a.URI()] != a.Heard.N
-		if !snap.Pending[i].HeardUnsure {
-			continue
+		heard := snap.Heard[a.URI()]
+		a.HeardUnsure = heard != a.Heard.N
+		if a.HeardUnsure {
+			// It also withdraws the older words he heard for certain,
+			// unless the latest says them again (P-19): those are what he
+			// was told.
+			if a.Told, err = p.toldAlso(ctx, up, a, heard); err != nil {
+				return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+			}
 		}
-		// It also withdraws the older words he heard for certain, unless
-		// the latest says them again (P-19): those are what he was told.
-		told, err := p.toldAlso(ctx, up, a, snap.Heard[a.URI()])
-		if err != nil {
+		// And every other version he may have heard (finding F10).
+		if a.MayAlso, a.Earlier, err = p.mayAlso(ctx, up, a, lf[a.URI().String()].Offered, heard); err != nil {
 			return withdrawn(rows), fmt.Errorf("%w: %w", ErrUnconfirmed, err)
 		}
-		snap.Pending[i].Told = told
+		snap.Pending[i] = a
 	}
 	return snap, nil
+}
+
+// mayAlso returns, for the retraction a (its Heard, HeardUnsure and Told
+// set), the other versions of its fact he may have heard — of offered
+// (ascending; the ledger's unconfirmed offers), those newer than heard
+// (what he heard for certain) other than a.Heard and a.Current — whose
+// words differ from those of a.Heard, a.Told, a.Current (and sound, for a
+// clip) and one another, oldest first, so the retraction withdraws them
+// too (P-19, P-24; finding F10). The newest are kept: with a.Heard when it
+// is one he may have heard, at most models.MaxMayHaveQuoted in all.
+// earlier reports that an older one was left out — over that bound, or no
+// longer served — so the retraction says it withdraws earlier versions as
+// well; past the bound the rest are not read, so it may say so of words
+// it already quoted (a repeat, never a loss). It reads each version at
+// most once (from memory when read before).
+func (p *Principal) mayAlso(ctx context.Context, up upstream, a models.Announcement, offered []int, heard int) (may []models.Version, earlier bool, err error) {
+	room := models.MaxMayHaveQuoted
+	if a.HeardUnsure {
+		room-- // a.Heard is quoted as one he may have heard
+	}
+	said := []string{strings.TrimSpace(a.Heard.Value)}
+	if a.Told != nil {
+		said = append(said, strings.TrimSpace(a.Told.Value))
+	}
+	cur := strings.TrimSpace(a.Current.Value)
+	for i := len(offered) - 1; i >= 0; i-- {
+		n := offered[i]
+		if n <= heard || n == a.Heard.N || n == a.Current.N {
+			continue
+		}
+		if len(may) == room {
+			earlier = true
+			break
+		}
+		v, err := p.versionAt(ctx, up, a.URI(), n)
+		if err != nil {
+			if isGone(err) {
+				p.log.Warn("speech: offered version unreadable", "uri", a.URI().String(), "version", n, "err", err)
+				earlier = true
+				continue
+			}
+			return nil, false, err
+		}
+		w := strings.TrimSpace(v.Value)
+		if slices.Contains(said, w) || w == cur && models.SameSound(v.Audio, a.Current.Audio) {
+			continue
+		}
+		said = append(said, w)
+		may = append(may, v)
+	}
+	slices.Reverse(may)
+	return may, earlier, nil
 }
 
 // toldAlso returns version heard of a's fact — what he heard for certain,
@@ -181,9 +236,9 @@ func (p *Principal) reconcileTurn(ctx context.Context, up upstream, patient stri
 			uri := v.FactURI().String()
 			f, to := lf[uri], pendingTo[uri]
 			switch {
-			case to > v.N, f.Heard > v.N, f.Offered > v.N:
+			case to > v.N, f.Heard > v.N, f.LastOffered() > v.N:
 				ahead = append(ahead, i) // written after this turn's read, and seen already
-			case v.N <= f.Heard, to == v.N, f.Heard == 0 && f.Offered == 0 && v.N <= f.Baseline:
+			case v.N <= f.Heard, to == v.N, f.Heard == 0 && len(f.Offered) == 0 && v.N <= f.Baseline:
 				// decided before: heard, pending, or his starting point
 			default:
 				if err := p.reconcile(ctx, up, v); err != nil {

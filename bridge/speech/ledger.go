@@ -9,8 +9,8 @@ import (
 
 // LedgerStore is the durable heard ledger the principal keeps (P-19,
 // P-24): per patient and fact (an unversioned care:// URI as a string),
-// the version Ray heard for certain, the one he may have heard (offered in
-// a response whose delivery is unconfirmed), his baseline, the
+// the version Ray heard for certain, every one he may have heard (each
+// offered in a response whose delivery is unconfirmed), his baseline, the
 // announcement queue and the delivery log — patients, URIs, versions,
 // ids, states, times and device kinds, never clinical text. It is shared
 // by every instance on one database, so it is what the instances agree
@@ -33,7 +33,8 @@ type LedgerStore interface {
 	// for certain.
 	HeardOf(ctx context.Context, patient string) (map[string]int, error)
 	// Facts returns, per fact of patient the ledger knows, what he heard
-	// for certain, what he may have heard and his baseline.
+	// for certain, every version he may have heard (ascending) and his
+	// baseline.
 	Facts(ctx context.Context, patient string) (map[string]models.FactLedger, error)
 	// Pending returns patient's pending announcements, oldest (lowest id)
 	// first, each Offered while an offer of its fact is unconfirmed.
@@ -51,20 +52,22 @@ type LedgerStore interface {
 	// Observe applies models.Decide to latest, the fact's current version,
 	// inside one locked transaction that reads the heard state, the
 	// baseline and the pending announcement: nothing, queue, extend, or
-	// settle. sameHeard and sameOffered compare latest's words with those
-	// of expect.Heard and expect.Offered; models.ErrHeardMoved when the
-	// heard state is no longer expect. It reports whether it changed
-	// anything.
-	Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (bool, error)
+	// settle. sameHeard compares latest's words with those of
+	// expect.Heard; unlike is the newest of expect.Offered whose words
+	// differ from latest's (0: none; models.Observation.Unlike);
+	// models.ErrHeardMoved when the heard state is no longer expect. It
+	// reports whether it changed anything.
+	Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard bool, unlike int, at time.Time) (bool, error)
 	// Offered records, in one transaction, offers put in a response about
-	// to be written: until confirmed he may have heard each version.
+	// to be written: until confirmed he may have heard each version — every
+	// one is kept, a later offer never replaces an earlier (finding F10).
 	// Offers of announcements no longer pending are ignored; a fact told
 	// is written only when he has not heard that version or newer and no
 	// retraction of it is pending.
 	Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error
 	// MarkHeard records that the announcement of uri at version was
 	// delivered: version is what he heard last, even if older than the
-	// ledger's; an offer up to it is confirmed; a pending announcement
+	// ledger's; every offer up to it is confirmed; a pending announcement
 	// reaching no further is heard, one reaching further starts from it.
 	MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error
 	// MarkTold records that version of uri was told as a plain fact,
@@ -125,14 +128,9 @@ type ledger struct {
 	now func() time.Time
 }
 
-// heardOf returns, per fact URI of patient, the version he heard for certain.
-func (l ledger) heardOf(ctx context.Context, patient string) (map[string]int, error) {
-	return l.HeardOf(ctx, patient)
-}
-
 // Observe is LedgerStore.Observe at the principal's now.
-func (l ledger) Observe(ctx context.Context, patient, uri string, expect heardState, latest int, sameHeard, sameOffered bool) (bool, error) {
-	return l.LedgerStore.Observe(ctx, patient, uri, expect, latest, sameHeard, sameOffered, l.now())
+func (l ledger) Observe(ctx context.Context, patient, uri string, expect heardState, latest int, sameHeard bool, unlike int) (bool, error) {
+	return l.LedgerStore.Observe(ctx, patient, uri, expect, latest, sameHeard, unlike, l.now())
 }
 
 // Offered is LedgerStore.Offered at the principal's now.

@@ -2,6 +2,7 @@ package speech
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,10 @@ type memDB struct {
 	voided map[memKey]bool
 	// reports: per patient and response id, when its not-played report
 	// was applied, in Unix milliseconds (the store's speech_not_played).
-	reports  map[memKey]int64
-	offered  map[memKey]int
+	reports map[memKey]int64
+	// offered: every version he may have heard, ascending (the store's
+	// speech_offered_version, one row per version).
+	offered  map[memKey][]int
 	baseline map[memKey]int
 	followed map[string]bool
 	anns     []memAnn   // by id - 1
@@ -66,7 +69,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey][]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -164,15 +167,19 @@ func (d *memDB) putHeard(k memKey, v int) {
 	d.heard[k] = v
 }
 
+// clearOffered forgets every offer of v or older.
 func (d *memDB) clearOffered(k memKey, v int) {
-	if o, ok := d.offered[k]; ok && o <= v {
+	if o := slices.DeleteFunc(d.offered[k], func(o int) bool { return o <= v }); len(o) > 0 {
+		d.offered[k] = o
+	} else {
 		delete(d.offered, k)
 	}
 }
 
-func (d *memDB) offerMax(k memKey, v int) {
-	if o, ok := d.offered[k]; !ok || v > o {
-		d.offered[k] = v
+// offer adds v to the versions he may have heard (once).
+func (d *memDB) offer(k memKey, v int) {
+	if i, found := slices.BinarySearch(d.offered[k], v); !found {
+		d.offered[k] = slices.Insert(d.offered[k], i, v)
 	}
 }
 
@@ -192,7 +199,7 @@ func (l *memLedger) Heard(_ context.Context, patient, uri string) (v int, _ erro
 
 func (l *memLedger) HeardState(_ context.Context, patient, uri string) (hs models.HeardState, _ error) {
 	l.read(func(d *memDB) {
-		hs = models.HeardState{Heard: d.heard[memKey{patient, uri}], Offered: d.offered[memKey{patient, uri}]}
+		hs = models.HeardState{Heard: d.heard[memKey{patient, uri}], Offered: slices.Clone(d.offered[memKey{patient, uri}])}
 	})
 	return hs, nil
 }
@@ -217,7 +224,6 @@ func (l *memLedger) Facts(_ context.Context, patient string) (map[string]models.
 			set func(*models.FactLedger, int)
 		}{
 			{d.heard, func(f *models.FactLedger, v int) { f.Heard = v }},
-			{d.offered, func(f *models.FactLedger, v int) { f.Offered = v }},
 			{d.baseline, func(f *models.FactLedger, v int) { f.Baseline = v }},
 		} {
 			for k, v := range t.m {
@@ -226,6 +232,13 @@ func (l *memLedger) Facts(_ context.Context, patient string) (map[string]models.
 					t.set(&f, v)
 					out[k.uri] = f
 				}
+			}
+		}
+		for k, vs := range d.offered {
+			if k.patient == patient {
+				f := out[k.uri]
+				f.Offered = slices.Clone(vs)
+				out[k.uri] = f
 			}
 		}
 	})
@@ -289,14 +302,17 @@ func (l *memLedger) Follow(_ context.Context, patient string, facts map[string]i
 	return nil
 }
 
-func (l *memLedger) Observe(_ context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard, sameOffered bool, at time.Time) (changed bool, err error) {
+func (l *memLedger) Observe(_ context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard bool, unlike int, at time.Time) (changed bool, err error) {
 	err = l.writeOr(func(d *memDB) error {
 		k := memKey{patient, uri}
-		h, off := d.heard[k], d.offered[k]
-		if h != expect.Heard || off != expect.Offered {
+		hs := models.HeardState{Heard: d.heard[k], Offered: d.offered[k]}
+		if !hs.Equal(expect) {
 			return models.ErrHeardMoved
 		}
-		o := models.Observation{Latest: latest, Heard: h, Offered: off, Baseline: d.baseline[k], SameAsHeard: sameHeard, SameAsOffered: sameOffered}
+		if unlike != 0 && !slices.Contains(hs.Offered, unlike) {
+			return fmt.Errorf("memledger: observe: v%d is not offered", unlike)
+		}
+		o := models.Observation{Latest: latest, Heard: hs.Heard, Offered: hs.LastOffered(), Baseline: d.baseline[k], SameAsHeard: sameHeard, Unlike: unlike}
 		_, p := d.pending(patient, uri)
 		if p != nil {
 			o.Pending = &models.Window{From: p.from, To: p.to}
@@ -340,14 +356,14 @@ func (l *memLedger) Offered(ctx context.Context, patient string, offers []models
 				if _, p := d.pending(patient, o.URI); p != nil && p.from > 0 {
 					continue
 				}
-				d.offerMax(k, o.Version)
+				d.offer(k, o.Version)
 				continue
 			}
 			if o.ID < 1 || int(o.ID) > len(d.anns) {
 				continue
 			}
 			if a := d.anns[o.ID-1]; a.patient == patient && a.uri == o.URI && a.state == "pending" {
-				d.offerMax(k, o.Version)
+				d.offer(k, o.Version)
 				d.logOnce(k, o.Version, models.DeliveryOffered, stampMS(at), "", "")
 			}
 		}
@@ -360,7 +376,7 @@ func (l *memLedger) MarkHeard(_ context.Context, patient, uri string, version in
 	quiet := false
 	l.read(func(d *memDB) {
 		_, p := d.pending(patient, uri)
-		quiet = d.heard[k] == version && d.offered[k] == 0 && (p == nil || p.from == version && p.to > version)
+		quiet = d.heard[k] == version && len(d.offered[k]) == 0 && (p == nil || p.from == version && p.to > version)
 	})
 	if quiet {
 		return nil
@@ -457,7 +473,7 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 				continue
 			}
 			d.putHeard(k, m.HeardBefore)
-			d.offerMax(k, m.Version)
+			d.offer(k, m.Version)
 			if _, p := d.pending(patient, m.URI); p == nil {
 				d.anns = append(d.anns, memAnn{patient: patient, uri: m.URI, from: m.From, to: m.Version, state: "pending"})
 				d.logOnce(k, m.Version, models.DeliveryQueued, stampMS(at), "", "")
@@ -498,8 +514,7 @@ func (l *memLedger) Delivery(_ context.Context, patient, uri string) (rec models
 	l.read(func(d *memDB) {
 		rec.Heard, rec.Baseline = d.heard[k], d.baseline[k]
 		if _, p := d.pending(patient, uri); p != nil {
-			o, ok := d.offered[k]
-			rec.Pending = &models.PendingDelivery{From: p.from, To: p.to, Offered: ok && o > p.from}
+			rec.Pending = &models.PendingDelivery{From: p.from, To: p.to, Offered: slices.ContainsFunc(d.offered[k], func(o int) bool { return o > p.from })}
 		}
 		for _, e := range d.log {
 			if e.key == k {

@@ -257,7 +257,7 @@ func TestPending_DropsAnAnnouncementWhoseWordsDidNotChange(t *testing.T) {
 	// A queue entry made before its words were compared (an older build, or
 	// a race): the render-time check still drops it.
 	f.publishSilently(wb, "Partial weight-bearing with crutches.")
-	if _, err := p.ledger.Observe(context.Background(), "ray", wb, heardState{Heard: 1}, 2, false, false); err != nil {
+	if _, err := p.ledger.Observe(context.Background(), "ray", wb, heardState{Heard: 1}, 2, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingOf(t, p, "ray"); len(got) != 0 {

@@ -251,7 +251,7 @@ func TestTurn_APendingAnnouncementAheadOfTheTurnsReadIsReadAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.ledger.Observe(context.Background(), "ray", wb, hs, n3, false, false); err != nil {
+	if _, err := p.ledger.Observe(context.Background(), "ray", wb, hs, n3, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	s := turnOf(t, p, "ray")

@@ -244,7 +244,7 @@ func (p *Principal) refresh(ctx context.Context, up upstream, u models.URI) erro
 
 // reconcile applies P-19 to the latest version v (decide, in the ledger's
 // transaction): compare its words with those of the version Ray heard and
-// of the one he may have heard (offered, delivery unconfirmed) — read back
+// of those he may have heard (offered, delivery unconfirmed) — read back
 // over MCP or from memory — and queue, extend, rewrite or drop the one
 // pending announcement. The instance that speaks for the patient then
 // tells OnQueued, once per revision.
@@ -262,20 +262,20 @@ func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version
 		if err != nil {
 			return err
 		}
-		sameOffered, err := p.sameWords(ctx, up, u, hs.Offered, v)
+		unlike, err := p.unlike(ctx, up, u, hs.Offered, v)
 		if err != nil {
 			return err
 		}
-		changed, err := p.ledger.Observe(ctx, v.Patient, u.String(), hs, v.N, sameHeard, sameOffered)
+		changed, err := p.ledger.Observe(ctx, v.Patient, u.String(), hs, v.N, sameHeard, unlike)
 		if errors.Is(err, errHeardMoved) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		same := sameHeard && (hs.Offered == 0 || sameOffered)
+		same := sameHeard && unlike == 0
 		if changed {
-			p.log.Info("speech: announcement", "uri", u.String(), "from", hs.Heard, "offered", hs.Offered, "to", v.N, "dropped", same)
+			p.log.Info("speech: announcement", "uri", u.String(), "from", hs.Heard, "offered", hs.LastOffered(), "unlike", unlike, "to", v.N, "dropped", same)
 		}
 		// Another instance may have queued it first: refresh the gauge and
 		// wake WaitPending callers either way, and let the instance that
@@ -287,6 +287,22 @@ func (p *Principal) reconcile(ctx context.Context, up upstream, v models.Version
 		return nil
 	}
 	return fmt.Errorf("speech: %s: heard version kept moving", u)
+}
+
+// unlike returns the newest of offered (versions of fact u he may have
+// heard, ascending) whose words differ from v's — sameWords — or 0 when
+// every one says v's words (models.Observation.Unlike).
+func (p *Principal) unlike(ctx context.Context, up upstream, u models.URI, offered []int, v models.Version) (int, error) {
+	for i := len(offered) - 1; i >= 0; i-- {
+		same, err := p.sameWords(ctx, up, u, offered[i], v)
+		if err != nil {
+			return 0, err
+		}
+		if !same {
+			return offered[i], nil
+		}
+	}
+	return 0, nil
 }
 
 // sameWords reports whether version n of fact u (0: none — false) has the

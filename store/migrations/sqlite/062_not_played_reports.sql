@@ -1,4 +1,4 @@
--- 053: speech_not_played (P-24, finding F14; store/heardreports.go): the
+-- 062: speech_not_played (P-24, finding F14; store/heardreports.go): the
 -- responses whose SessionEndedRequest ERROR report the heard ledger
 -- applied (NotPlayed), by the response id the skill put in that
 -- response's session attributes, so that the same report delivered again
