@@ -98,6 +98,10 @@ func TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked(t *testi
 	n := f.publish(wb, "Full weight-bearing as tolerated.")
 	waitPending(t, a, wb, n)
 	eventually(t, "b to see the announcement", func() bool { return len(pendingOf(t, b, "ray")) == 1 })
+	// WaitPending returns once either instance's commit is visible; a tells
+	// OnQueued after its own reconcile, which may come later (b may commit
+	// first under load).
+	eventually(t, "a to tell Ray unasked", func() bool { return toldA.Load() >= 1 })
 	if toldA.Load() != 1 || toldB.Load() != 0 {
 		t.Fatalf("OnQueued told a %d and b %d times, want 1 and 0", toldA.Load(), toldB.Load())
 	}
@@ -126,6 +130,8 @@ func TestLeased_EveryInstanceQueuesOnceButOnlyTheSpeakerTellsRayUnasked(t *testi
 	if as := pendingOf(t, b, "ray"); len(as) != 1 || as[0].Current.N != n3 {
 		t.Fatalf("after the takeover pending = %+v, want ONE retraction reaching v%d", as, n3)
 	}
+	// The commit WaitPending sees comes just before b tells OnQueued.
+	eventually(t, "b to tell Ray unasked", func() bool { return toldB.Load() >= 1 })
 	if toldB.Load() != 1 {
 		t.Fatalf("b told %d times after taking over, want 1", toldB.Load())
 	}
