@@ -449,9 +449,10 @@ func post(ctx context.Context, url string, body []byte, headers map[string]strin
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
+	started := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("no answer from %s (is `unsay serve` running there? give --url): %w", url, err)
+		return 0, nil, noAnswer(url, time.Since(started), err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -459,6 +460,19 @@ func post(ctx context.Context, url string, body []byte, headers map[string]strin
 		return 0, nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	return resp.StatusCode, answer, nil
+}
+
+// noAnswer is the error for a request to url that got no answer after
+// waited: a timeout means a server took the request and did not answer in
+// time — busy (a database locked by another process, say), so the request
+// may or may not have been applied, and the URL is not to blame; any other
+// failure (refused, unknown host) means no server answers there.
+func noAnswer(url string, waited time.Duration, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer from %s within %s: a server there is busy (a database locked by another process, say) or the host does not answer; the request may or may not have been applied — see the server's log, and once it answers run the command again (a write of the same words then changes nothing if the first was saved): %w",
+			url, waited.Round(100*time.Millisecond), err)
+	}
+	return fmt.Errorf("no answer from %s (is `unsay serve` running there? give --url): %w", url, err)
 }
 
 // printAnswer prints a 2xx answer (through format when given). A non-2xx
