@@ -358,6 +358,59 @@ func TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDe
 	}
 }
 
+// Finding T1: Alexa never received the response that carried the
+// retraction (ENDPOINT_TIMEOUT: written by the server's clock in time,
+// late by Alexa's, or lost on the way), so its error report cannot echo
+// that response's session attributes — in a new session it carries none.
+// The skill re-opens what the session's last response marked from its own
+// record: the next turn says the retraction again, saying so. Twin: the
+// session went on past the retraction to a turn that marked nothing (Alexa
+// accepted the retraction's response; the report is of the later one) —
+// nothing is re-opened and the next turn tells the new words plainly.
+func TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		laterTurn bool
+	}{
+		{"the retraction's response timed out, reported with no attributes", false},
+		{"twin: a later turn that marked nothing timed out", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
+				t.Fatalf("launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
+			}
+			if tt.laterTurn {
+				if h := ask(t, s, dev.Intent("AMAZON.HelpIntent", nil)); h.Body.SessionAttributes != nil || strings.Contains(h.Speech(), "Stop —") {
+					t.Fatalf("help: %q, attributes %v; want nothing marked", h.Speech(), h.Body.SessionAttributes)
+				}
+			}
+			end := dev.SessionEnded("ERROR") // no attributes: Alexa never had the failed response's
+			end["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "timeout"}
+			ask(t, s, end)
+			next := launch(t, s, dev)
+			if tt.laterTurn {
+				if strings.Contains(next, "Stop —") || !strings.Contains(next, revision) {
+					t.Fatalf("after the later turn's report: %q, want %q told plainly, no retraction again", next, revision)
+				}
+				return
+			}
+			if !strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “") || !strings.Contains(next, revision) {
+				t.Fatalf("after the error report: %q, want the retraction again, saying so", next)
+			}
+		})
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,
