@@ -254,7 +254,11 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Alexa had already closed (the request's context was done before the
 // write began), and one written later than AlexaResponseDeadline after the
 // request was received: Alexa has given up on it and played its own error
-// (P-24).
+// (P-24). Before the write, what a turn's response marks (its id and
+// marks, as its session attributes name them) is recorded as the
+// session's last response, for Alexa's error report (notPlayed); a write
+// that fails in any of those ways clears its marks there (nothing was
+// marked heard).
 func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope, received time.Time) {
 	ctx := r.Context()
 	h := s.handle(ctx, env)
