@@ -181,7 +181,9 @@
 //     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision,
 //     TestNotPlayed_AReportCarryingAnEarlierResponsesAttributesOrNoneReopensTheLastResponsesMarks,
 //     TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverruledByIt,
-//     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack.
+//     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack,
+//     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
+//     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
