@@ -181,6 +181,7 @@
 //     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision,
 //     TestNotPlayed_AReportCarryingAnEarlierResponsesAttributesOrNoneReopensTheLastResponsesMarks,
 //     TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverruledByIt,
+//     TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt,
 //     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack,
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
 //     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth.

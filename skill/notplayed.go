@@ -162,7 +162,11 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 // marked nothing (or whose write failed: nothing was marked heard) adds
 // nothing.
 //
-// The record is this instance's memory (SessionStateTTL, SessionStateMax):
+// The record is read under the patient's turn lock: a response still
+// being written when the report arrives (Alexa's clock ran out before
+// ours) records itself before its write and holds the lock, if it owes
+// something, until it has marked what it carried, so the report re-opens
+// it. The record is this instance's memory (SessionStateTTL, SessionStateMax):
 // a report that reaches another instance — or this one after a restart —
 // has only the echoed attributes, as before the record.
 func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
@@ -172,19 +176,31 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 	sid := env.SessionID()
 	rec, recorded := s.sessions.sentOf(sid, s.now())
 	attrs := env.Session.Attributes
-	if !recorded && attrs[AttrMarked] == nil && attrs[AttrConfirmed] == nil {
-		return
-	}
+	echoes := attrs[AttrMarked] != nil || attrs[AttrConfirmed] != nil
 	// The record names the patient whose ledger its marks were made on;
-	// without it, the request's.
+	// without it, the request's (a session's first response may still be
+	// on its way: Alexa's clock can run out before ours).
 	patient := rec.patient
 	if !recorded {
 		var err error
 		patient, err = s.patientFor(ctx, env)
 		if err != nil || patient == "" {
-			s.log.Warn("alexa error report: no patient to re-open for", "session", sid, "err", err)
+			if echoes {
+				s.log.Warn("alexa error report: no patient to re-open for", "session", sid, "err", err)
+			}
 			return
 		}
+	}
+	release := s.lockPatient(patient)
+	defer release()
+	// Read again under the lock: a response to this session still being
+	// written and marked holds it (a turn that owes something) until it
+	// has marked what it carried, and has recorded itself before its write.
+	if again, ok := s.sessions.sentOf(sid, s.now()); ok && again.patient == patient {
+		rec, recorded = again, true
+	}
+	if !recorded && !echoes {
+		return
 	}
 	echoed, echoedID, bad := echoedMarks(attrs, patient)
 	if bad > 0 {
@@ -211,8 +227,6 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 	if len(ms) == 0 {
 		return
 	}
-	release := s.lockPatient(patient)
-	defer release()
 	// Recorded whatever the request's context does once Alexa has its answer.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()

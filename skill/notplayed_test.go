@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/models"
 )
@@ -414,6 +416,54 @@ func TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverru
 			}
 			if got := strings.Contains(r.logs.String(), "disagree with what the response marked"); got != tt.recordWins {
 				t.Errorf("disagreement logged %v, want %v: %s", got, tt.recordWins, r.logs.String())
+			}
+		})
+	}
+}
+
+// P-24, finding T1: Alexa's clock may run out before ours, so its report
+// of a session's first response (no attributes) can arrive while that
+// response is still being written: the report waits for the patient's
+// turn lock, which the response holds until it has marked what it carried,
+// and reads the session's record then — the retraction is re-opened, not
+// missed. Twin: the same report after the turn, for a session that had no
+// turn here, re-opens nothing.
+func TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	for _, overtakes := range []bool{true, false} {
+		t.Run(map[bool]string{true: "the report arrives during the write", false: "twin: a report for a session with no turn here"}[overtakes], func(t *testing.T) {
+			r := newRig(t, func(c *Config) { c.TestPause = TestPause{At: TestPauseBeforeWrite, For: 400 * time.Millisecond} })
+			if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+				t.Fatal(err)
+			}
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			offered := make(chan struct{})
+			var once sync.Once
+			r.care.onOffered = func() { once.Do(func() { close(offered) }) } // then held before its write
+			done := make(chan ResponseEnvelope)
+			go func() {
+				var out ResponseEnvelope
+				_, b := r.post(envelope(reqOpts{Session: "sR"}), testCertURL, "")
+				_ = json.Unmarshal(b, &out)
+				done <- out
+			}()
+			<-offered
+			session := "sR"
+			if !overtakes {
+				session = "sNone"
+			}
+			r.post(sessionEndedWith(t, session, ReasonError, "ENDPOINT_TIMEOUT", nil), testCertURL, "")
+			out := <-done
+			calls := r.care.notPlayedCalls()
+			if !overtakes {
+				if len(calls) != 0 {
+					t.Fatalf("re-opened %v, want nothing", calls)
+				}
+				return
+			}
+			if want := marksOf(t, attributesOf(t, out)); len(want) == 0 || len(calls) != 1 || !slices.Equal(calls[0], want) {
+				t.Fatalf("re-opened %v, want what the response marked: %v", calls, want)
 			}
 		})
 	}
