@@ -183,6 +183,7 @@
 //     TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverruledByIt,
 //     TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt,
 //     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack,
+//     TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo,
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
 //     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth.
 //   - P-25. No client delays another: each session has its own bounded
