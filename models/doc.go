@@ -178,7 +178,14 @@
 //     TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted,
 //     TestWithdraw_TwoUnconfirmedOffersInARowAreBothWithdrawn,
 //     TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard,
-//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision.
+//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision,
+//     TestNotPlayed_AReportCarryingAnEarlierResponsesAttributesOrNoneReopensTheLastResponsesMarks,
+//     TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverruledByIt,
+//     TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt,
+//     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack,
+//     TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo,
+//     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
+//     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

@@ -403,8 +403,10 @@ func TestDelivery_AResponseWrittenIntoAClosedConnectionIsNotHeard(t *testing.T) 
 }
 
 // P-24: a response written later than Alexa's 8 s deadline is never
-// played: nothing in it is heard and it is said again. Twin: one written
-// within the deadline is heard.
+// played: nothing in it is heard and it is said again; Alexa's
+// ENDPOINT_TIMEOUT report for it (no attributes) then re-opens nothing, as
+// nothing was marked. Twin: one written within the deadline is heard, and
+// the same report re-opens its marks (the session's record).
 func TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard(t *testing.T) {
 	for _, tt := range []struct {
 		took  time.Duration
@@ -417,13 +419,18 @@ func TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard(t *testing.T) {
 			r := newRig(t, nil)
 			r.care.setPending("ray", retractionWB())
 			r.care.onTurn = func(context.Context) { r.setNow(t0.Add(tt.took)) } // a slow confirmation
-			r.turn(reqOpts{})
+			out, _ := r.turn(reqOpts{Session: "sD"})
 			_, heard := heardSet(r.care.heardCalls())["care://ray/weight_bearing"]
 			if heard != tt.heard {
 				t.Fatalf("took %v: heard = %v, want %v (calls %v)", tt.took, heard, tt.heard, r.care.heardCalls())
 			}
 			if !tt.heard && !strings.Contains(r.logs.String(), "after Alexa's deadline") {
 				t.Errorf("no warning logged: %s", r.logs.String())
+			}
+			r.post(sessionEndedWith(t, "sD", ReasonError, "ENDPOINT_TIMEOUT", nil), testCertURL, "")
+			calls := r.care.notPlayedCalls()
+			if want := marksOf(t, attributesOf(t, out)); tt.heard != (len(calls) == 1 && slices.Equal(calls[0], want)) || !tt.heard && len(calls) != 0 {
+				t.Errorf("took %v: the report re-opened %v (the response marked %v)", tt.took, calls, want)
 			}
 		})
 	}

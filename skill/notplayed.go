@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	"github.com/unsay/unsay/models"
 )
@@ -76,27 +77,45 @@ type markedAttr struct {
 	Version int    `json:"version"`
 }
 
-// markedAttributes are the session attributes of a response whose marks
-// are marks: per fact, the announcement it speaks in full (from its
-// retraction's From) or the version it tells that he had not heard
-// (heardBefore below it); nil when it marks nothing of the kind. Silent
-// marks (unchanged words: nothing said) are left out. The facts it tells
-// at the version he heard are its AttrConfirmed entries (they may confirm
-// that version; whether this telling is the first to do so is decided by
-// the ledger after the write, so every such telling is listed). id, the
-// response's id, is its AttrResponse.
-func markedAttributes(marks []mark, heardBefore, from map[models.URI]int, id string) map[string]any {
-	var list []markedAttr
-	var confirmed []confirmedAttr
+// responseMarks are the marks of a response whose marks are marks, as
+// its session attributes name them (markedAttributes) and as the
+// session's record of its last response keeps them (sentResponse): per
+// fact, the announcement it speaks in full (from its retraction's From) or
+// the version it tells that he had not heard (heardBefore below it) — at
+// most MaxMarkedAttributes of them, first — then the facts it tells at the
+// version he heard, as Confirmed entries (they may confirm that version;
+// whether this telling is the first to do so is decided by the ledger
+// after the write, so every such telling is listed), at most
+// MaxMarkedAttributes. Each carries id, the response's id (AttrResponse).
+// Silent marks (unchanged words: nothing said) are left out; nil when
+// nothing is left.
+func responseMarks(marks []mark, heardBefore, from map[models.URI]int, id string) []models.Marked {
+	var list, confirmed []models.Marked
 	for _, d := range deliveredOf(marks) {
 		before := heardBefore[d.uri]
 		switch f, announced := from[d.uri]; {
 		case d.ann > 0 && announced && d.ann >= d.told && before < d.ann:
-			list = append(list, markedAttr{URI: d.uri.String(), Heard: before, From: f, Version: d.ann})
+			list = append(list, models.Marked{URI: d.uri, HeardBefore: before, From: f, Version: d.ann, Response: id})
 		case d.told > d.ann && before < d.told:
-			list = append(list, markedAttr{URI: d.uri.String(), Heard: before, From: before, Version: d.told})
+			list = append(list, models.Marked{URI: d.uri, HeardBefore: before, From: before, Version: d.told, Response: id})
 		case d.told > d.ann && before == d.told:
-			confirmed = append(confirmed, confirmedAttr{URI: d.uri.String(), Version: d.told})
+			confirmed = append(confirmed, models.Marked{URI: d.uri, Version: d.told, Confirmed: true, Response: id})
+		}
+	}
+	return append(list[:min(len(list), MaxMarkedAttributes)], confirmed[:min(len(confirmed), MaxMarkedAttributes)]...)
+}
+
+// markedAttributes are the session attributes of a response whose marks
+// are ms (responseMarks) and whose id is id: AttrMarked, AttrConfirmed and
+// AttrResponse; nil when ms is empty.
+func markedAttributes(ms []models.Marked, id string) map[string]any {
+	var list []markedAttr
+	var confirmed []confirmedAttr
+	for _, m := range ms {
+		if m.Confirmed {
+			confirmed = append(confirmed, confirmedAttr{URI: m.URI.String(), Version: m.Version})
+		} else {
+			list = append(list, markedAttr{URI: m.URI.String(), Heard: m.HeardBefore, From: m.From, Version: m.Version})
 		}
 	}
 	if len(list) == 0 && len(confirmed) == 0 {
@@ -104,53 +123,110 @@ func markedAttributes(marks []mark, heardBefore, from map[models.URI]int, id str
 	}
 	attrs := map[string]any{AttrResponse: id}
 	if len(list) > 0 {
-		attrs[AttrMarked] = list[:min(len(list), MaxMarkedAttributes)]
+		attrs[AttrMarked] = list
 	}
 	if len(confirmed) > 0 {
-		attrs[AttrConfirmed] = confirmed[:min(len(confirmed), MaxMarkedAttributes)]
+		attrs[AttrConfirmed] = confirmed
 	}
 	return attrs
 }
 
-// notPlayed handles Alexa's error report for env's session: the patient's
-// marks kept in its session attributes are re-opened, under his turn lock.
-// Malformed entries (attributes are client-controlled in development mode)
-// are logged and ignored.
+// notPlayed handles Alexa's error report for env's session (P-24): it
+// re-opens, under the patient's turn lock, in one CareSource.NotPlayed
+// call —
+//
+//  1. the marks of the last response this instance wrote on the session
+//     (its record, sessionStore.sentOf), first: Alexa's report is of the
+//     session's last response, and for ENDPOINT_TIMEOUT (Alexa never got
+//     it) or INVALID_RESPONSE (Alexa refused it) Alexa cannot echo that
+//     response's session attributes — it echoes those it held: the
+//     previous response's, or none in a new session (finding T1);
+//  2. then the marks of the response the echoed session attributes name
+//     (AttrResponse): when it is the recorded last or the one before it,
+//     as the record holds them — attributes that disagree with the record
+//     of the same response are logged and the record is trusted (finding
+//     T3; Alexa's signature protects them in production, development mode
+//     does not); otherwise (attributes of a response this instance did not
+//     write, or without an id) as the attributes give them, each entry
+//     checked (malformed ones logged and ignored).
+//
+// The rule errs toward a repeat, never toward losing a retraction: the
+// earlier response the attributes name was accepted by Alexa and most
+// likely played, but its speech may not have been; it is re-opened too,
+// after the last, so that for a fact both marked what he heard goes back
+// past both — the next retraction withdraws what he heard before the
+// earlier one as told and the earlier one's words as words he may have
+// heard (a repeat when it was played). A response's marks appear once
+// (deduplicated by response id), and the ledger applies one response id's
+// report once, so a repeated report changes nothing. A last response that
+// marked nothing (or whose write failed: nothing was marked heard) adds
+// nothing.
+//
+// The record is read under the patient's turn lock: a response still
+// being written when the report arrives (Alexa's clock ran out before
+// ours) records itself before its write and holds the lock, if it owes
+// something, until it has marked what it carried, so the report re-opens
+// it. The record is this instance's memory (SessionStateTTL, SessionStateMax):
+// a report that reaches another instance — or this one after a restart —
+// has only the echoed attributes, as before the record.
 func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
-	if env.Session == nil || env.Session.Attributes[AttrMarked] == nil && env.Session.Attributes[AttrConfirmed] == nil {
+	if env.Session == nil {
 		return
 	}
-	patient, err := s.patientFor(ctx, env)
-	if err != nil || patient == "" {
-		s.log.Warn("alexa error report: no patient to re-open for", "session", env.SessionID(), "err", err)
-		return
-	}
-	var ms []models.Marked
-	bad := 0
-	if v := env.Session.Attributes[AttrMarked]; v != nil {
-		ms, bad = parseMarked(v, patient)
-	}
-	if v := env.Session.Attributes[AttrConfirmed]; v != nil {
-		cs, cbad := parseConfirmed(v, patient)
-		ms, bad = append(ms, cs...), bad+cbad
-	}
-	if v, ok := env.Session.Attributes[AttrResponse]; ok {
-		if id, _ := v.(string); models.ValidID(id) {
-			for i := range ms {
-				ms[i].Response = id
+	sid := env.SessionID()
+	rec, recorded := s.sessions.sentOf(sid, s.now())
+	attrs := env.Session.Attributes
+	echoes := attrs[AttrMarked] != nil || attrs[AttrConfirmed] != nil
+	// The record names the patient whose ledger its marks were made on;
+	// without it, the request's (a session's first response may still be
+	// on its way: Alexa's clock can run out before ours).
+	patient := rec.patient
+	if !recorded {
+		var err error
+		patient, err = s.patientFor(ctx, env)
+		if err != nil || patient == "" {
+			if echoes {
+				s.log.Warn("alexa error report: no patient to re-open for", "session", sid, "err", err)
 			}
-		} else {
-			bad++ // applied without an id, as an older build's report
+			return
 		}
 	}
+	release := s.lockPatient(patient)
+	defer release()
+	// Read again under the lock: a response to this session still being
+	// written and marked holds it (a turn that owes something) until it
+	// has marked what it carried, and has recorded itself before its write.
+	if again, ok := s.sessions.sentOf(sid, s.now()); ok && again.patient == patient {
+		rec, recorded = again, true
+	}
+	if !recorded && !echoes {
+		return
+	}
+	echoed, echoedID, bad := echoedMarks(attrs, patient)
 	if bad > 0 {
-		s.log.Warn("alexa error report: malformed session attributes ignored", "session", env.SessionID(), "entries", bad)
+		s.log.Warn("alexa error report: malformed session attributes ignored", "session", sid, "entries", bad)
+	}
+	var ms []models.Marked
+	if recorded {
+		ms = append(ms, rec.last.marks...)
+	}
+	switch {
+	case recorded && echoedID != "" && (echoedID == rec.last.id || echoedID == rec.prev.id):
+		held := rec.last
+		if echoedID == rec.prev.id {
+			held = rec.prev
+			ms = append(ms, held.marks...)
+		}
+		if !slices.Equal(echoed, held.marks) {
+			s.log.Warn("alexa error report: session attributes disagree with what the response marked; the server's record re-opened",
+				"session", sid, "response", echoedID, "attributes", len(echoed), "recorded", len(held.marks))
+		}
+	default:
+		ms = append(ms, echoed...)
 	}
 	if len(ms) == 0 {
 		return
 	}
-	release := s.lockPatient(patient)
-	defer release()
 	// Recorded whatever the request's context does once Alexa has its answer.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
@@ -159,6 +235,32 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 		return
 	}
 	s.log.Warn("alexa did not play a response; what it marked is owed again", "patient", patient, "facts", len(ms))
+}
+
+// echoedMarks reads the marks a report's session attributes name for
+// patient: AttrMarked's entries, then AttrConfirmed's, each with the
+// AttrResponse id when it is of models.ValidID's form (echoedID; "" when
+// absent or malformed — then applied without one, as an older build's
+// report), and how many entries (or a malformed id) were refused.
+func echoedMarks(attrs map[string]any, patient string) (ms []models.Marked, echoedID string, bad int) {
+	if v := attrs[AttrMarked]; v != nil {
+		ms, bad = parseMarked(v, patient)
+	}
+	if v := attrs[AttrConfirmed]; v != nil {
+		cs, cbad := parseConfirmed(v, patient)
+		ms, bad = append(ms, cs...), bad+cbad
+	}
+	if v, ok := attrs[AttrResponse]; ok {
+		if id, _ := v.(string); models.ValidID(id) {
+			echoedID = id
+			for i := range ms {
+				ms[i].Response = id
+			}
+		} else {
+			bad++ // applied without an id, as an older build's report
+		}
+	}
+	return ms, echoedID, bad
 }
 
 // attrList is v, a session attribute's value, as a JSON list of at most

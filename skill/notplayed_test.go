@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/models"
 )
@@ -14,6 +16,12 @@ import (
 // error type when reason is ERROR, and attrs as the session's attributes.
 func sessionEnded(t *testing.T, session, reason string, attrs map[string]any) []byte {
 	t.Helper()
+	return sessionEndedWith(t, session, reason, "DEVICE_COMMUNICATION_ERROR", attrs)
+}
+
+// sessionEndedWith is sessionEnded with errType as the ERROR's type.
+func sessionEndedWith(t *testing.T, session, reason, errType string, attrs map[string]any) []byte {
+	t.Helper()
 	var env map[string]any
 	if err := json.Unmarshal(envelope(reqOpts{Type: TypeSessionEnded, Session: session}), &env); err != nil {
 		t.Fatal(err)
@@ -21,7 +29,7 @@ func sessionEnded(t *testing.T, session, reason string, attrs map[string]any) []
 	req := env["request"].(map[string]any)
 	req["reason"] = reason
 	if reason == ReasonError {
-		req["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "the device did not play it"}
+		req["error"] = map[string]any{"type": errType, "message": "the device did not play it"}
 	}
 	env["session"].(map[string]any)["attributes"] = attrs
 	b, err := json.Marshal(env)
@@ -215,7 +223,8 @@ func TestNotPlayed_MalformedConfirmedAttributesAreIgnored(t *testing.T) {
 // Alexa delivers it. Twins: attributes an older build wrote (no id) are
 // accepted and handed on without one, as before; a malformed id is
 // handed on without one (applied as it comes, the safe direction) and
-// logged.
+// logged. The reports name a session this instance holds no record of
+// (as one served by another instance), so only the attributes count.
 func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
 	r := newRig(t, nil)
 	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
@@ -247,7 +256,7 @@ func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(r.care.notPlayedCalls())
 			r.logs.Reset()
-			if code, b := r.post(sessionEnded(t, "sI", ReasonError, tt.attrs), testCertURL, ""); code != 200 {
+			if code, b := r.post(sessionEnded(t, "sJ", ReasonError, tt.attrs), testCertURL, ""); code != 200 {
 				t.Fatalf("session ended: %d %s", code, b)
 			}
 			calls := r.care.notPlayedCalls()
@@ -256,6 +265,205 @@ func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
 			}
 			if got := strings.Contains(r.logs.String(), "malformed session attributes ignored"); got != tt.logged {
 				t.Errorf("logged %v, want %v: %s", got, tt.logged, r.logs.String())
+			}
+		})
+	}
+}
+
+// marksOf is what a response's session attributes name, as the error
+// report hands them to the care source: AttrMarked's entries, then
+// AttrConfirmed's, each with the response's id.
+func marksOf(t *testing.T, attrs map[string]any) []models.Marked {
+	t.Helper()
+	ms, _, bad := echoedMarks(attrs, "ray")
+	if bad > 0 {
+		t.Fatalf("attributes %v: %d malformed", attrs, bad)
+	}
+	return ms
+}
+
+// P-24, finding T1: for ENDPOINT_TIMEOUT (Alexa never got the response) or
+// INVALID_RESPONSE (Alexa refused it) Alexa's error report can only echo
+// the session attributes it held — none in a new session, the previous
+// response's in a longer one — so the skill re-opens what the last
+// response it wrote on the session marked, from its own record, first,
+// and then what the echoed attributes name. Twins: a session whose last
+// response marked nothing re-opens nothing beyond the echoed attributes
+// (nothing at all without them).
+func TestNotPlayed_AReportCarryingAnEarlierResponsesAttributesOrNoneReopensTheLastResponsesMarks(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	ask := func(session string) reqOpts {
+		return reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: session}
+	}
+	// setup runs the session's turns and returns the report's attributes
+	// and the marks the care source must be handed, in order.
+	for _, tt := range []struct {
+		name    string
+		errType string
+		setup   func(t *testing.T, r *rig) (attrs map[string]any, want []models.Marked)
+		again   bool // the next turn says the retraction again
+	}{
+		{"a new session's retraction, reported with no attributes (ENDPOINT_TIMEOUT)", "ENDPOINT_TIMEOUT", func(t *testing.T, r *rig) (map[string]any, []models.Marked) {
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			out, _ := r.turn(reqOpts{Session: "sT"})
+			if !strings.HasPrefix(plain(out), "Stop — your walking instruction has changed.") {
+				t.Fatalf("launch: %q", plain(out))
+			}
+			return nil, marksOf(t, attributesOf(t, out))
+		}, true},
+		{"a retraction after a telling, reported with the telling's attributes (INVALID_RESPONSE)", "INVALID_RESPONSE", func(t *testing.T, r *rig) (map[string]any, []models.Marked) {
+			told, _ := r.turn(ask("sT"))
+			a1 := attributesOf(t, told)
+			if a1[AttrConfirmed] == nil {
+				t.Fatalf("the telling confirms nothing: %v", a1)
+			}
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			out, _ := r.turn(reqOpts{Session: "sT"})
+			if !strings.HasPrefix(plain(out), "Stop — your walking instruction has changed.") {
+				t.Fatalf("launch: %q", plain(out))
+			}
+			return a1, append(marksOf(t, attributesOf(t, out)), marksOf(t, a1)...)
+		}, true},
+		{"twin: the last response marked nothing, reported with no attributes", "ENDPOINT_TIMEOUT", func(t *testing.T, r *rig) (map[string]any, []models.Marked) {
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			first, _ := r.turn(reqOpts{Session: "sT"})
+			if attributesOf(t, first)[AttrMarked] == nil {
+				t.Fatalf("the retraction marks nothing")
+			}
+			help, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentHelp, Session: "sT"})
+			if help.SessionAttributes != nil {
+				t.Fatalf("help marks %v", help.SessionAttributes)
+			}
+			return nil, nil
+		}, false},
+		{"twin: the last response marked nothing, reported with the retraction's attributes", "INVALID_RESPONSE", func(t *testing.T, r *rig) (map[string]any, []models.Marked) {
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			first, _ := r.turn(reqOpts{Session: "sT"})
+			help, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentHelp, Session: "sT"})
+			if help.SessionAttributes != nil {
+				t.Fatalf("help marks %v", help.SessionAttributes)
+			}
+			a1 := attributesOf(t, first)
+			return a1, marksOf(t, a1)
+		}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+				t.Fatal(err)
+			}
+			attrs, want := tt.setup(t, r)
+			if code, b := r.post(sessionEndedWith(t, "sT", ReasonError, tt.errType, attrs), testCertURL, ""); code != 200 {
+				t.Fatalf("session ended: %d %s", code, b)
+			}
+			calls := r.care.notPlayedCalls()
+			switch {
+			case want == nil && len(calls) != 0:
+				t.Fatalf("re-opened %v, want nothing", calls)
+			case want != nil && (len(calls) != 1 || !slices.Equal(calls[0], want)):
+				t.Fatalf("re-opened %v, want %v", calls, want)
+			}
+			next, _ := r.turn(reqOpts{Session: "sU"})
+			again := strings.HasPrefix(plain(next), "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “"+wbV2Text+"”")
+			if again != tt.again {
+				t.Errorf("next turn %q: retraction said again = %v, want %v", plain(next), again, tt.again)
+			}
+		})
+	}
+}
+
+// Finding T3 (defense in depth): echoed session attributes that disagree
+// with the server's record of the same response — a forged "heard" —
+// are not trusted: the record's marks are handed on, and the disagreement
+// is logged. Twin: a session this instance holds no record of (another
+// instance's) hands on the attributes as given.
+func TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverruledByIt(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	for _, tt := range []struct {
+		name, reportSession string
+		recordWins          bool
+	}{
+		{"the served session: the record wins", "sF", true},
+		{"twin: an unknown session: the attributes as given", "sOther", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+				t.Fatal(err)
+			}
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			out, _ := r.turn(reqOpts{Session: "sF"})
+			attrs := attributesOf(t, out)
+			recorded := marksOf(t, attrs)
+			forged := attributesOf(t, out)
+			list := forged[AttrMarked].([]any)
+			list[0].(map[string]any)["heard"] = 1 // "he heard v1": he never did
+			list[0].(map[string]any)["from"] = 1
+			want := marksOf(t, forged)
+			if tt.recordWins {
+				want = recorded
+			}
+			if code, b := r.post(sessionEnded(t, tt.reportSession, ReasonError, forged), testCertURL, ""); code != 200 {
+				t.Fatalf("session ended: %d %s", code, b)
+			}
+			if calls := r.care.notPlayedCalls(); len(calls) != 1 || !slices.Equal(calls[0], want) {
+				t.Fatalf("handed %v, want %v", calls, want)
+			}
+			if got := strings.Contains(r.logs.String(), "disagree with what the response marked"); got != tt.recordWins {
+				t.Errorf("disagreement logged %v, want %v: %s", got, tt.recordWins, r.logs.String())
+			}
+		})
+	}
+}
+
+// P-24, finding T1: Alexa's clock may run out before ours, so its report
+// of a session's first response (no attributes) can arrive while that
+// response is still being written: the report waits for the patient's
+// turn lock, which the response holds until it has marked what it carried,
+// and reads the session's record then — the retraction is re-opened, not
+// missed. Twin: the same report after the turn, for a session that had no
+// turn here, re-opens nothing.
+func TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	for _, overtakes := range []bool{true, false} {
+		t.Run(map[bool]string{true: "the report arrives during the write", false: "twin: a report for a session with no turn here"}[overtakes], func(t *testing.T) {
+			r := newRig(t, func(c *Config) { c.TestPause = TestPause{At: TestPauseBeforeWrite, For: 400 * time.Millisecond} })
+			if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+				t.Fatal(err)
+			}
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			offered := make(chan struct{})
+			var once sync.Once
+			r.care.onOffered = func() { once.Do(func() { close(offered) }) } // then held before its write
+			done := make(chan ResponseEnvelope)
+			go func() {
+				var out ResponseEnvelope
+				_, b := r.post(envelope(reqOpts{Session: "sR"}), testCertURL, "")
+				_ = json.Unmarshal(b, &out)
+				done <- out
+			}()
+			<-offered
+			session := "sR"
+			if !overtakes {
+				session = "sNone"
+			}
+			r.post(sessionEndedWith(t, session, ReasonError, "ENDPOINT_TIMEOUT", nil), testCertURL, "")
+			out := <-done
+			calls := r.care.notPlayedCalls()
+			if !overtakes {
+				if len(calls) != 0 {
+					t.Fatalf("re-opened %v, want nothing", calls)
+				}
+				return
+			}
+			if want := marksOf(t, attributesOf(t, out)); len(want) == 0 || len(calls) != 1 || !slices.Equal(calls[0], want) {
+				t.Fatalf("re-opened %v, want what the response marked: %v", calls, want)
 			}
 		})
 	}

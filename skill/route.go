@@ -60,6 +60,9 @@ type handled struct {
 	// withdraws (0: a first hearing).
 	heardBefore map[models.URI]int
 	from        map[models.URI]int
+	// sent is its id and marks as its session attributes name them (set
+	// by offer), for the session's record of its last response.
+	sent sentResponse
 	// The turn it was built from and how it was answered (route, or the
 	// launch after linking), to build it again when a revision overtakes
 	// it (skill.go, overtaken); turn nil: nothing it says was confirmed.

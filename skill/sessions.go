@@ -46,8 +46,29 @@ type liveSession struct {
 	ended    bool // the last response ended the session
 }
 
-// sessionStore is a bounded, expiring map of session id → state, and of
-// session id → liveness. Both are least-recently-used caches
+// sentResponse is what one response written on a session marked (P-24):
+// its id (AttrResponse) and its marks (responseMarks, each with Response
+// id), as its session attributes name them; marks nil when it marked
+// nothing, or when its write failed (nothing was marked heard).
+type sentResponse struct {
+	id    string
+	marks []models.Marked
+}
+
+// sentRecord is a session's record of the responses this instance wrote
+// on it: the last and the one before it (an error report's echoed
+// attributes are those of one of the two), for the patient whose ledger
+// they marked.
+type sentRecord struct {
+	patient    string
+	last, prev sentResponse
+	expires    time.Time
+}
+
+// sessionStore is a bounded, expiring map of session id → state, of
+// session id → liveness, and of session id → the record of the responses
+// written on it (sentRecord, kept past the session's end: Alexa's error
+// report comes after it). Both are least-recently-used caches
 // (hashicorp/golang-lru), so a full store drops its oldest entry in
 // constant time: with one TTL for every entry the least recently put is
 // the one that expires soonest. Expired entries are never served and go
@@ -56,15 +77,64 @@ type sessionStore struct {
 	mu   sync.Mutex // makes get-modify-put sequences atomic
 	m    *lru.Cache[string, *sessionState]
 	live *lru.Cache[string, liveSession]
+	sent *lru.Cache[string, sentRecord]
 	ttl  time.Duration
 }
 
-// newSessionStore holds at most size sessions' state and size sessions'
-// liveness (at least 1 each), each for ttl after its last turn.
+// newSessionStore holds at most size sessions' state, size sessions'
+// liveness and size sessions' records of responses written (at least 1
+// each), each for ttl after its last turn.
 func newSessionStore(ttl time.Duration, size int) *sessionStore {
 	m, _ := lru.New[string, *sessionState](max(size, 1)) // errors only for a size < 1
 	live, _ := lru.New[string, liveSession](max(size, 1))
-	return &sessionStore{m: m, live: live, ttl: ttl}
+	sent, _ := lru.New[string, sentRecord](max(size, 1))
+	return &sessionStore{m: m, live: live, sent: sent, ttl: ttl}
+}
+
+// recordSent records r as the last response written on session id for
+// patient at now (the one it replaces becomes the one before it), renewing
+// the record's TTL. A record of another patient, or expired, starts anew.
+func (s *sessionStore) recordSent(id, patient string, r sentResponse, now time.Time) {
+	if id == "" || patient == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.sent.Peek(id)
+	if !ok || rec.patient != patient || !now.Before(rec.expires) {
+		rec = sentRecord{patient: patient}
+	}
+	rec.prev, rec.last = rec.last, r
+	rec.expires = now.Add(s.ttl)
+	s.sent.Add(id, rec)
+}
+
+// unmarkSent forgets the marks of response rid, the last written on
+// session id, when its write failed: it marked nothing heard.
+func (s *sessionStore) unmarkSent(id, rid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec, ok := s.sent.Peek(id); ok && rec.last.id == rid {
+		rec.last.marks = nil
+		s.sent.Add(id, rec)
+	}
+}
+
+// sentOf returns session id's record of the responses written on it, and
+// whether there is one (unexpired at now). It is kept, not taken: a
+// repeated error report finds it again (the ledger applies one response's
+// report once).
+func (s *sessionStore) sentOf(id string, now time.Time) (sentRecord, bool) {
+	if id == "" {
+		return sentRecord{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.sent.Peek(id)
+	if !ok || !now.Before(rec.expires) {
+		return sentRecord{}, false
+	}
+	return rec, true
 }
 
 // touch records a turn of session id for patient at now.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 func TestSessionStore_ExpiresAfterTTLAndIsBoundToPatient(t *testing.T) {
@@ -105,5 +107,47 @@ func BenchmarkSessionStore_PutWhenFull(b *testing.B) {
 		id := fmt.Sprint("s-", i)
 		s.put(id, sessionState{patient: "ray"}, t0)
 		s.touch(id, liveSession{patient: "ray", lastSeen: t0})
+	}
+}
+
+// The record of the responses written on a session (for Alexa's error
+// report, notPlayed): the last two, kept past the session's end (delete),
+// expiring after the TTL, bounded; another patient's record starts anew;
+// a failed write clears the marks of the last response only.
+func TestSessionStore_RecordsTheLastTwoResponsesOfASessionBoundedAndExpiring(t *testing.T) {
+	s := newSessionStore(time.Minute, 2)
+	one := sentResponse{id: "r1", marks: []models.Marked{{Version: 1, Response: "r1"}}}
+	two := sentResponse{id: "r2", marks: []models.Marked{{Version: 2, Response: "r2"}}}
+	three := sentResponse{id: "r3"}
+	s.recordSent("s1", "ray", one, t0)
+	s.recordSent("s1", "ray", two, t0.Add(time.Second))
+	s.delete("s1") // the session ended: the record stays for its report
+	rec, ok := s.sentOf("s1", t0.Add(2*time.Second))
+	if !ok || rec.patient != "ray" || rec.last.id != "r2" || rec.prev.id != "r1" || len(rec.last.marks) != 1 {
+		t.Fatalf("record %+v, %v: want r2 last, r1 before it", rec, ok)
+	}
+	s.recordSent("s1", "ray", three, t0.Add(2*time.Second))
+	if rec, _ := s.sentOf("s1", t0.Add(2*time.Second)); rec.last.id != "r3" || rec.prev.id != "r2" {
+		t.Errorf("after a third response: %+v, want r3 last, r2 before it", rec)
+	}
+	s.unmarkSent("s1", "r2") // not the last: nothing changes
+	s.unmarkSent("s1", "r3")
+	if rec, _ := s.sentOf("s1", t0.Add(2*time.Second)); len(rec.prev.marks) != 1 || rec.last.marks != nil {
+		t.Errorf("unmark: %+v", rec)
+	}
+	if _, ok := s.sentOf("s1", t0.Add(62*time.Second)); ok {
+		t.Error("the record outlived its TTL")
+	}
+	s.recordSent("s1", "bob", one, t0.Add(3*time.Second))
+	if rec, _ := s.sentOf("s1", t0.Add(3*time.Second)); rec.patient != "bob" || rec.prev.id != "" {
+		t.Errorf("another patient's record kept the first's responses: %+v", rec)
+	}
+	s.recordSent("s2", "ray", one, t0.Add(4*time.Second))
+	s.recordSent("s3", "ray", one, t0.Add(5*time.Second))
+	if _, ok := s.sentOf("s1", t0.Add(5*time.Second)); ok {
+		t.Error("the oldest record was kept over the bound")
+	}
+	if _, ok := s.sentOf("", t0); ok {
+		t.Error("a record for an empty session id")
 	}
 }

@@ -254,7 +254,11 @@ func (s *Skill) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Alexa had already closed (the request's context was done before the
 // write began), and one written later than AlexaResponseDeadline after the
 // request was received: Alexa has given up on it and played its own error
-// (P-24).
+// (P-24). Before the write, what a turn's response marks (its id and
+// marks, as its session attributes name them) is recorded as the
+// session's last response, for Alexa's error report (notPlayed); a write
+// that fails in any of those ways clears its marks there (nothing was
+// marked heard).
 func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnvelope, received time.Time) {
 	ctx := r.Context()
 	h := s.handle(ctx, env)
@@ -283,6 +287,13 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 		h = s.rebuild(h, rebuilt)
 	}
 	carries := len(h.marks) > 0
+	// The session's record of its last response, kept before the write:
+	// Alexa's error report may overtake the marking below (notplayed.go).
+	sid := env.SessionID()
+	turnLike := env.Request.Type == TypeLaunch || env.Request.Type == TypeIntent || env.Request.Type == TypeAPLUserEvent
+	if turnLike {
+		s.sessions.recordSent(sid, h.patient, h.sent, s.now())
+	}
 	// Go's server cancels the request's context when the client closes
 	// its connection. It is read just before the write: a client that
 	// reads the answer and then hangs up also cancels it, afterwards, and
@@ -298,14 +309,17 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 		err = http.NewResponseController(w).Flush()
 	}
 	if err != nil {
+		s.sessions.unmarkSent(sid, h.sent.id)
 		s.log.Warn("alexa response not delivered; nothing marked heard", "patient", h.patient, "err", err)
 		return
 	}
 	if hungUp != nil {
+		s.sessions.unmarkSent(sid, h.sent.id)
 		s.log.Warn("alexa response written after Alexa closed the connection; left offered, nothing marked heard", "patient", h.patient, "err", hungUp)
 		return
 	}
 	if took := s.now().Sub(received); took > AlexaResponseDeadline {
+		s.sessions.unmarkSent(sid, h.sent.id)
 		s.log.Warn("alexa response written after Alexa's deadline; left offered, nothing marked heard", "patient", h.patient, "took", took.Round(time.Millisecond), "deadline", AlexaResponseDeadline)
 		return
 	}
@@ -334,15 +348,17 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (handled, []byte, error) {
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	id := newResponseID()
-	h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from, id) // notplayed.go
+	h.sent = sentResponse{id: newResponseID()}
+	h.sent.marks = responseMarks(h.marks, h.heardBefore, h.from, h.sent.id) // notplayed.go
+	h.out.SessionAttributes = markedAttributes(h.sent.marks, h.sent.id)
 	b, directives, err := encodeResponse(h.out)
 	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
 		// What the screen never showed was not told. Encoded again only
 		// when that changes the response (a voice-only one rarely does).
 		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
 			h.marks = kept
-			h.out.SessionAttributes = markedAttributes(h.marks, h.heardBefore, h.from, id)
+			h.sent.marks = responseMarks(h.marks, h.heardBefore, h.from, h.sent.id)
+			h.out.SessionAttributes = markedAttributes(h.sent.marks, h.sent.id)
 			if !directives {
 				h.out.Response.Directives, h.cardOffered = nil, nil
 			}
@@ -364,7 +380,7 @@ func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (han
 			// stays owed.
 			s.log.Error("alexa announcements and facts told not recorded as offered; the apology sent instead", "patient", h.patient, "err", err)
 			h.out, h.marks, h.offered, h.cardOffered = safeResponse(), nil, nil, nil
-			h.turn = nil
+			h.turn, h.sent.marks = nil, nil
 			if b, _, err = encodeResponse(h.out); err != nil {
 				return h, nil, err
 			}

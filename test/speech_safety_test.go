@@ -358,6 +358,118 @@ func TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDe
 	}
 }
 
+// Finding T1: Alexa never received the response that carried the
+// retraction (ENDPOINT_TIMEOUT: written by the server's clock in time,
+// late by Alexa's, or lost on the way), so its error report cannot echo
+// that response's session attributes — in a new session it carries none.
+// The skill re-opens what the session's last response marked from its own
+// record: the next turn says the retraction again, saying so. Twin: the
+// session went on past the retraction to a turn that marked nothing (Alexa
+// accepted the retraction's response; the report is of the later one) —
+// nothing is re-opened and the next turn tells the new words plainly.
+func TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		laterTurn bool
+	}{
+		{"the retraction's response timed out, reported with no attributes", false},
+		{"twin: a later turn that marked nothing timed out", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
+				t.Fatalf("launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
+			}
+			if tt.laterTurn {
+				if h := ask(t, s, dev.Intent("AMAZON.HelpIntent", nil)); h.Body.SessionAttributes != nil || strings.Contains(h.Speech(), "Stop —") {
+					t.Fatalf("help: %q, attributes %v; want nothing marked", h.Speech(), h.Body.SessionAttributes)
+				}
+			}
+			end := dev.SessionEnded("ERROR") // no attributes: Alexa never had the failed response's
+			end["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "timeout"}
+			ask(t, s, end)
+			next := launch(t, s, dev)
+			if tt.laterTurn {
+				if strings.Contains(next, "Stop —") || !strings.Contains(next, revision) {
+					t.Fatalf("after the later turn's report: %q, want %q told plainly, no retraction again", next, revision)
+				}
+				return
+			}
+			if !strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “") || !strings.Contains(next, revision) {
+				t.Fatalf("after the error report: %q, want the retraction again, saying so", next)
+			}
+		})
+	}
+}
+
+// Finding T1, in a longer session: R1 retracted v1→v2 (the seed's words
+// → revision), the physio revised it again, and R2 in the same session
+// retracted v2→v3; Alexa then reports INVALID_RESPONSE — it refused R2 —
+// echoing the attributes it held, R1's. The skill re-opens R2's marks
+// from its record, then R1's: the next turn withdraws the seed's words as
+// told and the first revision as words he may have heard (a repeat if R1
+// played, never a loss). Twin: the report echoes R2's own attributes
+// (DEVICE_COMMUNICATION_ERROR: Alexa had R2 and could not play it) — only
+// R2 is re-opened: the next turn withdraws the first revision as told.
+func TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo(t *testing.T) {
+	const second = "Walk with one crutch only, indoors."
+	for _, tt := range []struct {
+		name, errType string
+		echoR1        bool
+	}{
+		{"R2 refused, R1's attributes echoed", "INVALID_RESPONSE", true},
+		{"twin: R2 not played, its own attributes echoed", "DEVICE_COMMUNICATION_ERROR", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			dev := harness.NewDevice("ray")
+			var r1 *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r1 = ask(t, s, dev.Launch()); !strings.Contains(r1.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			seed := harness.Quoted(r1.Speech())
+			if !strings.HasPrefix(r1.Speech(), "Stop — your walking instruction has changed.") || len(seed) < 2 || seed[1] != revision {
+				t.Fatalf("R1: %q", r1.Speech())
+			}
+			write(t, s, "weight_bearing", second)
+			waitBacklog(t, s.URL)
+			r2 := ask(t, s, dev.Intent("CarePlanIntent", topic("walking", "weight_bearing")))
+			if !strings.HasPrefix(r2.Speech(), "Stop — your walking instruction has changed. I told you: “"+revision+"”") || !strings.Contains(r2.Speech(), second) {
+				t.Fatalf("R2: %q", r2.Speech())
+			}
+			end := dev.SessionEnded("ERROR")
+			end["session"].(map[string]any)["attributes"] = r2.Body.SessionAttributes
+			if tt.echoR1 {
+				end["session"].(map[string]any)["attributes"] = r1.Body.SessionAttributes
+			}
+			end["request"].(map[string]any)["error"] = map[string]any{"type": tt.errType, "message": "not played"}
+			ask(t, s, end)
+			next := launch(t, s, dev)
+			const again = "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “"
+			want := again + revision + "”"
+			if tt.echoR1 {
+				want = again + seed[0] + "” I may also have told you: “" + revision + "”"
+			}
+			if !strings.HasPrefix(next, want) || !strings.Contains(next, second) {
+				t.Fatalf("after the error report: %q\nwant it to open %q and give %q", next, want, second)
+			}
+		})
+	}
+}
+
 // A client that gives up (Alexa after its deadline, here after 1 s) and
 // closes its connection while the response carrying the retraction is
 // held before its write: the response is written into a dead connection,

@@ -65,6 +65,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"TwoUnconfirmedOffersInARowAreBothKeptToWithdraw", TwoUnconfirmedOffersInARowAreBothKeptToWithdraw},
 		{"AConfirmedOfferClearsTheOffersUpToIt", AConfirmedOfferClearsTheOffersUpToIt},
 		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
+		{"OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth", OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth},
 		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
 		{"ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed", ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed},
@@ -852,6 +853,50 @@ func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 			}
 			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || !slices.Equal(hs.Offered, offeredList(tt.offered)) {
 				t.Errorf("heard %d offered %v, want %d and %d", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth
+// (finding T1): one session's P retracted v1→v2 and its L v2→v3, both
+// delivered; Alexa's ERROR report is of L but echoes P's attributes, and
+// the skill hands both, L's marks first (skill.notPlayed). Then what he
+// heard goes back past both — to v1, with v2 and v3 offered and v2→v3
+// owed again: the next retraction withdraws v1 as told and v2 as words he
+// may have heard, a repeat if P played, never a loss. Twin: P's marks
+// first, L's after — P's rollback is refused (L moved what he heard) and
+// only L's is done: heard v2. The order is the skill's to choose.
+func OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	p := models.LedgerMark{URI: WB, HeardBefore: 1, From: 1, Version: 2, Response: "p0000000000000000000000000000000"}
+	last := models.LedgerMark{URI: WB, HeardBefore: 2, From: 2, Version: 3, Response: "l0000000000000000000000000000000"}
+	for _, tt := range []struct {
+		name    string
+		marks   []models.LedgerMark
+		heard   int
+		offered []int
+	}{
+		{"the last response first: back past both", []models.LedgerMark{last, p}, 1, []int{2, 3}},
+		{"twin: the earlier response first: back past the last only", []models.LedgerMark{p, last}, 2, []int{3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newDB(t)()
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			markHeard(t, l, 2) // P, delivered
+			observe(t, l, 3, false)
+			offered(t, l, 3)
+			markHeard(t, l, 3) // L, delivered
+			if _, err := l.NotPlayed(ctx, "ray", tt.marks, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []Span{{2, 3}}) {
+				t.Errorf("pending = %v, want v2→v3 owed again", got)
+			}
+			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || !slices.Equal(hs.Offered, tt.offered) {
+				t.Errorf("heard %d offered %v, want %d and %v", hs.Heard, hs.Offered, tt.heard, tt.offered)
 			}
 		})
 	}
