@@ -178,7 +178,9 @@
 //     TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted,
 //     TestWithdraw_TwoUnconfirmedOffersInARowAreBothWithdrawn,
 //     TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard,
-//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision.
+//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision,
+//     TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent (the Echo Show card and
+//     the clinician page, whose token expired, stop showing the instructions as current).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
