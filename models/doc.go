@@ -185,7 +185,9 @@
 //     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack,
 //     TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo,
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
-//     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth.
+//     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth,
+//     TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent (the Echo Show card and
+//     the clinician page, whose token expired, stop showing the instructions as current).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

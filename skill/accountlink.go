@@ -28,7 +28,11 @@ var ErrAccessTokenInvalid = errors.New("account-linking access token invalid or 
 const (
 	textAccountUnlinked = "This device isn't linked to a care plan yet. I've put a card in the Alexa app: open it and choose Link account. " +
 		"Or ask your carer for a six-digit code, then say: my code is, and the number."
-	textAccountRevoked = "The link between this skill and your care plan was removed. To link it again, open the card I've put in the Alexa app and choose Link account. " +
+	// textAccountNotWorking answers a token that was refused: revoked,
+	// expired, for another service, or never a token at all — the skill
+	// cannot tell which, so it does not say the link "was removed".
+	textAccountNotWorking = "This device's link to a care plan isn't working: it may have run out or been removed, or never been set up. " +
+		"To link it, open the card I've put in the Alexa app and choose Link account. " +
 		"Or ask your carer for a six-digit code, then say: my code is, and the number."
 )
 
@@ -96,7 +100,7 @@ func (s *Skill) defaultPatientFor(env *RequestEnvelope) string {
 // unlinkedReplyFor is the reply to an unlinked device: with account
 // linking, the spoken explanation offers both ways (the Alexa app's Link
 // account, or a six-digit code by voice) and says so when a token was sent
-// but refused (revoked); without it, the code only.
+// but refused (textAccountNotWorking); without it, the code only.
 func (s *Skill) unlinkedReplyFor(env *RequestEnvelope) reply {
 	r := unlinkedReply(env)
 	if _, linking := s.accountLinks(); !linking || r.question != textUnlinked {
@@ -104,7 +108,7 @@ func (s *Skill) unlinkedReplyFor(env *RequestEnvelope) reply {
 	}
 	r.question = textAccountUnlinked
 	if accessToken(env) != "" {
-		r.question = textAccountRevoked
+		r.question = textAccountNotWorking
 	}
 	return r
 }

@@ -122,15 +122,19 @@ func (g OAuthGrant) Active() bool { return g.RevokedAt.IsZero() }
 // OAuthAuthRequest is a pending authorization request, from /authorize to
 // the code's exchange at the token endpoint.
 type OAuthAuthRequest struct {
-	ID        string
-	ClientID  string
-	Request   json.RawMessage // bridge/oauth's validated request (redirect_uri, state, scopes, PKCE, resource)
-	CSRF      string
-	Patient   string // set once a link code was redeemed on the consent page
-	GrantID   string // set once the person confirmed
-	CodeHash  []byte // set once a code was issued
-	CreatedAt time.Time
-	ExpiresAt time.Time
+	ID       string
+	ClientID string
+	Request  json.RawMessage // bridge/oauth's validated request (redirect_uri, state, scopes, PKCE, resource)
+	CSRF     string
+	Patient  string // set once a link code was redeemed on the consent page
+	GrantID  string // set once the person confirmed
+	CodeHash []byte // set once a code was issued
+	// BrowserHash is SHA-256 of the consent cookie of the browser the
+	// consent page is bound to (BindOAuthAuthRequestBrowser); nil until the
+	// page is first opened.
+	BrowserHash []byte
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
 }
 
 // OAuthKey is one of the authorization server's signing keys.
@@ -536,13 +540,13 @@ func (s *Store) CreateOAuthAuthRequest(ctx context.Context, r OAuthAuthRequest) 
 	return nil
 }
 
-const oauthAuthRequestCols = `id, client_id, request, csrf, patient, grant_id, code_hash, created_ms, expires_ms`
+const oauthAuthRequestCols = `id, client_id, request, csrf, patient, grant_id, code_hash, browser_hash, created_ms, expires_ms`
 
 func (s *Store) scanAuthRequest(row *sql.Row, now time.Time) (OAuthAuthRequest, error) {
 	var r OAuthAuthRequest
 	var req string
 	var createdMS, expiresMS int64
-	err := row.Scan(&r.ID, &r.ClientID, &req, &r.CSRF, &r.Patient, &r.GrantID, &r.CodeHash, &createdMS, &expiresMS)
+	err := row.Scan(&r.ID, &r.ClientID, &req, &r.CSRF, &r.Patient, &r.GrantID, &r.CodeHash, &r.BrowserHash, &createdMS, &expiresMS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return OAuthAuthRequest{}, ErrOAuthNotFound
 	}
@@ -671,6 +675,37 @@ func (s *Store) ExchangeOAuthCode(ctx context.Context, id string, codeHash, refr
 		return "", fmt.Errorf("store: exchange oauth code: commit: %w", err)
 	}
 	return grantID, nil
+}
+
+// BindOAuthAuthRequestBrowser binds the pending request id to the browser
+// whose consent cookie hashes to browserHash (32 bytes, SHA-256): the first
+// call binds it; a later call with the same hash is a no-op. Errors:
+// ErrAuthRequestState when the request is bound to another browser (the
+// binding is kept), ErrOAuthNotFound when there is no such request,
+// ValidationError for an empty hash.
+func (s *Store) BindOAuthAuthRequestBrowser(ctx context.Context, id string, browserHash []byte) error {
+	if len(browserHash) == 0 {
+		return &ValidationError{Field: "browserHash", Reason: "required"}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	res, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE oauth_auth_requests SET browser_hash = ? WHERE id = ? AND (browser_hash IS NULL OR browser_hash = ?)`),
+		browserHash, id, browserHash)
+	if err != nil {
+		return fmt.Errorf("store: oauth auth request: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var one int
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT 1 FROM oauth_auth_requests WHERE id = ?`), id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrOAuthNotFound
+	case err != nil:
+		return fmt.Errorf("store: oauth auth request: %w", err)
+	}
+	return ErrAuthRequestState
 }
 
 // SetOAuthAuthRequestPatient records the patient a redeemed link code

@@ -195,6 +195,42 @@ func TestOAuthAuthRequest_StepsHappenOnceInOrderAndExpire(t *testing.T) {
 	}
 }
 
+// TestOAuthAuthRequest_BindsToTheFirstBrowserOnly: the consent page's
+// browser binding (T6) is set by the first browser, kept when the same
+// browser comes back, and refused (ErrAuthRequestState, the binding
+// unchanged) for another; an absent request is ErrOAuthNotFound and an
+// empty hash a ValidationError.
+func TestOAuthAuthRequest_BindsToTheFirstBrowserOnly(t *testing.T) {
+	s, _ := openTest(t, nil)
+	ctx := context.Background()
+	now := demoNow(t)
+	if err := s.CreateOAuthAuthRequest(ctx, OAuthAuthRequest{ID: "b1", ClientID: "c1", Request: json.RawMessage(`{}`), CSRF: "k",
+		CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	carer, other := HashSecret("carer"), HashSecret("other")
+	if err := s.BindOAuthAuthRequestBrowser(ctx, "b1", carer); err != nil {
+		t.Fatalf("first browser: %v", err)
+	}
+	if err := s.BindOAuthAuthRequestBrowser(ctx, "b1", carer); err != nil {
+		t.Fatalf("the same browser again: %v", err)
+	}
+	if err := s.BindOAuthAuthRequestBrowser(ctx, "b1", other); !errors.Is(err, ErrAuthRequestState) {
+		t.Fatalf("another browser: %v, want ErrAuthRequestState", err)
+	}
+	got, err := s.OAuthAuthRequest(ctx, "b1", now)
+	if err != nil || !bytes.Equal(got.BrowserHash, carer) {
+		t.Fatalf("binding after another browser tried: %x, %v", got.BrowserHash, err)
+	}
+	if err := s.BindOAuthAuthRequestBrowser(ctx, "absent", carer); !errors.Is(err, ErrOAuthNotFound) {
+		t.Fatalf("absent request: %v", err)
+	}
+	var ve *ValidationError
+	if err := s.BindOAuthAuthRequestBrowser(ctx, "b1", nil); !errors.As(err, &ve) {
+		t.Fatalf("empty hash: %v", err)
+	}
+}
+
 func TestOAuthConsentLinkCode_SingleUseAndSharesTheLimitsOfDeviceLinking(t *testing.T) {
 	s, _ := openTest(t, nil)
 	ctx := context.Background()

@@ -67,3 +67,27 @@ func TestBrowser_BadLinksAndTokensShowARefusalAPersonCanActOn(t *testing.T) {
 		"ARTIFACTS=" + filepath.Join(testDir, "artifacts", "screenshots"),
 	}, 3*time.Minute)
 }
+
+// TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent: when its
+// token expired, the Echo Show card kept showing the superseded walking
+// instruction under a green "● Live" for minutes (the server withholds
+// the update and pings; the page ignored the refused answer), and the
+// clinician page kept "Current version" and "Live". In headless Chromium
+// (js/browser-expiry.mjs) a card whose token expires during the test shows
+// the expired-link refusal and no instruction, the clinician page signs
+// out saying the sign-in expired; the twin, a card with a lasting token,
+// shows the revision written after the expiry and says "Live" (P-24).
+func TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent(t *testing.T) {
+	const part = "6 headless Chromium"
+	node := needNode(t, part, "playwright-core")
+	chrome, ok := chromium()
+	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
+	s := startServer(t, part, "--alexa-verify=false", "--default-patient", "ray")
+	reader := token(t, s, part, "care.read.user")
+	short := tokenWith(t, s, part, []string{"care.read.user"}, "--ttl", "20s")
+	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor", "--ttl", "20s")
+	runChecks(t, node, "browser-expiry.mjs", []string{
+		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_SHORT=" + short, "TOKEN_READER=" + reader,
+		"TOKEN_WRITER_SHORT=" + writer, "WRITE_SECRET=" + harness.WriteSecret,
+	}, 2*time.Minute)
+}

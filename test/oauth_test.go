@@ -13,6 +13,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -58,11 +59,14 @@ func linkCodeFor(t *testing.T, s *harness.Server) string {
 }
 
 // consentWith walks the consent page as a browser would (no script): the
-// code, then Allow. It returns where the page sends the person back.
+// code, then Allow, keeping its cookies (the page is bound to the browser
+// that opened it). It returns where the page sends the person back.
 func consentWith(t *testing.T, authURL, code string) *url.URL {
 	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Timeout: noFollow.Timeout, CheckRedirect: noFollow.CheckRedirect, Jar: jar}
 	get := func(u string) (int, string, string) {
-		resp, err := noFollow.Get(u)
+		resp, err := browser.Get(u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +83,7 @@ func consentWith(t *testing.T, authURL, code string) *url.URL {
 	post := func(form url.Values) (int, string, string) {
 		form.Set("id", html.UnescapeString(reConsentID.FindStringSubmatch(page)[1]))
 		form.Set("csrf", html.UnescapeString(reConsentCSRF.FindStringSubmatch(page)[1]))
-		resp, err := noFollow.PostForm(base+"/oauth/consent", form)
+		resp, err := browser.PostForm(base+"/oauth/consent", form)
 		if err != nil {
 			t.Fatal(err)
 		}

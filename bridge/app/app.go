@@ -446,6 +446,14 @@ func (a *App) buildSpeech(ctx context.Context) error {
 			return fmt.Errorf("--speech-token: %w", err)
 		}
 		sc.Token = a.cfg.SpeechToken
+		exp, err := speechTokenExpiry(a.cfg.SpeechToken)
+		if err != nil {
+			return fmt.Errorf("--speech-token: %w", err)
+		}
+		sc.TokenExpiry = exp
+		if err := a.checkSpeechTokenExpiry(exp); err != nil {
+			return err
+		}
 	} else {
 		if a.AS == nil && !a.verifier.HS256() {
 			return errors.New("speech principal: give --speech-token, a care.read.user token of the authorization server in force")
@@ -891,6 +899,49 @@ func refuseWeakSecrets(cfg Config) error {
 func isLoopbackHost(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// SpeechTokenWarnWithin: a --speech-token that expires sooner than this
+// after startup is warned of in the log (the speech principal stops
+// connecting when it does).
+const SpeechTokenWarnWithin = 24 * time.Hour
+
+// speechTokenExpiry is the exp claim of a --speech-token, zero when it has
+// none; the signature is the server's to verify.
+func speechTokenExpiry(tok string) (time.Time, error) {
+	var claims jwt.MapClaims
+	if _, _, err := jwt.NewParser().ParseUnverified(tok, &claims); err != nil {
+		return time.Time{}, fmt.Errorf("not a JWT: %w", err)
+	}
+	exp, err := claims.GetExpirationTime()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("its exp claim: %w", err)
+	}
+	if exp == nil {
+		return time.Time{}, nil
+	}
+	return exp.Time, nil
+}
+
+// checkSpeechTokenExpiry refuses a --speech-token that has already
+// expired, warns of one that expires within SpeechTokenWarnWithin, and
+// logs when any other expires.
+func (a *App) checkSpeechTokenExpiry(exp time.Time) error {
+	if exp.IsZero() {
+		return nil
+	}
+	now := a.now()
+	left := exp.Sub(now)
+	switch {
+	case left <= 0:
+		return fmt.Errorf("--speech-token expired at %s; give a new care.read.user token", exp.UTC().Format(time.RFC3339))
+	case left < SpeechTokenWarnWithin:
+		a.log.Warn("speech: the speech principal's token (--speech-token) expires soon; Ray's device stops reaching his care notes then unless it is replaced",
+			"expires", exp.UTC().Format(time.RFC3339), "in", left.Round(time.Second).String())
+	default:
+		a.log.Info("speech: the speech principal's token (--speech-token) expires", "expires", exp.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // speechTokenIsUserOnly refuses a --speech-token whose scope claim holds

@@ -2,11 +2,13 @@ package app_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,5 +147,89 @@ func TestNew_OffLoopbackTokensNeedNoSecretAndHS256IsOff(t *testing.T) {
 				t.Fatalf("HS256 development token on loopback refused: %d %s", w.Code, w.Body)
 			}
 		})
+	}
+}
+
+// syncBuffer is a log sink safe for the speech loop's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestNew_SaysWhenTheSpeechTokenExpiresAndWhenItHas (T16): an expiring
+// --speech-token was taken without a word, and once it expired the log
+// said only "Unauthorized" on every retry. Now New warns of one that
+// expires within a day, refuses one already expired naming when, and a
+// failed connection after the expiry is logged as the expired speech
+// token; the twins: a token good for two days is logged at Info with no
+// warning, and connection failures before the expiry are not blamed on it.
+func TestNew_SaysWhenTheSpeechTokenExpiresAndWhenItHas(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tokFor := func(t *testing.T, ttl time.Duration) string {
+		tok, err := auth.Mint(auth.Config{Secret: []byte(auth.DevTokenSecret), PublicURL: "http://127.0.0.1:1"}, "speech", []models.Scope{models.ScopeReadUser}, []string{"ray"}, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	start := func(t *testing.T, tok string) (*app.App, *syncBuffer, error) {
+		logs := &syncBuffer{}
+		a, err := app.New(context.Background(), app.Config{Addr: "127.0.0.1:0", DB: filepath.Join(t.TempDir(), "u.db"),
+			SpeechMCPURL: "http://127.0.0.1:1/mcp", SpeechToken: tok, Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		return a, logs, err
+	}
+
+	a, logs, err := start(t, tokFor(t, 48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if l := logs.String(); strings.Contains(l, "expires soon") || !strings.Contains(l, "(--speech-token) expires") {
+		t.Errorf("a token good for two days: %s", l)
+	}
+
+	a, logs, err = start(t, tokFor(t, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "expires soon") {
+		t.Errorf("a token that expires in an hour was not warned of: %s", l)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx) }()
+	defer func() { cancel(); <-served; a.Close() }()
+	waitFor := func(what string) string {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if l := logs.String(); strings.Contains(l, what) {
+				return l
+			}
+		}
+		t.Fatalf("no %q in the log:\n%s", what, logs.String())
+		return ""
+	}
+	if l := waitFor("speech: cannot connect; retrying"); strings.Contains(l, "token (--speech-token) expired") {
+		t.Errorf("a failure before the expiry was blamed on the token:\n%s", l)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	waitFor("speech: cannot connect: the speech principal's token (--speech-token) expired")
+
+	mu.Lock()
+	now = time.Now().Add(2 * time.Hour)
+	mu.Unlock()
+	if _, _, err := start(t, tokFor(t, time.Hour)); err == nil || !strings.Contains(err.Error(), "--speech-token expired at") {
+		t.Fatalf("an expired speech token: %v, want a refusal naming when it expired", err)
 	}
 }

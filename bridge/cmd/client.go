@@ -156,7 +156,7 @@ var writeFlags = map[string]string{
 // cmdWrite signs a clinician's revision with the shared write secret and
 // POSTs it to {url}/write, then prints what was saved — "saved
 // care://ray/weight_bearing as version 3; Ray will hear the retraction at
-// his next turn" — or, with --json, the server's JSON answer. A refusal is
+// his next turn if its words changed (…)" — or, with --json, the server's JSON answer. A refusal is
 // printed with the flag it concerns and exits 1:
 //
 //	unsay write --url URL --patient ray --domain weight_bearing --value "…"
@@ -316,7 +316,11 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 	case r.Version == 1:
 		return fmt.Sprintf("saved %s as version 1 (a new topic); %s will hear it at his next turn\n", fact, who)
 	}
-	return fmt.Sprintf("saved %s as version %d; %s will hear the retraction at his next turn\n", fact, r.Version, who)
+	// The 201 does not say whether the words changed: a version with the
+	// previous words and only a new author, review date or priority is
+	// saved, and Ray hears nothing of it.
+	return fmt.Sprintf("saved %s as version %d; %s will hear the retraction at his next turn if its words changed "+
+		"(a new author, review date or priority with the same words is not retracted)\n", fact, r.Version, who)
 }
 
 // newTopicHearing is what a deliberate new topic does, after the warning.

@@ -29,6 +29,11 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 	}{
 		{"a new topic", user, `{"uri":"care://ray/walking/v1","version":1}`, "saved care://ray/walking as version 1 (a new topic); Ray will hear it at his next turn"},
 		{"a revision", user, `{"uri":"care://ray/walking/v3","version":3}`, "saved care://ray/walking as version 3; Ray will hear the retraction at his next turn"},
+		// T17: a revision with the previous words and a new author or
+		// review date is saved with no retraction; the sentence does not
+		// promise one.
+		{"a revision says the retraction needs changed words", user, `{"uri":"care://ray/walking/v3","version":3}`,
+			"Ray will hear the retraction at his next turn if its words changed (a new author, review date or priority with the same words is not retracted)"},
 		{"assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1}`, "assistant-only: it is never spoken to Ray"},
 		{"a new patient", user, `{"uri":"care://ray/walking/v1","version":1,"newPatient":true}`, `but "ray" had no care notes before this: a new patient`},
 		{"a new patient, assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1,"newPatient":true}`, "this change did not reach them"},

@@ -105,11 +105,94 @@ func textPaused(wait time.Duration) string {
 
 const textExpired = "This linking page has expired or was already used. Go back to the app you were linking and start again."
 
+const (
+	textOtherBrowser = "This linking page was opened in another browser. Finish linking there, or go back to the app you were linking and start again."
+	textNoCookie     = "Unsay could not tell that this is the browser that opened this linking page: this page needs its cookie. " +
+		"Allow cookies for this site, go back to the app you were linking and start again."
+)
+
+// consentCookie names the cookie that binds a pending authorization
+// request's consent page to one browser: 32 random bytes, base64url. The
+// first GET of the page binds the request to SHA-256 of the browser's
+// cookie (store.BindOAuthAuthRequestBrowser, set when the browser has
+// none); every POST — the link code, Allow, Deny — must carry the cookie
+// that hashes to it. So whoever else fetched the consent URL (the client
+// that started the request, holding the page's csrf value) cannot answer
+// for the person who typed the code. HttpOnly, SameSite=Lax (the page is
+// reached by a cross-site redirect from the client, on which a Strict
+// cookie is not sent; the POSTs are same-origin), Secure when the issuer
+// is https, Path the consent endpoint only.
+const consentCookie = "unsay_consent"
+
+// consentCookieAge is how long a browser keeps its consent cookie; each
+// opening of a consent page renews it.
+const consentCookieAge = time.Hour
+
+// browserCookie returns the request's consent cookie when it has the shape
+// of one this server issues, else "".
+func browserCookie(r *http.Request) string {
+	ck, err := r.Cookie(consentCookie)
+	if err != nil {
+		return ""
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(ck.Value); err != nil || len(b) != 32 {
+		return ""
+	}
+	return ck.Value
+}
+
+func browserHash(cookie string) []byte {
+	h := sha256.Sum256([]byte(cookie))
+	return h[:]
+}
+
+// bindBrowser binds a to the browser of r (giving it a consent cookie
+// when it has none) and reports whether it may see the page; when not, it
+// has written the refusal (403: bound to another browser).
+func (s *Server) bindBrowser(w http.ResponseWriter, r *http.Request, a *authRequest) bool {
+	cookie := browserCookie(r)
+	if cookie == "" {
+		cookie = randomToken(32)
+	}
+	http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: cookie, Path: PathConsent, MaxAge: int(consentCookieAge / time.Second),
+		HttpOnly: true, Secure: strings.HasPrefix(s.issuer, "https://"), SameSite: http.SameSiteLaxMode})
+	switch err := s.st.BindOAuthAuthRequestBrowser(r.Context(), a.row.ID, browserHash(cookie)); {
+	case err == nil:
+		return true
+	case errors.Is(err, store.ErrAuthRequestState):
+		s.log.Warn("oauth: consent page opened by a second browser; refused", "client", a.row.ClientID, "from", clientAddress(r))
+		s.messagePage(w, http.StatusForbidden, "Opened in another browser", textOtherBrowser)
+	case errors.Is(err, store.ErrOAuthNotFound):
+		s.messagePage(w, http.StatusBadRequest, "Link expired", textExpired)
+	default:
+		s.log.Error("oauth: consent: bind browser", "err", err)
+		s.messagePage(w, http.StatusInternalServerError, "Something went wrong", "Unsay could not load this page. Please try again in a minute.")
+	}
+	return false
+}
+
+// sameBrowser reports whether r carries the consent cookie a is bound to;
+// when not, it has written the refusal (403), and a is unchanged.
+func (s *Server) sameBrowser(w http.ResponseWriter, r *http.Request, a *authRequest) bool {
+	cookie := browserCookie(r)
+	if cookie != "" && len(a.row.BrowserHash) > 0 && subtle.ConstantTimeCompare(browserHash(cookie), a.row.BrowserHash) == 1 {
+		return true
+	}
+	s.log.Warn("oauth: consent answer from a browser the page is not bound to; refused", "client", a.row.ClientID, "from", clientAddress(r), "cookie", cookie != "")
+	if cookie == "" {
+		s.messagePage(w, http.StatusForbidden, "Linking not confirmed", textNoCookie)
+	} else {
+		s.messagePage(w, http.StatusForbidden, "Opened in another browser", textOtherBrowser)
+	}
+	return false
+}
+
 // handleConsentPage shows the step the request is at: the link code, or
-// what is granted with Allow / Don't allow.
+// what is granted with Allow / Don't allow. The first browser to open it
+// is the only one that may answer it (consentCookie); another gets 403.
 func (s *Server) handleConsentPage(w http.ResponseWriter, r *http.Request) {
 	a, c, ok := s.consentRequest(w, r, r.URL.Query().Get("id"))
-	if !ok {
+	if !ok || !s.bindBrowser(w, r, a) {
 		return
 	}
 	s.writePage(w, http.StatusOK, s.pageFor(a, c, ""))
@@ -177,6 +260,9 @@ func (s *Server) pageFor(a *authRequest, c *client, message string) consentPage 
 // code: the person may link to that patient), "allow" (make the grant and
 // send the person back with a code) and "deny" (send them back with
 // access_denied). Every answer to the client carries "iss" (RFC 9207).
+// Each needs the consent cookie of the browser the page is bound to and
+// the page's csrf value; without them it is 403 and the request is
+// unchanged.
 func (s *Server) handleConsentForm(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil {
@@ -184,7 +270,7 @@ func (s *Server) handleConsentForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, c, ok := s.consentRequest(w, r, r.PostForm.Get("id"))
-	if !ok {
+	if !ok || !s.sameBrowser(w, r, a) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(a.row.CSRF)) != 1 {

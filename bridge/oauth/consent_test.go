@@ -1,6 +1,8 @@
 package oauth
 
 import (
+	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -96,5 +98,101 @@ func TestConsent_ASixDigitWrongCodeSaysItDidNotWork(t *testing.T) {
 	}
 	if got := f.post(p, url.Values{"action": {"code"}, "code": {f.linkCode("ray")}}); got.status != http.StatusOK || !strings.Contains(got.body, "Allow") {
 		t.Fatalf("the right code after the wrong ones: %d\n%s", got.status, got.body)
+	}
+}
+
+// TestConsent_OnlyTheBrowserThatOpenedThePageCanAnswerIt: the consent page
+// was not bound to the carer's browser, so the client that started the
+// request (holding the page's id and csrf) could press Allow itself once
+// the carer had typed the code. The first browser to open the page now
+// binds it (consentCookie); a POST without that cookie, or with another
+// browser's, is 403 whatever it asks — the code, Allow, Deny — and changes
+// nothing: the carer's browser then redeems the same code and completes
+// the flow. A second browser opening the page is refused too, and a
+// request first opened by the client's own fetch cannot be answered from
+// the carer's browser.
+func TestConsent_OnlyTheBrowserThatOpenedThePageCanAnswerIt(t *testing.T) {
+	f := newFixture(t, nil)
+	conf := f.config(f.publicClient(), "")
+	carer := f.authorize(conf.AuthCodeURL("s", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	if carer.status != http.StatusOK {
+		t.Fatalf("the carer's page: %d\n%s", carer.status, carer.body)
+	}
+	ck := carer.header.Get("Set-Cookie")
+	for _, want := range []string{consentCookie + "=", "Path=" + PathConsent, "HttpOnly", "SameSite=Lax"} {
+		if !strings.Contains(ck, want) {
+			t.Errorf("consent cookie %q lacks %q", ck, want)
+		}
+	}
+	if strings.Contains(ck, "Secure") {
+		t.Errorf("consent cookie %q is Secure on an http issuer (the browser would drop it)", ck)
+	}
+	id := html.UnescapeString(reID.FindStringSubmatch(carer.body)[1])
+	csrf := html.UnescapeString(reCSRF.FindStringSubmatch(carer.body)[1])
+
+	// The other party: its own browser, which fetched the consent URL.
+	other := &fixture{t: t, st: f.st, as: f.as, srv: f.srv}
+	if p := other.get(f.as.Issuer() + PathConsent + "?id=" + id); p.status != http.StatusForbidden ||
+		!strings.Contains(p.body, "opened in another browser") || strings.Contains(p.body, csrf) {
+		t.Fatalf("a second browser opening the page: %d, want 403 without the form\n%s", p.status, p.body)
+	}
+	forged := "unsay_consent=" + randomToken(32)
+	attempt := func(step string, form url.Values) {
+		t.Helper()
+		form.Set("id", id)
+		form.Set("csrf", csrf)
+		for _, who := range []struct {
+			name   string
+			client *http.Client
+			cookie string
+			says   string
+		}{
+			{"no cookie", noRedirect, "", "needs its cookie"},
+			{"its own cookie", other.browser(), "", "opened in another browser"},
+			{"a made-up cookie", noRedirect, forged, "opened in another browser"},
+		} {
+			req, _ := http.NewRequest(http.MethodPost, f.as.Issuer()+PathConsent, strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if who.cookie != "" {
+				req.Header.Set("Cookie", who.cookie)
+			}
+			resp, err := who.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), who.says) {
+				t.Errorf("%s from %s: %d %s, want 403 saying %q\n%s", step, who.name, resp.StatusCode, resp.Header.Get("Location"), who.says, b)
+			}
+		}
+	}
+	code := f.linkCode("ray")
+	attempt("the code", url.Values{"action": {"code"}, "code": {code}})
+	attempt("Deny", url.Values{"action": {"deny"}})
+
+	// The carer types the same code (not spent by the refused tries) …
+	carer = f.post(carer, url.Values{"action": {"code"}, "code": {code}})
+	if carer.status != http.StatusOK || !strings.Contains(carer.body, "Allow") {
+		t.Fatalf("the carer's code after the refused tries: %d\n%s", carer.status, carer.body)
+	}
+	// … and now the other party tries to answer for them.
+	attempt("Allow", url.Values{"action": {"allow"}})
+	attempt("Deny", url.Values{"action": {"deny"}})
+	if gs, _ := f.st.OAuthGrants(t.Context(), store.OAuthGrantFilter{}); len(gs) != 0 {
+		t.Fatalf("grants made by refused answers: %+v", gs)
+	}
+	got := f.post(carer, url.Values{"action": {"allow"}})
+	if got.status != http.StatusSeeOther || !strings.HasPrefix(got.location, redirectURI+"?code=") {
+		t.Fatalf("the carer's Allow: %d %q\n%s", got.status, got.location, got.body)
+	}
+
+	// A request whose page the client fetched first is bound to the
+	// client: the carer's browser is refused, and so is the client's
+	// Allow (no code was typed in its browser).
+	req := other.authorize(conf.AuthCodeURL("s2", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	id2 := html.UnescapeString(reID.FindStringSubmatch(req.body)[1])
+	if p := f.get(f.as.Issuer() + PathConsent + "?id=" + id2); p.status != http.StatusForbidden {
+		t.Fatalf("the carer opening a page the client opened first: %d\n%s", p.status, p.body)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -33,6 +34,18 @@ type fixture struct {
 	as  *Server
 	srv *httptest.Server
 	rs  *auth.Verifier
+	// jar is the browser's cookie jar (the consent cookie); nil until the
+	// first request, then one browser for the fixture's life.
+	jar http.CookieJar
+}
+
+// browser is the fixture's one browser: it keeps cookies and returns
+// redirects instead of following them.
+func (f *fixture) browser() *http.Client {
+	if f.jar == nil {
+		f.jar, _ = cookiejar.New(nil)
+	}
+	return &http.Client{Jar: f.jar, CheckRedirect: noRedirect.CheckRedirect}
 }
 
 func newFixture(t *testing.T, mod func(*Config)) *fixture {
@@ -107,7 +120,7 @@ type page struct {
 
 func (f *fixture) get(u string) page {
 	f.t.Helper()
-	resp, err := noRedirect.Get(u)
+	resp, err := f.browser().Get(u)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -130,7 +143,7 @@ func (f *fixture) post(p page, form url.Values) page {
 	}
 	req, _ := http.NewRequest(http.MethodPost, f.as.Issuer()+PathConsent, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := noRedirect.Do(req)
+	resp, err := f.browser().Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}

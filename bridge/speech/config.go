@@ -25,6 +25,10 @@ type Config struct {
 	// care.read.user and nothing else (P-18); minting is the caller's job.
 	// Required unless TokenSource is set.
 	Token string
+	// TokenExpiry is when Token stops being accepted (its exp claim), zero
+	// when unknown or with TokenSource. Past it, a failed connection is
+	// logged as the expired token it is, naming when it expired.
+	TokenExpiry time.Time
 	// TokenSource, when set, is called for a fresh bearer token before each
 	// connection and whenever AddPatient changes the patient set; patients
 	// is the current set, sorted. It takes precedence over Token.

@@ -184,6 +184,12 @@ func (p *Principal) connect(ctx context.Context, patients []string, events chan<
 // connected takes a new connection, or schedules the next attempt.
 func (r *runner) connected(d dialed) {
 	if d.err != nil {
+		if exp := r.p.cfg.TokenExpiry; r.p.cfg.TokenSource == nil && !exp.IsZero() && !r.p.cfg.Clock().Before(exp) {
+			r.p.log.Error("speech: cannot connect: the speech principal's token (--speech-token) expired; give a new one and restart",
+				"expired", exp.UTC().Format(time.RFC3339), "err", d.err, "attempt", r.attempt+1)
+			r.backoff()
+			return
+		}
 		r.p.log.Warn("speech: cannot connect; retrying", "err", d.err, "attempt", r.attempt+1)
 		r.backoff()
 		return
