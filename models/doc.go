@@ -178,7 +178,9 @@
 //     TestAnnouncement_ARetractionWithdrawsEveryWordingHeMayHaveHeardTheNewestQuoted,
 //     TestWithdraw_TwoUnconfirmedOffersInARowAreBothWithdrawn,
 //     TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard,
-//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision.
+//     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision,
+//     TestCard_ARowShownCutIsMarkedSoNotToldButOffered, TestCard_ACutRowOfACardNotSentIsNotOffered,
+//     TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised.
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

@@ -51,7 +51,8 @@ type handled struct {
 	marks   []mark
 	offered []models.Offer
 	// cardOffered are the offers of what the APL card shows (the new words
-	// of the retraction it draws): recorded only if the card is sent.
+	// of the retraction it draws; the rows the care card shows cut, told):
+	// recorded only if the card is sent.
 	cardOffered []models.Offer
 	patient     string
 	release     func()

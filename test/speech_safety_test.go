@@ -785,3 +785,63 @@ func TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRev
 		})
 	}
 }
+
+// linkNew links dev to patient through `unsay link --json` and
+// LinkDeviceIntent and returns what the link's response said and drew.
+func linkNew(t *testing.T, s *harness.Server, dev *harness.Device, patient string) *harness.Reply {
+	t.Helper()
+	out, err := harness.Run(context.Background(), bin, "link", "--url", s.URL, "--patient", patient, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil || l.Code == "" {
+		t.Fatalf("unsay link --json printed %q: %v", out, err)
+	}
+	return ask(t, s, dev.Intent("LinkDeviceIntent", map[string]any{"code": map[string]any{"name": "code", "value": l.Code}}))
+}
+
+// Finding T15, whole-program, as the tester did it: a fresh patient's
+// exercise instruction is longer than the care card shows (700 characters
+// over its 600), so the Echo Show's card at the link shows it cut; his
+// contact instruction is short and shown whole. Both are revised. The next
+// turn withdraws both: the contact words as told ("I told you"), the cut
+// exercise row's as words he may have read ("I may have told you") — the
+// old binary said the exercise stop order as a first instruction.
+func TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised(t *testing.T) {
+	var rules []string
+	for i := 1; i < 40; i++ {
+		rules = append(rules, fmt.Sprintf("Exercise rule %d: do it slowly and carefully.", i))
+	}
+	long := strings.TrimSpace(strings.Join(rules, " ")[:700])
+	s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range [][2]string{{"weight_bearing", "Walk with the frame."}, {"exercise", long}, {"contact", "Call ward 5."}} {
+		if _, err := s.Write(ctx, "pat2", f[0], f[1], "okafor", "Sarah Okafor, physio"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := harness.NewDevice("pat2")
+	linked := linkNew(t, s, dev, "pat2")
+	if !strings.Contains(linked.Speech(), "Walk with the frame.") || !strings.Contains(string(linked.Raw), `"cut":true`) {
+		t.Fatalf("the link's response: %.300q; the test needs its care card to show the exercise row cut: %.2000s", linked.Speech(), linked.Raw)
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	for _, f := range [][2]string{{"exercise", "STOP all exercises until reviewed."}, {"contact", "Call ward 6."}} {
+		if _, err := s.Write(ctx, "pat2", f[0], f[1], "okafor", "Sarah Okafor, physio"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitBacklog(t, s.URL)
+	said, _ := hearAll(t, s, dev, dev.Launch())
+	if !strings.Contains(said, "your contact instruction has changed. I told you: “Call ward 5.”") {
+		t.Errorf("the contact row, shown whole, is not withdrawn as told: %q", said)
+	}
+	i := strings.Index(said, "your exercise instruction has changed.")
+	if i < 0 || !strings.Contains(said[i:], "may have told you: “Exercise rule 1: do it slowly and carefully.") || !strings.Contains(said[i:], "“STOP all exercises until reviewed.”") {
+		t.Errorf("the exercise row, shown cut, is not withdrawn before the stop order: %q", said)
+	}
+}
