@@ -180,7 +180,12 @@
 //     TestCard_ARetractionAfterTwoUnconfirmedDeliveriesWithdrawsBothOnTheVoiceAndTheCard,
 //     TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRevision,
 //     TestCard_ARowShownCutIsMarkedSoNotToldButOffered, TestCard_ACutRowOfACardNotSentIsNotOffered,
-//     TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised.
+//     TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised,
+//     TestLongValue_ARetractionOfLongWordsSaysTheNewWordsInItsFirstPart,
+//     TestShortenWithdrawn_CutsLongWordsAtAWordOrClusterBoundaryAndKeepsShortOnesWhole,
+//     TestCutTextFrom_APartThatReachesTheNewWordsSaysSomeOfThem,
+//     TestAnnouncement_RenderShortenedSaysAShortenedWithdrawnQuoteWasShortened,
+//     TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold (T9: v9 begun in part 1).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

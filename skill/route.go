@@ -331,7 +331,7 @@ func (t *turn) announce() {
 			}
 			a.MayAlso = may
 		}
-		text, err := a.Render(t.now)
+		text, err := a.RenderShortened(t.now, shortenWithdrawn)
 		switch {
 		case errors.Is(err, models.ErrUnchanged):
 			t.silent = append(t.silent, mark{URI: a.URI(), Version: a.Current.N})
@@ -519,7 +519,7 @@ func (t *turn) rerender(s segment, cur models.Version) segment {
 	case s.ann != nil:
 		a := *s.ann
 		a.Current = cur
-		if text, err := a.Render(t.now); err == nil {
+		if text, err := a.RenderShortened(t.now, shortenWithdrawn); err == nil {
 			return annSegment(a, text)
 		}
 	}

@@ -578,14 +578,13 @@ func hearAll(t *testing.T, s *harness.Server, dev *harness.Device, req harness.R
 }
 
 // Finding F3, whole-program: v8 (6,000 characters that escape to more than
-// 8,000) is heard in full; the retraction to v9 is started — its first
-// part says only "Stop — … I told you: “<v8> …” Say more to continue." —
-// and the session ends there; then v10 is written. The next retraction
-// withdraws v8, the words Ray heard, as told. On a voice-only Echo that
-// first part carried none of v9's words, so v9 is never quoted; on an Echo
-// Show the retraction card showed v9's words during that part (never the
-// care card with them as a plain current row), so v9 is withdrawn too, as
-// words he may have been told.
+// 8,000) is heard in full; the retraction to v9 is started and the session
+// ends after its first part; then v10 is written. The next retraction
+// withdraws v8, the words Ray heard, as told. Since T9 the first part
+// quotes v8 shortened ("… and the rest of that older instruction") and
+// starts v9's words, on both devices — so v9 is withdrawn too, as words he
+// may have been told (on an Echo Show the retraction card also showed
+// them; never the care card with them as a plain current row).
 func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(t *testing.T) {
 	const v8unit, v9unit, v10 = "Rest & ice <2h> ", "Ice & rest <3h> ", "Full weight-bearing as tolerated."
 	v8 := strings.TrimSpace(strings.Repeat(v8unit, 6000/len(v8unit)))
@@ -603,8 +602,9 @@ func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(
 			write(t, s, "weight_bearing", v9)
 			part1 := ask(t, s, dev.Launch())
 			said := part1.Speech()
-			if !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “Rest & ice <2h>") || !strings.HasSuffix(said, "Say more to continue.") || strings.Contains(said, "Ice & rest") {
-				t.Fatalf("v9's retraction, part 1: %.160q … want only v8's words, cut", said)
+			if !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “Rest & ice <2h>") || !strings.HasSuffix(said, "Say more to continue.") ||
+				!strings.Contains(said, "…” and the rest of that older instruction. Sarah Okafor, physio, changed it just now: “Ice & rest <3h>") {
+				t.Fatalf("v9's retraction, part 1: %.600q … want v8's words shortened, then v9's, cut", said)
 			}
 			if screen {
 				if d := part1.Body.Response.Directives; len(d) != 1 || d[0]["token"] != "unsay-retraction-card" {
@@ -617,8 +617,8 @@ func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(
 			if !strings.Contains(next, "I told you: “Rest & ice <2h>") || !strings.Contains(next, "“"+v10+"”") {
 				t.Fatalf("after v10: %.300q, want v8 withdrawn as told and v10 said", next)
 			}
-			if mayHave := strings.Contains(next, "I may also have told you: “Ice & rest <3h>"); mayHave != screen || !screen && strings.Contains(next, "Ice & rest") {
-				t.Errorf("after v10 (screen %v): v9 quoted %v: %.300q", screen, mayHave, next)
+			if !strings.Contains(next, "I may also have told you: “Ice & rest <3h>") {
+				t.Errorf("after v10 (screen %v): v9, whose words part 1 began, is not withdrawn: %.600q", screen, next)
 			}
 		})
 	}
