@@ -396,20 +396,28 @@ func (t *turn) spokeAnything() bool { return len(t.anns) > 0 || len(t.prefix) > 
 func (t *turn) launch() reply {
 	var segs []segment
 	var stale []models.Version
+	flagged := false // the walking instruction said first is itself past its review date
 	for _, v := range t.facts {
 		if _, done := t.announced[v.FactURI()]; done {
 			continue
 		}
 		if v.Domain == domainWeightBearing {
 			segs = append(segs, factSegment(v, t.now))
+			flagged = flagged || v.IsStale(t.now)
 		} else if v.IsStale(t.now) {
 			stale = append(stale, v)
 		}
 	}
 	if len(stale) > 0 {
-		intro := "One thing needs checking."
+		// Counted after the walking instruction, already flagged when it is
+		// stale too: "One other thing needs checking." (finding T12).
+		other := ""
+		if flagged {
+			other = " other"
+		}
+		intro := "One" + other + " thing needs checking."
 		if len(stale) > 1 {
-			intro = capitalize(models.SpellNumber(len(stale))) + " things need checking."
+			intro = capitalize(models.SpellNumber(len(stale))) + other + " things need checking."
 		}
 		segs = append(segs, segment{Text: intro})
 		for _, v := range stale {
