@@ -112,7 +112,8 @@ var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // longer text is shown cut: it ends with "…" and the card says so under it
 // (CareRow.CutNote, RetractionCard.CutNote) — a card never drops words
 // silently. The spoken answer is never cut by this; the skill does not
-// count a cut row as told by the card (Cut).
+// count a cut row as told by the card (Cut), only as offered: he may have
+// read its beginning, so a revision withdraws it.
 const MaxCardTextRunes = 600
 
 // Cut reports whether a card shows s shortened (more than MaxCardTextRunes

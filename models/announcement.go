@@ -55,12 +55,22 @@ const MaxMayHaveQuoted = 3
 // the words he heard for certain (Told; nil when it withdraws none), then
 // those he may have heard (MayHave, oldest first, at most
 // MaxMayHaveQuoted), and whether earlier versions he may have heard are
-// withdrawn unquoted (Earlier).
+// withdrawn unquoted (Earlier). Shorten, when set, shortens each quote
+// of the withdrawn words as it is said (see Shortener; nil: quoted whole).
 type Withdrawal struct {
 	Told    *Version
 	MayHave []Version
 	Earlier bool
+	Shorten Shortener
 }
+
+// Shortener returns the head of a withdrawn value to quote in its place
+// and whether it is shorter than the value (cut): a voice caps each quote
+// of withdrawn words so that the new words come early however long the
+// old ones were (finding T9, P-24); the sentence then says the quote was
+// shortened (ShortenedQuote). The head is what the listener hears of that
+// version's words; it is never empty when cut.
+type Shortener func(value string) (head string, cut bool)
 
 // Withdrawn is what a's retraction withdraws (a.Heard must be set): Heard
 // as told — with MayAlso as words he may have heard — or, when
@@ -147,9 +157,16 @@ func (a Announcement) URI() URI { return a.Current.FactURI() }
 // may not have told you properly: your …"). It returns ErrUnchanged when
 // the words he heard did not change (nothing to say), and
 // ErrAssistantAudience for an assistant-only version.
-func (a Announcement) Render(now time.Time) (string, error) {
+func (a Announcement) Render(now time.Time) (string, error) { return a.RenderShortened(now, nil) }
+
+// RenderShortened is Render with each quote of withdrawn words shortened
+// by shorten (Withdrawal.Shorten; nil: Render): how the voice says it.
+// The new words are never shortened.
+func (a Announcement) RenderShortened(now time.Time, shorten Shortener) (string, error) {
 	if a.Heard != nil {
-		return renderRetraction(*a.Heard, a.Current, now, a.Again, a.Withdrawn())
+		w := a.Withdrawn()
+		w.Shorten = shorten
+		return renderRetraction(*a.Heard, a.Current, now, a.Again, w)
 	}
 	s, err := RenderFirstHearing(a.Current, now)
 	if err != nil || !a.Again {

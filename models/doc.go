@@ -187,7 +187,14 @@
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
 //     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth,
 //     TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent (the Echo Show card and
-//     the clinician page, whose token expired, stop showing the instructions as current).
+//     the clinician page, whose token expired, stop showing the instructions as current),
+//     TestCard_ARowShownCutIsMarkedSoNotToldButOffered, TestCard_ACutRowOfACardNotSentIsNotOffered,
+//     TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised,
+//     TestLongValue_ARetractionOfLongWordsSaysTheNewWordsInItsFirstPart,
+//     TestShortenWithdrawn_CutsLongWordsAtAWordOrClusterBoundaryAndKeepsShortOnesWhole,
+//     TestCutTextFrom_APartThatReachesTheNewWordsSaysSomeOfThem,
+//     TestAnnouncement_RenderShortenedSaysAShortenedWithdrawnQuoteWasShortened,
+//     TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold (T9: v9 begun in part 1).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

@@ -8,7 +8,9 @@ package models
 // in one response together with the longest frame around it.
 //
 // A value longer than that in SSML (characters that escape to entities,
-// or a retraction that quotes two long values) is still spoken whole: the
+// or a retraction that also quotes withdrawn words — on the voice each
+// quote of those is shortened to at most 300 characters, finding T9) is
+// still spoken whole: the
 // skill cuts it at sentence or word boundaries across "more" and marks it
 // heard only when its last part was delivered (P-24).
 const (

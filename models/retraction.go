@@ -64,17 +64,44 @@ func toldYou(unsure bool) string {
 // ones are withdrawn unquoted (Withdrawal.Earlier).
 const EarlierVersions = "and earlier versions"
 
+// ShortenedQuote follows a quote of withdrawn words that was shortened
+// (Withdrawal.Shorten): "I told you: “Part 1 of the plan…” and the rest of
+// that older instruction."
+const ShortenedQuote = "and the rest of that older instruction"
+
+// quoteWithdrawn quotes withdrawn words: Quote(value), or — when shorten
+// cuts it — its head in quotation marks ending "…”", then " " +
+// ShortenedQuote, with no closing period (cut reports it).
+func quoteWithdrawn(value string, shorten Shortener) (q string, cut bool) {
+	v := strings.TrimSpace(value)
+	if shorten == nil {
+		return Quote(v), false
+	}
+	head, cut := shorten(v)
+	if head = strings.TrimSpace(head); !cut || head == "" {
+		return Quote(v), false
+	}
+	return "“" + head + "…” " + ShortenedQuote, true
+}
+
 // withdrawn is what a retraction says of the words it withdraws (P-19,
 // P-24): "I told you: “{told}”" for the words he heard for certain, then
 // those he may have heard — "I may also have told you: “…”" ("I may have
 // told you: “…”" when it withdraws no words he heard for certain), several
 // as "“a” and “b”" or "“a”, “b” and “c”", followed by ", and earlier
 // versions." when older ones are withdrawn unquoted ("I may also have told
-// you earlier versions." when none is quoted).
+// you earlier versions." when none is quoted). With w.Shorten each quote
+// it cuts is shortened and says so: "I told you: “Part 1 of the plan:
+// slide the heel…” and the rest of that older instruction."
+// (quoteWithdrawn).
 func withdrawn(w Withdrawal) string {
 	var parts []string
 	if w.Told != nil {
-		parts = append(parts, toldYou(false)+Quote(w.Told.Value))
+		q, cut := quoteWithdrawn(w.Told.Value, w.Shorten)
+		if cut {
+			q += "."
+		}
+		parts = append(parts, toldYou(false)+q)
 	}
 	intro := toldYou(true)
 	if w.Told != nil {
@@ -83,12 +110,16 @@ func withdrawn(w Withdrawal) string {
 	switch {
 	case len(w.MayHave) > 0:
 		quoted := make([]string, len(w.MayHave))
+		var cut bool
 		for i, v := range w.MayHave {
-			quoted[i] = Quote(v.Value)
+			quoted[i], cut = quoteWithdrawn(v.Value, w.Shorten)
 		}
 		s := intro + joinAnd(quoted)
-		if w.Earlier {
+		switch {
+		case w.Earlier:
 			s += ", " + EarlierVersions + "."
+		case cut: // the last one was shortened: close the sentence
+			s += "."
 		}
 		parts = append(parts, s)
 	case w.Earlier:

@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,38 @@ func TestRenderRecap_SaysTheChangeAgainAgeFirstWhenStale(t *testing.T) {
 	assistant.Audience = AudienceAssistant
 	if _, err := RenderRecap(Announcement{Current: assistant}, now); !errors.Is(err, ErrAssistantAudience) {
 		t.Errorf("assistant-only: %v", err)
+	}
+}
+
+// T9: with a Shortener (the voice's), each withdrawn quote it cuts ends
+// "…” and the rest of that older instruction", the sentence closed after
+// the last; the new words are never passed to it. Twin: Render (no
+// Shortener, the assistant's tools) quotes every wording whole.
+func TestAnnouncement_RenderShortenedSaysAShortenedWithdrawnQuoteWasShortened(t *testing.T) {
+	t.Parallel()
+	v1 := wb(1, "Toe-touch weight-bearing with the frame for six weeks.", "Sarah Okafor, physio", 3*time.Hour)
+	v2 := wb(2, "Partial weight-bearing with two crutches for two weeks.", "Sarah Okafor, physio", 2*time.Hour)
+	cur := wb(3, "Walk without aids as far as is comfortable today.", "Sarah Okafor, physio", time.Minute)
+	var asked []string
+	firstTwo := func(v string) (string, bool) {
+		asked = append(asked, v)
+		f := strings.Fields(v)
+		return strings.Join(f[:2], " "), true
+	}
+	a := Announcement{Heard: &v2, HeardUnsure: true, Told: &v1, Current: cur}
+	got, err := a.RenderShortened(demoNow, firstTwo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Stop — your walking instruction has changed. I told you: “Toe-touch weight-bearing…” " + ShortenedQuote + ". I may also have told you: “Partial weight-bearing…” " + ShortenedQuote + ". Sarah Okafor, physio, changed it a minute ago: “Walk without aids as far as is comfortable today.”"
+	if got != want {
+		t.Errorf("shortened:\n got %q\nwant %q", got, want)
+	}
+	if slices.Contains(asked, cur.Value) {
+		t.Errorf("the new words were passed to the shortener: %q", asked)
+	}
+	whole, err := a.Render(demoNow)
+	if err != nil || strings.Contains(whole, ShortenedQuote) || !strings.Contains(whole, "“"+v1.Value+"”") || !strings.Contains(whole, "“"+v2.Value+"”") {
+		t.Errorf("twin, Render: %q %v", whole, err)
 	}
 }

@@ -122,19 +122,26 @@ func cardCutNote(domain string) string {
 // owed is left to that announcement. A fact the card shows cut (apl.Cut,
 // marked so on the card) is not told by it: the screen did not show its
 // end, so the ledger must not believe he read it (the voice tells it, and
-// marks it, where it says it).
-func (t *turn) cardMarks() []mark {
+// marks it, where it says it). But he may have read its beginning: such a
+// row is offered (cut, a models.Offer told at the version drawn, recorded
+// only if the card is sent), so a later revision withdraws those words
+// ("I may have told you: …", finding T15) rather than saying the new ones
+// as a first instruction.
+func (t *turn) cardMarks() (whole []mark, cut []models.Offer) {
 	owed := map[models.URI]bool{}
 	for _, a := range t.snap.Pending {
 		owed[a.URI()] = true
 	}
-	var out []mark
 	for _, v := range t.facts {
-		if !owed[v.FactURI()] && !apl.Cut(v.Value) {
-			out = append(out, mark{URI: v.FactURI(), Version: v.N, Told: true, Card: true})
+		switch {
+		case owed[v.FactURI()]:
+		case apl.Cut(v.Value):
+			cut = append(cut, models.Offer{URI: v.FactURI(), Version: v.N, Told: true})
+		default:
+			whole = append(whole, mark{URI: v.FactURI(), Version: v.N, Told: true, Card: true})
 		}
 	}
-	return out
+	return whole, cut
 }
 
 func renderDirective(d apl.Doc, ds map[string]any) *Directive {

@@ -72,3 +72,48 @@ func firstRunes(s string, n int) string {
 	r := []rune(s)
 	return string(r[:min(n, len(r))])
 }
+
+// T9: the voice quotes withdrawn words of at most MaxWithdrawnQuoteRunes,
+// cut at the last space within the cap — else between grapheme clusters,
+// never inside an emoji sequence or a letter with its marks — and says
+// it cut them. Twin: words within the cap are quoted whole.
+func TestShortenWithdrawn_CutsLongWordsAtAWordOrClusterBoundaryAndKeepsShortOnesWhole(t *testing.T) {
+	words := strings.Repeat("slide the heel ", 40)
+	family := strings.Repeat("👩‍👩‍👧‍👦", 200) // one cluster of 7 runes each, no spaces
+	marks := strings.Repeat("é", 400)        // e + U+0301: one cluster of 2 runes
+	for _, v := range []string{words, family, marks} {
+		head, cut := shortenWithdrawn(v)
+		if !cut || head == "" || utf8.RuneCountInString(head) > MaxWithdrawnQuoteRunes || !strings.HasPrefix(v, head) {
+			t.Fatalf("%.20q: head %.40q (%d runes) cut %v", v, head, utf8.RuneCountInString(head), cut)
+		}
+		if uniseg.GraphemeClusterCount(head)+uniseg.GraphemeClusterCount(v[len(head):]) != uniseg.GraphemeClusterCount(v) {
+			t.Errorf("%.20q: cut inside a grapheme cluster", v)
+		}
+	}
+	if head, _ := shortenWithdrawn(words); !strings.HasSuffix(head, "heel") && !strings.HasSuffix(head, "the") && !strings.HasSuffix(head, "slide") {
+		t.Errorf("words cut inside a word: …%q", head[len(head)-20:])
+	}
+	short := "Walk with the frame."
+	if head, cut := shortenWithdrawn(short); cut || head != short {
+		t.Errorf("short words: %q cut %v", head, cut)
+	}
+	if head, cut := shortenWithdrawn(strings.Repeat("a", MaxWithdrawnQuoteRunes)); cut || len(head) != MaxWithdrawnQuoteRunes {
+		t.Errorf("words at the cap were cut")
+	}
+}
+
+// T9: a part cut from a retraction whose new words begin within it takes
+// some of them, even when a sentence ends just before them (the withdrawn
+// words) and none within them. Twin: a text with no new words (from 0) is
+// cut at that sentence end as before.
+func TestCutTextFrom_APartThatReachesTheNewWordsSaysSomeOfThem(t *testing.T) {
+	text := "Stop — your walking instruction has changed. I told you: “Rest.” Sarah changed it just now: “" + strings.Repeat("ice and rest ", 50) + "”"
+	from := utf8.RuneCountInString(text[:strings.LastIndex(text, "“")]) + 1
+	head, _ := cutTextFrom(text, 200, from)
+	if !strings.Contains(head, "just now: “ice") {
+		t.Errorf("head %q: none of the new words", head)
+	}
+	if head, _ := cutTextFrom(text, 200, 0); !strings.HasSuffix(head, "“Rest.”") {
+		t.Errorf("twin: head %q, want the cut at the last sentence end", head)
+	}
+}

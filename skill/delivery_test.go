@@ -211,14 +211,14 @@ func TestLongValue_AtTheLimitSpokenWholeAcrossMoreWithoutBlockingALaterRetractio
 	r := newRig(t, nil)
 	var b strings.Builder
 	for i := 0; ; i++ {
-		s := "Walk to the door and back with the frame, then rest for a minute. "
+		s := "Walk & rest <2h> then ice <1h>. " // escaped, longer than one response: cut for "more"
 		if b.Len()+len(s) > models.MaxSpeakableValueRunes {
 			break
 		}
 		b.WriteString(s)
 	}
 	long := strings.TrimSpace(b.String())
-	heardLong := ver("exercise", 1, strings.ReplaceAll(long, "a minute", "two minutes"), "Sarah Okafor, physio", 24*time.Hour)
+	heardLong := ver("exercise", 1, strings.ReplaceAll(long, "2h", "3h"), "Sarah Okafor, physio", 24*time.Hour)
 	curLong := ver("exercise", 2, long, "Sarah Okafor, physio", time.Minute)
 	longAnn := models.Announcement{ID: 1, Patient: "ray", Heard: &heardLong, Current: curLong}
 	heardAnti := ver("anticoagulant", 1, "Rivaroxaban 10 mg once daily.", "Dr Mensah, GP", 9*24*time.Hour)

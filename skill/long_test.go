@@ -93,11 +93,12 @@ func TestLongValue_AValueThatFitsIsOnePart(t *testing.T) {
 	}
 }
 
-// longRetraction is a pending retraction of the exercise instruction: two
-// values of about 700 words each, more than one response holds.
+// longRetraction is a pending retraction of the exercise instruction: its
+// new words (5,900 characters that escape to more than 8,000) are more
+// than one response holds.
 func longRetraction() models.Announcement {
-	long := strings.TrimSpace(strings.Repeat("Walk to the door and back with the frame, then rest for a minute. ", 65))
-	heard := ver("exercise", 1, strings.ReplaceAll(long, "a minute", "two minutes"), "Sarah Okafor, physio", 24*time.Hour)
+	long := strings.TrimSpace(strings.Repeat("Walk to the door & back <then rest>. ", 160))
+	heard := ver("exercise", 1, strings.ReplaceAll(long, "rest", "sit"), "Sarah Okafor, physio", 24*time.Hour)
 	cur := ver("exercise", 2, long, "Sarah Okafor, physio", time.Minute)
 	return models.Announcement{ID: 4, Patient: "ray", Heard: &heard, Current: cur}
 }
@@ -203,4 +204,69 @@ func TestEscapeSSML_DropsDELAndC1ControlsAndKeepsTabsAndLineBreaks(t *testing.T)
 			t.Errorf("EscapeSSML(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// Finding T9: a retraction of one 6,000-character value by another says
+// the new words in its first part — the withdrawn words are quoted
+// shortened (MaxWithdrawnQuoteRunes) and it says so — whether the
+// old words were heard for certain or only offered; the new words are
+// then said whole across "more". Twin: short withdrawn words are quoted
+// whole, with nothing said about shortening.
+func TestLongValue_ARetractionOfLongWordsSaysTheNewWordsInItsFirstPart(t *testing.T) {
+	unit := func(s string) string {
+		return strings.TrimSpace(strings.Repeat(s, models.MaxSpeakableValueRunes/len(s)))
+	}
+	oldV := ver("exercise", 7, unit("Plan X: slide the heel & bend <10 times>. "), "Sarah Okafor, physio", time.Hour)
+	mayV := ver("exercise", 8, unit("Plan Y: rest the leg & ice it <20 min>. "), "Sarah Okafor, physio", time.Hour)
+	newV := ver("exercise", 9, unit("Plan Z: no exercises today & keep the leg up <all day>. "), "Sarah Okafor, physio", time.Minute)
+	for name, tc := range map[string]struct {
+		a      models.Announcement
+		quotes int
+	}{
+		"heard":              {models.Announcement{ID: 3, Patient: "ray", Heard: &oldV, Current: newV}, 1},
+		"heard and may-have": {models.Announcement{ID: 3, Patient: "ray", Heard: &mayV, Told: &oldV, HeardUnsure: true, Current: newV}, 2},
+	} {
+		a := tc.a
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", a)
+			r.care.facts["ray"][2] = a.Current
+			out, _ := r.turn(reqOpts{Session: "sT9"})
+			said := plain(out)
+			if !strings.HasSuffix(said, MoreCue) {
+				t.Fatalf("the test needs a retraction longer than one response: %.200q", said)
+			}
+			if !strings.Contains(said, "changed it a minute ago: “Plan Z: no exercises today & keep") {
+				t.Fatalf("part 1 (%d characters) does not start the new words: %.600q", len(said), said)
+			}
+			if n := strings.Count(said, "…” "+models.ShortenedQuote); n != tc.quotes {
+				t.Errorf("%d shortened quotes, want %d: %.600q", n, tc.quotes, said)
+			}
+			for _, q := range []string{"Plan X: slide the heel", "Plan Y: rest the leg"} {
+				if strings.Count(said, q) > 1+MaxWithdrawnQuoteRunes/len(q) {
+					t.Errorf("more of %q quoted than the cap: %.600q", q, said)
+				}
+			}
+			whole := said
+			for i := 0; strings.HasSuffix(whole, MoreCue) && i < 5; i++ {
+				o, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "sT9"})
+				whole = strings.TrimSuffix(whole, MoreCue) + " " + plain(o)
+			}
+			if !strings.Contains(strings.Join(strings.Fields(whole), " "), newV.Value) {
+				t.Errorf("the new words are not said whole across more")
+			}
+		})
+	}
+	t.Run("twin: short withdrawn words are quoted whole", func(t *testing.T) {
+		short := ver("exercise", 7, "Plan X: slide the heel ten times.", "Sarah Okafor, physio", time.Hour)
+		a := models.Announcement{ID: 3, Patient: "ray", Heard: &short, Current: newV}
+		r := newRig(t, nil)
+		r.care.setPending("ray", a)
+		r.care.facts["ray"][2] = a.Current
+		out, _ := r.turn(reqOpts{Session: "sT9b"})
+		said := plain(out)
+		if !strings.Contains(said, "I told you: “Plan X: slide the heel ten times.” Sarah Okafor") || strings.Contains(said, models.ShortenedQuote) {
+			t.Errorf("short withdrawn words: %.300q", said)
+		}
+	})
 }

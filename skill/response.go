@@ -59,8 +59,8 @@ func hasText(segs []segment) bool {
 // the rest kept for "more", the three-state shouldEndSession, the APL card
 // when the device has a screen, the marks of everything it speaks in full
 // (a segment cut for "more" is marked only with its last part) and of every
-// fact its care card shows, and the offers of every announcement it speaks
-// any part of.
+// fact its care card shows whole, and the offers of every announcement it
+// speaks any part of and of every row its care card shows cut.
 func (s *Skill) build(t *turn, r reply) handled {
 	h := handled{out: emptyResponse(), marks: append([]mark(nil), t.silent...), patient: t.patient, release: noop,
 		heardBefore: t.snap.Heard, from: map[models.URI]int{}}
@@ -123,7 +123,9 @@ func (s *Skill) build(t *turn, r reply) handled {
 			body.Directives = []Directive{*d}
 			switch d.Token {
 			case apl.TokenCare:
-				h.marks = append(h.marks, t.cardMarks()...)
+				whole, cut := t.cardMarks()
+				h.marks = append(h.marks, whole...)
+				h.cardOffered = append(h.cardOffered, cut...)
 			case apl.TokenRetraction:
 				// The retraction card shows the new words whichever part
 				// is spoken: an offer of them, once the card is sent.

@@ -51,7 +51,8 @@ type handled struct {
 	marks   []mark
 	offered []models.Offer
 	// cardOffered are the offers of what the APL card shows (the new words
-	// of the retraction it draws): recorded only if the card is sent.
+	// of the retraction it draws; the rows the care card shows cut, told):
+	// recorded only if the card is sent.
 	cardOffered []models.Offer
 	patient     string
 	release     func()
@@ -333,7 +334,7 @@ func (t *turn) announce() {
 			}
 			a.MayAlso = may
 		}
-		text, err := a.Render(t.now)
+		text, err := a.RenderShortened(t.now, shortenWithdrawn)
 		switch {
 		case errors.Is(err, models.ErrUnchanged):
 			t.silent = append(t.silent, mark{URI: a.URI(), Version: a.Current.N})
@@ -398,20 +399,28 @@ func (t *turn) spokeAnything() bool { return len(t.anns) > 0 || len(t.prefix) > 
 func (t *turn) launch() reply {
 	var segs []segment
 	var stale []models.Version
+	flagged := false // the walking instruction said first is itself past its review date
 	for _, v := range t.facts {
 		if _, done := t.announced[v.FactURI()]; done {
 			continue
 		}
 		if v.Domain == domainWeightBearing {
 			segs = append(segs, factSegment(v, t.now))
+			flagged = flagged || v.IsStale(t.now)
 		} else if v.IsStale(t.now) {
 			stale = append(stale, v)
 		}
 	}
 	if len(stale) > 0 {
-		intro := "One thing needs checking."
+		// Counted after the walking instruction, already flagged when it is
+		// stale too: "One other thing needs checking." (finding T12).
+		other := ""
+		if flagged {
+			other = " other"
+		}
+		intro := "One" + other + " thing needs checking."
 		if len(stale) > 1 {
-			intro = capitalize(models.SpellNumber(len(stale))) + " things need checking."
+			intro = capitalize(models.SpellNumber(len(stale))) + other + " things need checking."
 		}
 		segs = append(segs, segment{Text: intro})
 		for _, v := range stale {
@@ -521,7 +530,7 @@ func (t *turn) rerender(s segment, cur models.Version) segment {
 	case s.ann != nil:
 		a := *s.ann
 		a.Current = cur
-		if text, err := a.Render(t.now); err == nil {
+		if text, err := a.RenderShortened(t.now, shortenWithdrawn); err == nil {
 			return annSegment(a, text)
 		}
 	}

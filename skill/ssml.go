@@ -298,7 +298,7 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 			used += c
 			continue
 		}
-		head, tail := cutText(t, budget-used-1)
+		head, tail := cutTextFrom(t, budget-used-1, s.newFrom)
 		if head != "" {
 			spoken = append(spoken, segment{Text: head, Fact: s.Fact, Version: s.Version, Ann: s.Ann, newFrom: s.newFrom})
 		}
@@ -326,7 +326,14 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 // character of it, so the frame ("Your walking instruction from …, just
 // now:") is never said without its words; and the tail is never only
 // quotation marks and punctuation.
-func cutText(text string, max int) (head, tail string) {
+func cutText(text string, max int) (head, tail string) { return cutTextFrom(text, max, 0) }
+
+// cutTextFrom is cutText for a text whose new words begin at rune from (a
+// retraction's, segment.newFrom; 0: none): when the first of them fits in
+// the head, the head takes it and the cut falls within the new words, so a
+// part that reaches them says some of them — never only the words it
+// withdraws (finding T9, P-24).
+func cutTextFrom(text string, max, from int) (head, tail string) {
 	if max <= 0 {
 		return "", text
 	}
@@ -346,6 +353,9 @@ func cutText(text string, max int) (head, tail string) {
 	lo, hi := 1, fit // the cut: head is rs[:cut]
 	if open := slices.Index(rs, '“'); open >= 0 && open+2 <= fit {
 		lo = open + 2
+	}
+	if from > 0 && from+1 <= fit && from+1 > lo {
+		lo = from + 1
 	}
 	for last := len(rs) - 1; last >= 0; last-- {
 		if !wordless(rs[last]) {
@@ -407,4 +417,34 @@ func endsSentence(rs []rune) bool {
 		i--
 	}
 	return i >= 0 && strings.ContainsRune(".!?", rs[i])
+}
+
+// MaxWithdrawnQuoteRunes caps each quote of withdrawn words the voice says
+// in a retraction (runes of the trimmed value): a longer one is quoted up
+// to the last space within the cap (else the last grapheme-cluster
+// boundary, UAX #29), and said to go on (models.ShortenedQuote), so that
+// however long the old words were — values may hold 6,000 characters — the
+// new ones start in the first part of a response cut for "more" (finding
+// T9, P-24). The new words are never shortened; the card keeps its own
+// limit (apl.MaxCardTextRunes).
+const MaxWithdrawnQuoteRunes = 300
+
+// shortenWithdrawn is the voice's models.Shortener (MaxWithdrawnQuoteRunes).
+func shortenWithdrawn(value string) (head string, cut bool) {
+	rs := []rune(strings.TrimSpace(value))
+	if len(rs) <= MaxWithdrawnQuoteRunes {
+		return string(rs), false
+	}
+	starts := clusterStarts(rs)
+	end := MaxWithdrawnQuoteRunes
+	for end > 1 && !starts[end] {
+		end--
+	}
+	for i := end; i > MaxWithdrawnQuoteRunes/2; i-- { // a word boundary that keeps most of it
+		if starts[i] && unicode.IsSpace(rs[i]) {
+			end = i
+			break
+		}
+	}
+	return strings.TrimRightFunc(string(rs[:end]), func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(",;:—–-", r) }), true
 }

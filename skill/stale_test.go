@@ -68,3 +68,39 @@ func TestStaleness_AVersionServedStaleIsSaidAgeFirstInEveryFormAndOnBothCards(t 
 		}
 	})
 }
+
+// Finding T12: when the walking instruction said first at launch is itself
+// past its review date (flagged there), the count of the other stale
+// facts says "other": "One other thing needs checking." Twin: with the
+// walking instruction current, "One thing needs checking."; with two
+// others stale, "Two other things need checking."
+func TestLaunch_TheStaleCountSaysOtherWhenTheWalkingInstructionWasFlaggedFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		walkStale, twoOther bool
+		want                string
+	}{
+		{"walking stale, one other", true, false, "One other thing needs checking."},
+		{"walking stale, two others", true, true, "Two other things need checking."},
+		{"twin: walking current, one", false, false, "One thing needs checking."},
+		{"twin: walking current, two", false, true, "Two things need checking."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			if tc.walkStale {
+				r.care.facts["ray"][0].StaleAfter = t0.Add(-time.Hour)
+			}
+			if tc.twoOther {
+				r.care.facts["ray"][2].StaleAfter = t0.Add(-time.Hour)
+			}
+			out, _ := r.turn(reqOpts{})
+			s := plain(out)
+			if !strings.Contains(s, tc.want) {
+				t.Errorf("launch %q, want %q", s, tc.want)
+			}
+			if tc.walkStale && strings.Count(s, "past its review date") != map[bool]int{false: 2, true: 3}[tc.twoOther] {
+				t.Errorf("launch %q: every stale fact flagged?", s)
+			}
+		})
+	}
+}

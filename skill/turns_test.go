@@ -749,11 +749,12 @@ func TestConcurrentTurns_OwingNothingRunTogether(t *testing.T) {
 	}
 }
 
-// F15: a care-card row the card shows cut (apl.Cut: its end is not on the
-// screen) is marked cut on the card and not counted as told by it; the
-// voice still tells, and marks, what it says. Twin: the short rows beside
+// F15, T15: a care-card row the card shows cut (apl.Cut: its end is not on
+// the screen) is marked cut on the card and not counted as told by it, but
+// it is offered (told, at the version drawn): he may have read its
+// beginning, so a later revision withdraws it. Twin: the short rows beside
 // it are whole on the card and told.
-func TestCard_ARowShownCutIsMarkedSoAndNotTold(t *testing.T) {
+func TestCard_ARowShownCutIsMarkedSoNotToldButOffered(t *testing.T) {
 	r := newRig(t, nil)
 	long := strings.Repeat("Take one tablet each morning with food. ", 15) + "Do NOT take it with ibuprofen."
 	r.care.facts["ray"][2] = ver("exercise", 1, long, "Sarah Okafor, physio", time.Hour)
@@ -772,9 +773,28 @@ func TestCard_ARowShownCutIsMarkedSoAndNotTold(t *testing.T) {
 	if !maps.Equal(heard, want) {
 		t.Errorf("marked %v, want the whole rows %v and not the cut one", heard, want)
 	}
+	if offers := r.care.toldOffers(); !slices.Contains(offers, "care://ray/exercise v1") {
+		t.Errorf("told offers %v: the cut row (care://ray/exercise v1) is not offered", offers)
+	}
+}
+
+// T15's twin in the other direction: a care card too large to send (the
+// response over MaxResponseBytes loses its APL directive) offers none of
+// the rows it would have shown cut.
+func TestCard_ACutRowOfACardNotSentIsNotOffered(t *testing.T) {
+	r := newRig(t, nil)
+	long := strings.Repeat("Take one tablet each morning with food. ", 15) + "Do NOT take it with ibuprofen."
+	r.care.facts["ray"][2] = ver("exercise", 1, long, "Sarah Okafor, physio", time.Hour)
+	for i := range 250 {
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(fmt.Sprintf("note_%03d", i), 1, strings.Repeat("Keep the leg raised. ", 28), "Nurse Patel", time.Hour))
+	}
+	out, _ := r.turn(reqOpts{APL: true})
+	if len(out.Response.Directives) != 0 {
+		t.Fatalf("the card was sent: the test needs a larger one")
+	}
 	for _, o := range r.care.toldOffers() {
-		if strings.HasPrefix(o, "care://ray/exercise") {
-			t.Errorf("the cut row was offered as told: %+v", o)
+		if strings.HasPrefix(o, "care://ray/exercise") || strings.HasPrefix(o, "care://ray/note_") {
+			t.Errorf("a row of a card never sent was offered: %v", o)
 		}
 	}
 }

@@ -97,18 +97,31 @@ func otherControlReason(s string) string {
 	return ""
 }
 
-// isVisible reports whether r is seen on a card or heard when spoken: a
-// graphic character (letter, mark, number, punctuation, symbol) that is
-// neither a space nor a format character (category Cf: U+200B ZERO WIDTH
-// SPACE, U+2060 WORD JOINER, U+00AD SOFT HYPHEN, the direction marks …).
+// isVisible reports whether r is seen on a card or heard when spoken by
+// itself: a letter, number, punctuation or symbol (categories L, N, P, S)
+// that is not blank-looking — not a default-ignorable code point (the
+// Hangul fillers U+115F, U+1160, U+3164, U+FFA0, which are letters; the
+// variation selectors; U+034F COMBINING GRAPHEME JOINER), nor U+2800
+// BRAILLE PATTERN BLANK (a symbol with no dot). Spaces, format characters
+// (category Cf: U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+00AD SOFT
+// HYPHEN, the direction marks, tags …) and combining marks (category M,
+// which show only on a character before them) are not visible by
+// themselves; a value may hold them beside a visible one (finding T7).
 func isVisible(r rune) bool {
-	return unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r)
+	switch {
+	case !unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S):
+		return false
+	case r == 0x2800, unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
+		return false
+	}
+	return true
 }
 
 // invisibleReason is why a value or label of no visible character is
 // refused (isVisible).
-const invisibleReason = "must hold at least one visible character: spaces and invisible format characters alone " +
-	"(such as U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+00AD SOFT HYPHEN) would be spoken and shown as nothing"
+const invisibleReason = "must hold at least one visible character (a letter, number, punctuation or symbol): spaces, " +
+	"invisible format characters (such as U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+00AD SOFT HYPHEN), fillers " +
+	"(U+3164 HANGUL FILLER, U+2800 BRAILLE PATTERN BLANK), variation selectors and combining marks alone would be spoken and shown as nothing"
 
 // isBidiControl reports whether r is a Unicode bidirectional control
 // (Bidi_Control: the marks and the embedding, override and isolate
@@ -148,8 +161,9 @@ func bidiOverrideReason(s string) string {
 //   - patient, domain: 1–64 characters of [a-z0-9_.-];
 //   - audience: "user" or "assistant";
 //   - value: not blank, and at least one visible character (isVisible: a
-//     value of only spaces and format characters such as U+200B or U+00AD
-//     would be spoken and shown as nothing); characters XML 1.0 allows (ReasonXMLForbidden)
+//     value of only spaces, format characters such as U+200B or U+00AD,
+//     fillers such as U+3164 or U+2800, variation selectors or combining
+//     marks would be spoken and shown as nothing); characters XML 1.0 allows (ReasonXMLForbidden)
 //     and no control character but tab, LF and CR (DEL and C1 included);
 //     and no bidirectional embedding, override or isolate (the card and the
 //     clinician's page must show the words in the order they are spoken);

@@ -279,8 +279,18 @@ func TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript(t *testin
 	}
 }
 
+// F5, T7: a value or author label needs a character visible by itself.
+// Refused: spaces and format characters alone, and (T7) the blank-looking
+// letters and symbols — the Hangul fillers, the braille blank — variation
+// selectors, the combining grapheme joiner, combining marks with nothing
+// to sit on, and mixes of them. Twins: one digit, letter, punctuation
+// mark, symbol or emoji is enough, real scripts pass with their marks and
+// fillers inside, and a visible character among blank ones passes.
 func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCharacterIsEnough(t *testing.T) {
-	for _, value := range []string{"\u200b", "\u200b\u2060\u00ad", " \u200b \ufeff ", "\u200e\u200f", "\u2060\u3000"} {
+	for _, value := range []string{"\u200b", "\u200b\u2060\u00ad", " \u200b \ufeff ", "\u200e\u200f", "\u2060\u3000",
+		"\u3164\u3164\u3164", "\uffa0\uffa0\uffa0", "\u115f\u115f\u115f", "\u1160", "\u2800", "\u2800 \u2800",
+		"\u034f\u034f\u034f", "\ufe0f\ufe0f\ufe0f", "\ufe00", "\U000e0100\U000e01ef", "\u0301\u0301\u0301", "\u20dd", "\u0488",
+		"\u3164\u0301\ufe0f\u200d\u2800", "\u180e", "\U000e0041\U000e007f", "\u17b4\u17b5"} {
 		for _, aud := range []models.Audience{models.AudienceUser, models.AudienceAssistant} {
 			var ve *ValidationError
 			_, err := Validate(in("weight_bearing", aud, value))
@@ -295,9 +305,15 @@ func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCh
 			t.Errorf("authorLabel %+q: Validate = %v, want the label refused", value, err)
 		}
 	}
-	for _, value := range []string{"0", "\u200b1\u200b", "\u00ad-", "ﷺ", "\u0301", "😀", "خذ"} {
+	for _, value := range []string{"0", "\u200b1\u200b", "\u00ad-", "ﷺ", "e\u0301", "😀", "❤\ufe0f", "👩\u200d⚕\ufe0f", "خذ", "٣",
+		"한국어", "\u1100\u1161", "\u3164\u3164가", "⠁", "\u2800⠃", "नमस्ते", "日本語", ".", "+", "©"} {
 		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); err != nil {
 			t.Errorf("value %+q: Validate = %v, want accepted (it has a visible character)", value, err)
+		}
+		label := in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
+		label.AuthorLabel = value
+		if _, err := Validate(label); err != nil {
+			t.Errorf("authorLabel %+q: Validate = %v, want accepted", value, err)
 		}
 	}
 }

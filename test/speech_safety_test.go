@@ -690,14 +690,13 @@ func hearAll(t *testing.T, s *harness.Server, dev *harness.Device, req harness.R
 }
 
 // Finding F3, whole-program: v8 (6,000 characters that escape to more than
-// 8,000) is heard in full; the retraction to v9 is started — its first
-// part says only "Stop — … I told you: “<v8> …” Say more to continue." —
-// and the session ends there; then v10 is written. The next retraction
-// withdraws v8, the words Ray heard, as told. On a voice-only Echo that
-// first part carried none of v9's words, so v9 is never quoted; on an Echo
-// Show the retraction card showed v9's words during that part (never the
-// care card with them as a plain current row), so v9 is withdrawn too, as
-// words he may have been told.
+// 8,000) is heard in full; the retraction to v9 is started and the session
+// ends after its first part; then v10 is written. The next retraction
+// withdraws v8, the words Ray heard, as told. Since T9 the first part
+// quotes v8 shortened ("… and the rest of that older instruction") and
+// starts v9's words, on both devices — so v9 is withdrawn too, as words he
+// may have been told (on an Echo Show the retraction card also showed
+// them; never the care card with them as a plain current row).
 func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(t *testing.T) {
 	const v8unit, v9unit, v10 = "Rest & ice <2h> ", "Ice & rest <3h> ", "Full weight-bearing as tolerated."
 	v8 := strings.TrimSpace(strings.Repeat(v8unit, 6000/len(v8unit)))
@@ -715,8 +714,9 @@ func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(
 			write(t, s, "weight_bearing", v9)
 			part1 := ask(t, s, dev.Launch())
 			said := part1.Speech()
-			if !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “Rest & ice <2h>") || !strings.HasSuffix(said, "Say more to continue.") || strings.Contains(said, "Ice & rest") {
-				t.Fatalf("v9's retraction, part 1: %.160q … want only v8's words, cut", said)
+			if !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “Rest & ice <2h>") || !strings.HasSuffix(said, "Say more to continue.") ||
+				!strings.Contains(said, "…” and the rest of that older instruction. Sarah Okafor, physio, changed it just now: “Ice & rest <3h>") {
+				t.Fatalf("v9's retraction, part 1: %.600q … want v8's words shortened, then v9's, cut", said)
 			}
 			if screen {
 				if d := part1.Body.Response.Directives; len(d) != 1 || d[0]["token"] != "unsay-retraction-card" {
@@ -729,8 +729,8 @@ func TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold(
 			if !strings.Contains(next, "I told you: “Rest & ice <2h>") || !strings.Contains(next, "“"+v10+"”") {
 				t.Fatalf("after v10: %.300q, want v8 withdrawn as told and v10 said", next)
 			}
-			if mayHave := strings.Contains(next, "I may also have told you: “Ice & rest <3h>"); mayHave != screen || !screen && strings.Contains(next, "Ice & rest") {
-				t.Errorf("after v10 (screen %v): v9 quoted %v: %.300q", screen, mayHave, next)
+			if !strings.Contains(next, "I may also have told you: “Ice & rest <3h>") {
+				t.Errorf("after v10 (screen %v): v9, whose words part 1 began, is not withdrawn: %.600q", screen, next)
 			}
 		})
 	}
@@ -895,5 +895,65 @@ func TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRev
 				t.Errorf("once delivered it was spoken again, or v4 is not current: %q", after)
 			}
 		})
+	}
+}
+
+// linkNew links dev to patient through `unsay link --json` and
+// LinkDeviceIntent and returns what the link's response said and drew.
+func linkNew(t *testing.T, s *harness.Server, dev *harness.Device, patient string) *harness.Reply {
+	t.Helper()
+	out, err := harness.Run(context.Background(), bin, "link", "--url", s.URL, "--patient", patient, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(out), &l); err != nil || l.Code == "" {
+		t.Fatalf("unsay link --json printed %q: %v", out, err)
+	}
+	return ask(t, s, dev.Intent("LinkDeviceIntent", map[string]any{"code": map[string]any{"name": "code", "value": l.Code}}))
+}
+
+// Finding T15, whole-program, as the tester did it: a fresh patient's
+// exercise instruction is longer than the care card shows (700 characters
+// over its 600), so the Echo Show's card at the link shows it cut; his
+// contact instruction is short and shown whole. Both are revised. The next
+// turn withdraws both: the contact words as told ("I told you"), the cut
+// exercise row's as words he may have read ("I may have told you") — the
+// old binary said the exercise stop order as a first instruction.
+func TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised(t *testing.T) {
+	var rules []string
+	for i := 1; i < 40; i++ {
+		rules = append(rules, fmt.Sprintf("Exercise rule %d: do it slowly and carefully.", i))
+	}
+	long := strings.TrimSpace(strings.Join(rules, " ")[:700])
+	s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, f := range [][2]string{{"weight_bearing", "Walk with the frame."}, {"exercise", long}, {"contact", "Call ward 5."}} {
+		if _, err := s.Write(ctx, "pat2", f[0], f[1], "okafor", "Sarah Okafor, physio"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := harness.NewDevice("pat2")
+	linked := linkNew(t, s, dev, "pat2")
+	if !strings.Contains(linked.Speech(), "Walk with the frame.") || !strings.Contains(string(linked.Raw), `"cut":true`) {
+		t.Fatalf("the link's response: %.300q; the test needs its care card to show the exercise row cut: %.2000s", linked.Speech(), linked.Raw)
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	for _, f := range [][2]string{{"exercise", "STOP all exercises until reviewed."}, {"contact", "Call ward 6."}} {
+		if _, err := s.Write(ctx, "pat2", f[0], f[1], "okafor", "Sarah Okafor, physio"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitBacklog(t, s.URL)
+	said, _ := hearAll(t, s, dev, dev.Launch())
+	if !strings.Contains(said, "your contact instruction has changed. I told you: “Call ward 5.”") {
+		t.Errorf("the contact row, shown whole, is not withdrawn as told: %q", said)
+	}
+	i := strings.Index(said, "your exercise instruction has changed.")
+	if i < 0 || !strings.Contains(said[i:], "may have told you: “Exercise rule 1: do it slowly and carefully.") || !strings.Contains(said[i:], "“STOP all exercises until reviewed.”") {
+		t.Errorf("the exercise row, shown cut, is not withdrawn before the stop order: %q", said)
 	}
 }
