@@ -114,7 +114,7 @@ func withdrawn(w Withdrawal) string {
 		for i, v := range w.MayHave {
 			quoted[i], cut = quoteWithdrawn(v.Value, w.Shorten)
 		}
-		s := intro + joinAnd(quoted)
+		s := intro + JoinAnd(quoted)
 		switch {
 		case w.Earlier:
 			s += ", " + EarlierVersions + "."
@@ -128,8 +128,9 @@ func withdrawn(w Withdrawal) string {
 	return strings.Join(parts, " ")
 }
 
-// joinAnd joins items as spoken: "a", "a and b", "a, b and c".
-func joinAnd(items []string) string {
+// JoinAnd joins items as spoken: "a", "a and b", "a, b and c" ("" for
+// none).
+func JoinAnd(items []string) string {
 	if len(items) < 2 {
 		return strings.Join(items, "")
 	}

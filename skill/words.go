@@ -70,8 +70,7 @@ func changedSince(withdrawn []models.URI) string {
 	case 1:
 		return "Your " + topics[0] + " instruction has changed since I last told you."
 	}
-	list := strings.Join(topics[:len(topics)-1], ", ") + " and " + topics[len(topics)-1]
-	return "Your " + list + " instructions have changed since I last told you."
+	return "Your " + models.JoinAnd(topics) + " instructions have changed since I last told you."
 }
 
 // owedOnLeaving says, as he leaves, what is still owed to him and was not
