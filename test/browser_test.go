@@ -15,7 +15,8 @@ import (
 // reader token at 1280×800 and 960×480 and /clinician at 1280×800 in
 // Debian's headless Chromium (playwright-core): nothing overflows the
 // viewport, the current walking instruction is visible and updates live, no
-// assistant-only text is in the DOM, and without a token the card shows only
+// assistant-only text is in the DOM, three quick revisions withdraw every
+// sentence the card showed (finding U1), and without a token the card shows only
 // how to open it. On the clinician page the author label is prefilled, a
 // mistyped patient is named as none of the token's ("did you mean ray?")
 // before anything is offered, a mistyped topic asks before it is created,
