@@ -510,3 +510,29 @@ console.log(JSON.stringify([r3.join("|"), settled.join("|"), other.join("|"), ma
 		}
 	}
 }
+
+// U7: a card that showed other words of a fact than the later version it
+// reads withdraws them itself (a new session after its stream dropped gets
+// no retraction from the server); the same version, the same words, an
+// older version or a fact it never showed withdraw nothing.
+func TestEchoJS_ACardThatShowedOtherWordsWithdrawsThemItself(t *testing.T) {
+	var got []bool
+	runNode(t, `
+var old = {version: 3, value: "Charlie walking rule."};
+console.log(JSON.stringify([
+  showedOtherWords(old, {version: 4, value: "After restart: walk with the frame only."}),
+  showedOtherWords(old, {version: 3, value: "Charlie walking rule."}),
+  showedOtherWords(old, {version: 4, value: "Charlie walking rule."}),
+  showedOtherWords(old, {version: 2, value: "Older words."}),
+  showedOtherWords(undefined, {version: 4, value: "First read."}),
+]));`, &got)
+	want := []bool{true, false, false, false, false}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("case %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}
