@@ -34,7 +34,7 @@ func (t *turn) card(kind cardKind, spoken []segment) (d *Directive, shown models
 	case cardHelp:
 		return renderDirective(apl.Help(), apl.HelpDatasource(apl.HelpCard{
 			Title:   "You can ask",
-			Phrases: []string{"What's my walking instruction?", "Tell me about my blood thinner", "What are my exercises?", "Who do I call?", "What changed?"},
+			Phrases: t.helpPhrases(),
 		})), shown
 	case cardLink:
 		return renderDirective(apl.Help(), apl.HelpDatasource(apl.HelpCard{

@@ -70,7 +70,7 @@ func (t *turn) playClip() reply {
 		}
 	}
 	if clip == nil {
-		return reply{segs: say(textNoClip), question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+		return reply{segs: say(textNoClip), question: textQuestion, reprompt: t.topicsPrompt(), card: cardCare}
 	}
 	if _, done := t.announced[clip.FactURI()]; done {
 		return reply{end: endAnswer, card: cardCare}

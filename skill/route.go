@@ -230,10 +230,10 @@ func (t *turn) route() reply {
 	case IntentStop, IntentCancel, IntentNavigateHome:
 		return t.leave()
 	case IntentHelp, IntentFallback:
-		return helpReply()
+		return t.help()
 	default:
 		t.s.log.Info("alexa intent not handled; answering as fallback", "intent", req.Intent.Name)
-		return helpReply()
+		return t.help()
 	}
 }
 
@@ -267,8 +267,10 @@ func (t *turn) leave() reply {
 	return reply{segs: say(owedOnLeaving(owed), textGoodbye), end: endLeave, forget: true}
 }
 
-func helpReply() reply {
-	return reply{segs: say(textHelp), question: textQuestion, reprompt: textTopicsPrompt, card: cardHelp}
+// help names what he can ask, the care team's added topics among them
+// (topics.go).
+func (t *turn) help() reply {
+	return reply{segs: say(t.helpText()), question: textQuestion, reprompt: t.topicsPrompt(), card: cardHelp}
 }
 
 // load asks the care source for this turn's confirmed snapshot, keeping
@@ -430,13 +432,18 @@ func (t *turn) launch() reply {
 	if len(t.facts) == 0 && len(t.anns) == 0 {
 		segs = append(segs, segment{Text: textEmptyNotes})
 	}
-	return reply{segs: segs, question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+	return reply{segs: segs, question: textQuestion, reprompt: t.topicsPrompt(), card: cardCare}
 }
 
 func (t *turn) carePlan() reply {
-	domain, ok := t.env.Request.Intent.Slots[SlotTopic].ResolvedID()
+	slot := t.env.Request.Intent.Slots[SlotTopic]
+	domain, ok := slot.ResolvedID()
+	if !ok {
+		domain, ok = t.namedTopic(slot.Value) // a topic the care team added (topics.go)
+	}
 	if !ok || !models.ValidID(domain) {
-		return reply{question: textTopics, reprompt: textTopics, card: cardCare}
+		q := t.topicsQuestion()
+		return reply{question: q, reprompt: q, card: cardCare}
 	}
 	for _, v := range t.facts {
 		if v.Domain != domain {
@@ -451,7 +458,7 @@ func (t *turn) carePlan() reply {
 		return reply{segs: []segment{factSegment(v, t.now)}, end: endAnswer, card: cardCare}
 	}
 	return reply{segs: say(fmt.Sprintf("There is no %s instruction in your care notes.", models.Topic(domain))),
-		question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+		question: textQuestion, reprompt: t.topicsPrompt(), card: cardCare}
 }
 
 // whatsChanged answers "what changed?": the announcements owed, spoken
@@ -540,7 +547,7 @@ func (t *turn) rerender(s segment, cur models.Version) segment {
 func (t *turn) more() reply {
 	rest := t.stillCurrent(t.session.rest)
 	if len(rest) == 0 {
-		return reply{segs: say(textNothingMore), question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+		return reply{segs: say(textNothingMore), question: textQuestion, reprompt: t.topicsPrompt(), card: cardCare}
 	}
 	return reply{segs: rest, question: t.session.question, reprompt: t.session.reprompt, end: endAnswer, card: cardCare}
 }
@@ -552,7 +559,7 @@ func (t *turn) repeat() reply {
 	last := t.stillCurrent(t.session.last)
 	rest := t.stillCurrent(t.session.rest)
 	if len(last) == 0 && len(t.anns) == 0 && t.session.question == "" {
-		return reply{segs: say(textNoRepeat), question: textQuestion, reprompt: textTopicsPrompt, card: cardCare}
+		return reply{segs: say(textNoRepeat), question: textQuestion, reprompt: t.topicsPrompt(), card: cardCare}
 	}
 	return reply{segs: last, rest: rest, question: t.session.question, reprompt: t.session.reprompt, end: endAnswer, card: cardCare}
 }

@@ -275,7 +275,7 @@ func TestCarePlan_ResolvesSlotOnlyOnSuccessMatch(t *testing.T) {
 	}
 	for _, slots := range []map[string]Slot{topicSlot("weight_bearing", "ER_SUCCESS_NO_MATCH"), nil, {SlotTopic: {Name: SlotTopic, Value: "dinner"}}} {
 		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: slots})
-		if !strings.Contains(ssml(out), textTopics) || endState(raw) != "false" || out.Response.Reprompt == nil {
+		if !strings.Contains(ssml(out), coreTopicsQuestion) || endState(raw) != "false" || out.Response.Reprompt == nil {
 			t.Errorf("no match %v: %q end %s", slots, ssml(out), endState(raw))
 		}
 		if strings.Contains(ssml(out), "Partial weight-bearing") {

@@ -14,9 +14,6 @@ import (
 // models (RenderFact, Announcement.Render), each in one place.
 const (
 	textQuestion     = "What would you like to know?"
-	textTopics       = "I can tell you about your walking, your blood thinner, your exercises, or who to call. Which would you like?"
-	textTopicsPrompt = "You can ask about your walking, your blood thinner, your exercises, or who to call."
-	textHelp         = "You can ask me: what's my walking instruction; tell me about my blood thinner; what are my exercises; or who do I call. You can also say: what changed."
 	textNothingNew   = "Nothing has changed since you last heard your care notes."
 	textNothingMore  = "There's nothing more to add."
 	textNoRepeat     = "I haven't told you anything yet."

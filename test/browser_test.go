@@ -15,7 +15,8 @@ import (
 // reader token at 1280×800 and 960×480 and /clinician at 1280×800 in
 // Debian's headless Chromium (playwright-core): nothing overflows the
 // viewport, the current walking instruction is visible and updates live, no
-// assistant-only text is in the DOM, and without a token the card shows only
+// assistant-only text is in the DOM, three quick revisions withdraw every
+// sentence the card showed (finding U1), and without a token the card shows only
 // how to open it. On the clinician page the author label is prefilled, a
 // mistyped patient is named as none of the token's ("did you mean ray?")
 // before anything is offered, a mistyped topic asks before it is created,
@@ -89,5 +90,28 @@ func TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent(t *testing.T)
 	runChecks(t, node, "browser-expiry.mjs", []string{
 		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_SHORT=" + short, "TOKEN_READER=" + reader,
 		"TOKEN_WRITER_SHORT=" + writer, "WRITE_SECRET=" + harness.WriteSecret,
+	}, 2*time.Minute)
+}
+
+// TestBrowser_AReReadThatFailsHidesTheOldWordsUntilTheNewOnesShow: when
+// the Echo Show card's re-read of a revised fact failed once (a Wi-Fi
+// blip), it kept the superseded walking instruction on screen as current
+// under "Live" and never tried again (finding U7). In headless Chromium
+// (js/browser-reread.mjs), with the card's reads refused while its event
+// stream stays open, a revision turns the walking row into "This
+// instruction has just changed, and the card can't show the new words
+// yet", the old words gone and the status not "Live"; the card reads
+// again until the reads work, then shows the new words with the old ones
+// struck through and says "Live". The twin: a revision whose re-read works
+// shows at once, "Live" throughout (P-24).
+func TestBrowser_AReReadThatFailsHidesTheOldWordsUntilTheNewOnesShow(t *testing.T) {
+	const part = "6 headless Chromium"
+	node := needNode(t, part, "playwright-core")
+	chrome, ok := chromium()
+	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
+	s := startServer(t, part)
+	reader := token(t, s, part, "care.read.user")
+	runChecks(t, node, "browser-reread.mjs", []string{
+		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "WRITE_SECRET=" + harness.WriteSecret,
 	}, 2*time.Minute)
 }

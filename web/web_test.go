@@ -482,3 +482,57 @@ console.log(JSON.stringify({all: all, first: first}));`
 		t.Errorf("returning true after _1 should stop reading; got %d events", len(got.First))
 	}
 }
+
+// U1: quick revisions withdraw every wording the card showed — the one on
+// screen for minutes before them as much as those on screen for an
+// instant — without the new words, repeats or empty ones; a retraction on
+// screen for SETTLE_MS or more, or one of another fact, is not carried
+// into the next (its twin). The card names at most MAX_WITHDRAWN: the
+// first, "…", and the newest.
+func TestEchoJS_QuickRevisionsWithdrawEveryWordingTheCardShowed(t *testing.T) {
+	var got []string
+	runNode(t, `
+var now = 1000000;
+var r1 = {uri: "care://ray/weight_bearing", withdrawn: withdrawnList(null, "care://ray/weight_bearing", ["Touch-toe."], "Full.", now), shownAt: now};
+var r2 = {uri: r1.uri, withdrawn: withdrawnList(r1, r1.uri, ["Full."], "Non.", now + 300), shownAt: now + 300};
+var r3 = withdrawnList(r2, r1.uri, ["Non.", ""], "Full.", now + 600);
+var settled = withdrawnList(r2, r1.uri, ["Non."], "Full.", now + 300 + SETTLE_MS);
+var other = withdrawnList(r2, "care://ray/exercise", ["Ankle pumps."], "Heel slides.", now + 600);
+var many = shownWithdrawn(["a", "b", "c", "d", "e", "f"]);
+console.log(JSON.stringify([r3.join("|"), settled.join("|"), other.join("|"), many.join("|"), shownWithdrawn(r3).join("|")]));`, &got)
+	want := []string{"Touch-toe.|Non.", "Non.", "Ankle pumps.", "a|…|e|f", "Touch-toe.|Non."}
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("case %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// U7: a card that showed other words of a fact than the later version it
+// reads withdraws them itself (a new session after its stream dropped gets
+// no retraction from the server); the same version, the same words, an
+// older version or a fact it never showed withdraw nothing.
+func TestEchoJS_ACardThatShowedOtherWordsWithdrawsThemItself(t *testing.T) {
+	var got []bool
+	runNode(t, `
+var old = {version: 3, value: "Charlie walking rule."};
+console.log(JSON.stringify([
+  showedOtherWords(old, {version: 4, value: "After restart: walk with the frame only."}),
+  showedOtherWords(old, {version: 3, value: "Charlie walking rule."}),
+  showedOtherWords(old, {version: 4, value: "Charlie walking rule."}),
+  showedOtherWords(old, {version: 2, value: "Older words."}),
+  showedOtherWords(undefined, {version: 4, value: "First read."}),
+]));`, &got)
+	want := []bool{true, false, false, false, false}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("case %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}

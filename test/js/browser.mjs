@@ -194,6 +194,41 @@ for (const [w, h] of [[1280, 800], [960, 480]]) {
       if (o.length) return o.join('; ');
     });
     await p.screenshot({ path: join(artifacts, `echo-${tag}-live.png`) });
+    // U1: three revisions within about a second, the last back to the first's words.
+    // The card withdraws the sentence that was on screen before them, and
+    // the one on screen for an instant, never the words now current.
+    const burstA = `Touch-toe weight-bearing only (${tag} burst).`, burstB = `Non-weight-bearing; use crutches (${tag} burst).`;
+    await step(`echo.html#token at ${tag}: quick revisions withdraw every sentence the card showed`, async () => {
+      const values = [burstA, burstB, burstA];
+      const first = Math.floor(Date.now() / 1000);
+      for (let i = 0; i < values.length; i++) {
+        const value = values[i];
+        // The revert's signed body must not repeat the first's (a replay):
+        // it is signed in a later second.
+        while (i === 2 && Math.floor(Date.now() / 1000) === first) await new Promise((res) => setTimeout(res, 50));
+        const r = await signedWrite(base, secret, {
+          patient: 'ray', domain: 'weight_bearing', audience: 'user', value,
+          authorId: 'okafor', authorLabel: 'Sarah Okafor, physio',
+        });
+        if (r.status !== 201) return `write ${JSON.stringify(value)}: HTTP ${r.status} ${r.text}`;
+        current = value;
+        await new Promise((res) => setTimeout(res, 300));
+      }
+      let old = '', now = '';
+      for (const end = Date.now() + 10000; Date.now() < end;) {
+        old = (await p.locator('[data-testid="retraction-old"]').textContent()) || '';
+        now = (await p.locator('[data-testid="retraction-new"]').textContent()) || '';
+        if (now === burstA && old.includes(burstB)) break;
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      if (now !== burstA) return `retraction-new is ${JSON.stringify(now)}, want ${JSON.stringify(burstA)}`;
+      if (!old.includes(LIVE[w]) || !old.includes(burstB)) return `retraction-old is ${JSON.stringify(old)}: want both ${JSON.stringify(LIVE[w])} and ${JSON.stringify(burstB)}`;
+      if (old.includes(burstA)) return `retraction-old ${JSON.stringify(old)} withdraws the words now current`;
+    });
+    await step(`echo.html#token at ${tag}: nothing overflows the viewport with several sentences withdrawn`, async () => {
+      const o = await overflow(p);
+      if (o.length) return o.join('; ');
+    });
   }
   check(`echo.html at ${tag}: no script errors`, errors.length === 0, errors.join('\n'));
   await ctx.close();
