@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 )
 
 // admin calls the admin handler (what --admin-addr serves) in process,
@@ -136,7 +137,9 @@ func TestReadyz_PublicSaysReadyOrNotAndWhyInGeneralTerms(t *testing.T) {
 
 func TestReadyz_NotReadyWhileTheStoreCannotCommitWrites(t *testing.T) {
 	h := newHarness(t)
-	h.srv.extra.StoreWritable = func(context.Context) error { return errors.New("disk I/O error: /var/lib/unsay/unsay.db") }
+	h.srv.extra.StoreWritable = func(context.Context) store.WriteHealthReport {
+		return store.WriteHealthReport{Err: errors.New("disk I/O error: /var/lib/unsay/unsay.db")}
+	}
 	r := h.do("GET", "/readyz", "", nil, "")
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), `"store cannot commit writes"`) || strings.Contains(string(r.body), "/var/lib") {
 		t.Errorf("public /readyz with an unwritable store: %d %s (want 503, the reason, no path)", r.status, r.body)
@@ -145,7 +148,7 @@ func TestReadyz_NotReadyWhileTheStoreCannotCommitWrites(t *testing.T) {
 		t.Errorf("admin /readyz with an unwritable store: %d %s", a.status, a.body)
 	}
 	// Twin: a store that commits is ready.
-	h.srv.extra.StoreWritable = func(context.Context) error { return nil }
+	h.srv.extra.StoreWritable = func(context.Context) store.WriteHealthReport { return store.WriteHealthReport{} }
 	if r := h.do("GET", "/readyz", "", nil, ""); r.status != http.StatusOK {
 		t.Errorf("public /readyz with a writable store: %d %s", r.status, r.body)
 	}

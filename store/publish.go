@@ -215,7 +215,7 @@ func (s *Store) lockFileWriters() (unlock func()) {
 // regardless of ctx from here on (Publish) run their statements on
 // context.WithoutCancel(ctx).
 func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
-	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+	tx, err := s.beginTx(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
