@@ -151,8 +151,9 @@ func (p *pendingAudit) flush() {
 	}
 }
 
-// close stops the retries, makes one last attempt when the store can
-// commit, and logs and counts as lost what is left.
+// close stops the retries, makes one last attempt (which waits the busy
+// timeout at most once: it stops at the first row the store cannot
+// commit), and logs and counts as lost what is left.
 func (p *pendingAudit) close() {
 	p.mu.Lock()
 	if p.closed {
@@ -172,9 +173,7 @@ func (p *pendingAudit) close() {
 	if left == 0 {
 		return
 	}
-	if p.writable() {
-		p.flush()
-	}
+	p.flush() // stops at the first row the store cannot commit: one busy timeout at most
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.rows {

@@ -6,14 +6,18 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf16"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
@@ -465,6 +469,55 @@ func TestWrite_RefusedWhileAnotherProcessHoldsTheLockIs503WithinTheBusyTimeoutAn
 	}
 	if n := f.versions("care://ray/weight_bearing"); n != 3 {
 		t.Fatalf("versions = %d after the accepted write, want 3", n)
+	}
+}
+
+// TestClose_LogsAndCountsTheAuditRowsTheStoreStillCannotCommit (T4): a
+// refusal's audit row kept while the store cannot commit, and still not
+// committable when the API closes, is logged at ERROR and counted
+// (Config.OnAuditLost), not dropped silently. Twin: released before Close,
+// the row is appended and nothing is counted lost.
+func TestClose_LogsAndCountsTheAuditRowsTheStoreStillCannotCommit(t *testing.T) {
+	for _, released := range []bool{false, true} {
+		t.Run(map[bool]string{false: "still locked", true: "released"}[released], func(t *testing.T) {
+			f := newFixtureWith(t, store.Options{BusyTimeout: 500 * time.Millisecond})
+			logs := &syncBuffer{}
+			var lost atomic.Int64
+			api := New(Config{Store: f.st, WriteSecret: []byte(writeSecret), PublicURL: publicURL, Clock: f.clock.Now,
+				Logger: slog.New(slog.NewTextHandler(logs, nil)), OnAuditLost: func(n int64) { lost.Add(n) }})
+			r := chi.NewRouter()
+			api.Routes(r)
+			mark := f.auditSeq()
+			release := holdWriteLock(t, f.dsn)
+			body := writeBody(nil)
+			req := httptest.NewRequest(http.MethodPost, "/write", bytes.NewReader(body))
+			req.Header.Set(HeaderTimestamp, strconv.FormatInt(f.now.Unix(), 10))
+			req.Header.Set(HeaderSignature, SignWrite([]byte(writeSecret), f.now.Unix(), body))
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, req)
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("write while locked: %d %s", rec.Code, rec.Body)
+			}
+			if released {
+				release()
+			}
+			api.Close()
+			rows := f.auditAfter(mark.seq)
+			if released {
+				if lost.Load() != 0 || len(rows) != 1 || rows[0].Reason != store.ReasonUnavailable {
+					t.Fatalf("released before Close: lost %d, rows %+v; want the refusal's row and nothing lost", lost.Load(), rows)
+				}
+				return
+			}
+			if lost.Load() != 1 || !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "audit rows lost") ||
+				!strings.Contains(logs.String(), "reason=unavailable") {
+				t.Fatalf("closed while locked: lost %d, log:\n%s\nwant 1 counted and an ERROR line naming the reason", lost.Load(), logs.String())
+			}
+			release()
+			if rows := f.auditAfter(mark.seq); len(rows) != 0 {
+				t.Fatalf("rows appended after Close: %+v", rows)
+			}
+		})
 	}
 }
 
