@@ -244,7 +244,7 @@ func TestTurn_HeardIsWhatTheLedgerHoldsWhenItReturnsEvenAfterADrop(t *testing.T)
 	turnOf(t, p, "ray")                                            // settles: heard v2
 	// Alexa did not play a response that told v2 when he had heard v1:
 	// heard back to v1, v2 offered, 1 → 2 owed again (same words).
-	if err := p.NotPlayed(context.Background(), "ray", []models.Marked{{URI: u, HeardBefore: 1, From: 1, Version: 2}}); err != nil {
+	if _, err := p.NotPlayed(context.Background(), "ray", []models.Marked{{URI: u, HeardBefore: 1, From: 1, Version: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	s := turnOf(t, p, "ray") // renders 1 → 2: ErrUnchanged, dropped: heard v2
