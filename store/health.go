@@ -148,9 +148,16 @@ func (s *Store) healthy(wrote bool) {
 }
 
 // beginTx begins a transaction on the store's pool, recording for
-// WriteHealth how long it waits for the database's write lock (every
-// SQLite transaction is BEGIN IMMEDIATE).
+// WriteHealth, on SQLite, how long it waits for the database's write lock
+// (every SQLite transaction is BEGIN IMMEDIATE, and this process's
+// writers queue on writeMu before it, so a BEGIN that waits is waiting
+// for another process).
 func (s *Store) beginTx(ctx context.Context) (*sql.Tx, error) {
+	if _, ok := s.d.(sqliteDialect); !ok {
+		// Postgres: a BEGIN waits for a pooled connection, not for a lock
+		// (writers lock after BEGIN), so its wait says nothing of one.
+		return s.db.BeginTx(ctx, nil)
+	}
 	s.health.mu.Lock()
 	if s.health.begins == nil {
 		s.health.begins = map[uint64]time.Time{}
@@ -297,6 +304,11 @@ func (s *Store) runProbe(done chan struct{}, full bool) {
 		}
 	}()
 	err := s.probeWrite(ctx, full)
+	select {
+	case <-s.closed:
+		return // closed under the probe: nothing to report
+	default:
+	}
 	if err != nil && s.unavailable(err) == nil && ctx.Err() == nil {
 		s.log.Warn("store: write probe failed", "err", err)
 	}
@@ -316,10 +328,9 @@ func (s *Store) probeWrite(ctx context.Context, full bool) error {
 		return s.writeErr(fmt.Errorf("store: write probe: %w", err))
 	}
 	defer tx.Rollback()
-	if err := s.d.lockWrites(ctx, tx); err != nil {
-		return s.writeErr(fmt.Errorf("store: write probe: %w", err))
-	}
 	if !full {
+		// SQLite's BEGIN IMMEDIATE took the write lock; on Postgres the
+		// check is the round trip (the write probe takes the lock).
 		if err := tx.Rollback(); err != nil {
 			return s.writeErr(fmt.Errorf("store: lock check: %w", err))
 		}
@@ -330,6 +341,9 @@ func (s *Store) probeWrite(ctx context.Context, full bool) error {
 			s.healthy(false)
 		}
 		return nil
+	}
+	if err := s.d.lockWrites(ctx, tx); err != nil {
+		return s.writeErr(fmt.Errorf("store: write probe: %w", err))
 	}
 	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE write_probe SET at_ms = ? WHERE id = 1`), time.Now().UnixMilli()); err != nil {
 		return s.writeErr(fmt.Errorf("store: write probe: %w", err))
