@@ -53,7 +53,11 @@ var errHeadMoved = errors.New("store: the fact's current version moved")
 // ErrNeedsAssistantWrite, ErrAudienceChange, ErrSealerUnavailable (a
 // key-service outage while sealing), *UnavailableError (ErrUnavailable:
 // the store cannot commit — a full or read-only disk, an unreachable
-// database), ErrAbandoned (ctx ended before the write lock was taken). In
+// database, a SQLite file another process held locked for the whole busy
+// timeout; a write queued behind another writer that waited out that
+// timeout is refused with it at once instead of waiting again, and a
+// batch that could not take the lock fails as one, not retried write by
+// write: T4), ErrAbandoned (ctx ended before the write lock was taken). In
 // every error case nothing was written.
 //
 // Cancellation: ctx bounds the wait for the fact's lock-free planning and

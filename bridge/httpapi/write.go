@@ -176,7 +176,9 @@ type attempt struct {
 //     which refuses a new write: store.ReplayOf),
 //     or refuses an audience change (409 audience_change, nothing written);
 //   - a store that cannot commit (a full or read-only disk, an unreachable
-//     database) is 503 with Retry-After and the reason, nothing written;
+//     database, a SQLite file another process holds locked past the busy
+//     timeout) is 503 with Retry-After and the reason, nothing written,
+//     after at most one busy timeout (T4);
 //   - a client that hangs up before the write committed is audited
 //     abandoned (nothing written) and logged at INFO, not as a store failure.
 //
