@@ -225,7 +225,7 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 		}
 		if !slices.Equal(echoed, held.marks) {
 			s.log.Warn("alexa error report: session attributes disagree with what the response marked; the server's record re-opened",
-				"session", sid, "response", echoedID, "attributes", len(echoed), "recorded", len(held.marks))
+				"patient", patient, "session", sid, "response", echoedID, "attributes", len(echoed), "recorded", len(held.marks))
 		}
 	default:
 		ms = append(ms, echoed...)
