@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 )
 
 // Defaults for Config.
@@ -156,10 +157,13 @@ type Extra struct {
 	// ("speech not ready").
 	Ready func(ctx context.Context) map[string]any
 	// StoreWritable, if set, reports whether the store can commit a write
-	// now (nil error) — a full or read-only disk, a lost database. An error
-	// makes /readyz answer 503 with the reason "store cannot commit writes".
-	// Nil: not checked (only that the store answers).
-	StoreWritable func(ctx context.Context) error
+	// now (a nil Err) and since when that is known — a full or read-only
+	// disk, a database locked by another process, a lost database
+	// (store.Store.WriteHealthState). An Err makes /readyz answer 503 with
+	// the reason "store cannot commit writes". It is given 1 s
+	// (storeWriteWait) and must answer by then. Nil: not checked (only
+	// that the store answers).
+	StoreWritable func(ctx context.Context) store.WriteHealthReport
 	// Delivery is the heard ledger behind the care-delivery:// resources
 	// (delivery.go; the speech principal). Nil: every such URI is not found.
 	Delivery DeliverySource

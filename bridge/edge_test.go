@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 )
 
 // admin calls the admin handler (what --admin-addr serves) in process,
@@ -136,7 +138,9 @@ func TestReadyz_PublicSaysReadyOrNotAndWhyInGeneralTerms(t *testing.T) {
 
 func TestReadyz_NotReadyWhileTheStoreCannotCommitWrites(t *testing.T) {
 	h := newHarness(t)
-	h.srv.extra.StoreWritable = func(context.Context) error { return errors.New("disk I/O error: /var/lib/unsay/unsay.db") }
+	h.srv.extra.StoreWritable = func(context.Context) store.WriteHealthReport {
+		return store.WriteHealthReport{Err: errors.New("disk I/O error: /var/lib/unsay/unsay.db")}
+	}
 	r := h.do("GET", "/readyz", "", nil, "")
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), `"store cannot commit writes"`) || strings.Contains(string(r.body), "/var/lib") {
 		t.Errorf("public /readyz with an unwritable store: %d %s (want 503, the reason, no path)", r.status, r.body)
@@ -145,12 +149,84 @@ func TestReadyz_NotReadyWhileTheStoreCannotCommitWrites(t *testing.T) {
 		t.Errorf("admin /readyz with an unwritable store: %d %s", a.status, a.body)
 	}
 	// Twin: a store that commits is ready.
-	h.srv.extra.StoreWritable = func(context.Context) error { return nil }
+	h.srv.extra.StoreWritable = func(context.Context) store.WriteHealthReport { return store.WriteHealthReport{} }
 	if r := h.do("GET", "/readyz", "", nil, ""); r.status != http.StatusOK {
 		t.Errorf("public /readyz with a writable store: %d %s", r.status, r.body)
 	}
 	if a := h.admin("GET", "/readyz", nil); !strings.Contains(string(a.body), `"writable":true`) {
 		t.Errorf("admin /readyz with a writable store: %s", a.body)
+	}
+}
+
+// TestReadyz_AnswersWithinASecondAndSaysNotReadyWhileTheDatabaseIsLocked
+// (T5): /readyz learnt of a database locked by another process only from
+// a failed commit or a 15 s probe, and that probe held the request for the
+// whole 10 s busy timeout. Now both /readyz answer within about a second
+// while another connection holds the SQLite file's write lock (BEGIN
+// EXCLUSIVE), say not ready within seconds (admin: "the database is busy",
+// with the age of that answer), and ready again once it is released.
+func TestReadyz_AnswersWithinASecondAndSaysNotReadyWhileTheDatabaseIsLocked(t *testing.T) {
+	h := newHarness(t)
+	h.srv.extra.StoreWritable = h.st.WriteHealthState
+	timed := func(f func() rawResp) rawResp {
+		t.Helper()
+		start := time.Now()
+		r := f()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("/readyz answered after %s (the busy timeout is 10 s)", d)
+		}
+		return r
+	}
+	public := func() rawResp { return h.do("GET", "/readyz", "", nil, "") }
+	admin := func() rawResp { return h.admin("GET", "/readyz", nil) }
+	if r := timed(public); r.status != http.StatusOK {
+		t.Fatalf("public /readyz before the lock: %d %s", r.status, r.body)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus := func(f func() rawResp, status int, what string) rawResp {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := timed(f)
+			if r.status == status {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz still %d %s after 5 s", what, r.status, r.body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	r := waitStatus(public, http.StatusServiceUnavailable, "locked")
+	if !strings.Contains(string(r.body), `"store cannot commit writes"`) {
+		t.Errorf("public /readyz while locked: %s, want the reason", r.body)
+	}
+	a := timed(admin)
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.body), `"writeFault":"the database is busy"`) ||
+		!strings.Contains(string(a.body), `"writable":false`) || !strings.Contains(string(a.body), `"writeCheckedAgoMs":`) {
+		t.Errorf("admin /readyz while locked: %d %s", a.status, a.body)
+	}
+
+	// Positive twin: released → ready again within seconds.
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(public, http.StatusOK, "released")
+	if a := timed(admin); a.status != http.StatusOK || !strings.Contains(string(a.body), `"writable":true`) {
+		t.Errorf("admin /readyz once released: %d %s", a.status, a.body)
 	}
 }
 

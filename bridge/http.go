@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"slices"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/unsay/unsay/store"
 )
 
 // routes builds the chi router. Order matters: nosniff on every response,
@@ -206,14 +209,20 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
+// storeWriteWait bounds readiness's wait for the store's write check
+// (store.WriteHealthState): 1 s, so /readyz answers within about a second
+// even while another process holds the database's write lock (T5).
+const storeWriteWait = time.Second
+
 // Readiness reasons, in general terms: what the public /readyz may say.
 const (
 	reasonStoreUnreachable = "store unreachable"
 	reasonStoreReadOnly    = "store cannot commit writes"
 )
 
-// readiness checks the store (within 2 s), the optional Extra.StoreWritable
-// hook and every Extra.Ready entry. It returns whether the instance is
+// readiness checks the store (within 2 s; whether it can commit within
+// storeWriteWait, 1 s), the optional Extra.StoreWritable hook and every
+// Extra.Ready entry. It returns whether the instance is
 // ready, the reasons it is not (general terms, sorted: "store unreachable",
 // "store cannot commit writes", "{key} not ready"), and the details for
 // the admin /readyz.
@@ -229,8 +238,17 @@ func (s *Server) readiness(ctx context.Context) (ok bool, reasons []string, deta
 		storeState["lastSeq"] = seq
 	}
 	if s.extra.StoreWritable != nil {
-		if err := s.extra.StoreWritable(ctx); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, storeWriteWait)
+		rep := s.extra.StoreWritable(wctx)
+		cancel()
+		if !rep.CheckedAt.IsZero() {
+			storeState["writeCheckedAgoMs"] = max(0, time.Since(rep.CheckedAt).Milliseconds())
+		}
+		if err := rep.Err; err != nil {
 			storeState["ok"], storeState["writable"] = false, false
+			if ue := (*store.UnavailableError)(nil); errors.As(err, &ue) {
+				storeState["writeFault"] = ue.Reason // safe to show: "the database is busy", "the disk is full", …
+			}
 			reasons = append(reasons, reasonStoreReadOnly)
 			s.logger.WarnContext(ctx, "readyz: store cannot commit writes", "err", err)
 		} else {
@@ -275,8 +293,9 @@ func (s *Server) readyzPublic(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyzDetails answers the admin GET /readyz: JSON {"ok": bool, "reasons":
-// […], "store": {"ok": bool, "writable": bool, "lastSeq": n, "backend":
-// "sqlite"}, "mcp": {"sessions": n, "protocolVersion": …},
+// […], "store": {"ok": bool, "writable": bool, "writeFault": "the database
+// is busy" (when not writable), "writeCheckedAgoMs": how old that answer is
+// (ms), "lastSeq": n, "backend": "sqlite"}, "mcp": {"sessions": n, "protocolVersion": …},
 // "authorizationServers": […], …Extra.Ready entries}: 200 when ready, else
 // 503. An error's text is not shown (it may name paths).
 func (s *Server) readyzDetails(w http.ResponseWriter, r *http.Request) {

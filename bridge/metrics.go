@@ -19,6 +19,7 @@ type metrics struct {
 	fanOut                prometheus.Histogram   // unsay_change_fanout_delay_seconds
 	sessionsClosed        *prometheus.CounterVec // unsay_mcp_sessions_closed_total{reason}
 	listensEnded          *prometheus.CounterVec // unsay_mcp_listen_streams_ended_total{reason}
+	auditLost             prometheus.Counter     // unsay_write_audit_rows_lost_total
 }
 
 func newMetrics(sessions, subscriptions, listens func() float64) *metrics {
@@ -59,8 +60,12 @@ func newMetrics(sessions, subscriptions, listens func() float64) *metrics {
 			Name: "unsay_mcp_listen_streams_ended_total",
 			Help: "2026-07-28 subscriptions/listen streams the server ended, by reason: tokenExpired, shutdown, overflow (stream queue full), write_timeout.",
 		}, []string{"reason"}),
+		auditLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "unsay_write_audit_rows_lost_total",
+			Help: "POST /write attempts that got no audit row: the store could not commit it (a full or read-only disk, a locked database) before the server stopped, or too many kinds of attempt were waiting. Each is logged at ERROR.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.notificationsSent, m.notificationsWithheld, m.replayWithheld, m.publish, m.fanOut, m.sessionsClosed, m.listensEnded,
+	reg.MustRegister(m.auditLost, m.requests, m.notificationsSent, m.notificationsWithheld, m.replayWithheld, m.publish, m.fanOut, m.sessionsClosed, m.listensEnded,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "unsay_mcp_sessions",
 			Help: "Open MCP sessions.",
@@ -83,3 +88,8 @@ func newMetrics(sessions, subscriptions, listens func() float64) *metrics {
 // unsay_publish_latency_seconds histogram). bridge/httpapi calls it through
 // its Config.OnPublish.
 func (s *Server) ObservePublish(d time.Duration) { s.metrics.publish.Observe(d.Seconds()) }
+
+// ObserveAuditLost counts n /write attempts whose audit row could not be
+// appended (unsay_write_audit_rows_lost_total). bridge/httpapi calls it
+// through its Config.OnAuditLost.
+func (s *Server) ObserveAuditLost(n int64) { s.metrics.auditLost.Add(float64(n)) }

@@ -53,8 +53,10 @@ type CareSource interface {
 	// retraction. Each entry's Response names the response that made it
 	// (AttrResponse): a report of a response already reported (Alexa
 	// delivering one report twice) changes nothing; "" is applied as it
-	// comes.
-	NotPlayed(ctx context.Context, patient string, marked []models.Marked) error
+	// comes. It reports how many facts it re-opened (0: nothing became
+	// owed — a repeated report, or heard moved on since), for the skill's
+	// one log line of the report (T14).
+	NotPlayed(ctx context.Context, patient string, marked []models.Marked) (reopened int, err error)
 }
 
 // RevisionCounter is implemented by a CareSource that is told of each

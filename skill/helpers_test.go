@@ -157,6 +157,8 @@ type fakeCare struct {
 	// onTurn, when set, runs at the start of Turn with the request's
 	// context (a slow confirmation, a client that hangs up meanwhile).
 	onTurn func(ctx context.Context)
+	// onNotPlayed, when set, runs at the start of NotPlayed (a slow ledger).
+	onNotPlayed func()
 	// afterTurn, when set, runs once Turn has taken its snapshot, and
 	// onOffered at the start of Offered (a revision landing after the
 	// confirmation, before the offers are recorded or while the
@@ -235,7 +237,11 @@ func (f *fakeCare) Turn(ctx context.Context, patient string) (models.Snapshot, e
 // NotPlayed records the entries and owes each one again: an announcement
 // from the version it withdrew (none: a first hearing) to the version
 // marked, said again, unless one is pending for the fact.
-func (f *fakeCare) NotPlayed(_ context.Context, patient string, ms []models.Marked) error {
+func (f *fakeCare) NotPlayed(_ context.Context, patient string, ms []models.Marked) (int, error) {
+	if f.onNotPlayed != nil {
+		f.onNotPlayed()
+	}
+	reopened := 0
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.notPlayed = append(f.notPlayed, ms)
@@ -256,12 +262,14 @@ func (f *fakeCare) NotPlayed(_ context.Context, patient string, ms []models.Mark
 				h := f.old[m.URI.WithVersion(m.From)]
 				a.Heard = &h
 				f.pending[patient] = append([]models.Announcement{a}, f.pending[patient]...) // stop first
+				reopened++
 				continue
 			}
 			f.pending[patient] = append(f.pending[patient], a)
+			reopened++
 		}
 	}
-	return nil
+	return reopened, nil
 }
 
 func (f *fakeCare) notPlayedCalls() [][]models.Marked {

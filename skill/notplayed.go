@@ -169,9 +169,15 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 // it. The record is this instance's memory (SessionStateTTL, SessionStateMax):
 // a report that reaches another instance — or this one after a restart —
 // has only the echoed attributes, as before the record.
-func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
+//
+// It logs the report once (T14): WARN naming how many facts were re-opened
+// (their announcements owed again) when any were, INFO saying nothing
+// became owed when none were (a repeated report, or heard since), ERROR
+// when the ledger refused it — each with the patient and session. It
+// returns the patient it re-opened for ("" when there was none).
+func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient string) {
 	if env.Session == nil {
-		return
+		return ""
 	}
 	sid := env.SessionID()
 	rec, recorded := s.sessions.sentOf(sid, s.now())
@@ -180,7 +186,7 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 	// The record names the patient whose ledger its marks were made on;
 	// without it, the request's (a session's first response may still be
 	// on its way: Alexa's clock can run out before ours).
-	patient := rec.patient
+	patient = rec.patient
 	if !recorded {
 		var err error
 		patient, err = s.patientFor(ctx, env)
@@ -188,7 +194,7 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 			if echoes {
 				s.log.Warn("alexa error report: no patient to re-open for", "session", sid, "err", err)
 			}
-			return
+			return ""
 		}
 	}
 	release := s.lockPatient(patient)
@@ -200,7 +206,7 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 		rec, recorded = again, true
 	}
 	if !recorded && !echoes {
-		return
+		return patient
 	}
 	echoed, echoedID, bad := echoedMarks(attrs, patient)
 	if bad > 0 {
@@ -219,22 +225,27 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) {
 		}
 		if !slices.Equal(echoed, held.marks) {
 			s.log.Warn("alexa error report: session attributes disagree with what the response marked; the server's record re-opened",
-				"session", sid, "response", echoedID, "attributes", len(echoed), "recorded", len(held.marks))
+				"patient", patient, "session", sid, "response", echoedID, "attributes", len(echoed), "recorded", len(held.marks))
 		}
 	default:
 		ms = append(ms, echoed...)
 	}
 	if len(ms) == 0 {
-		return
+		return patient
 	}
 	// Recorded whatever the request's context does once Alexa has its answer.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
-	if err := s.care.NotPlayed(lctx, patient, ms); err != nil {
-		s.log.Error("alexa error report: not re-opened", "patient", patient, "err", err)
-		return
+	n, err := s.care.NotPlayed(lctx, patient, ms)
+	switch {
+	case err != nil:
+		s.log.Error("alexa error report: nothing re-opened, the ledger refused it", "patient", patient, "session", sid, "marks", len(ms), "err", err)
+	case n == 0:
+		s.log.Info("alexa error report: nothing became owed again (a repeated report, or heard since)", "patient", patient, "session", sid, "marks", len(ms))
+	default:
+		s.log.Warn("alexa did not play a response; its facts are re-opened and their announcements owed again", "patient", patient, "session", sid, "facts", n, "marks", len(ms))
 	}
-	s.log.Warn("alexa did not play a response; what it marked is owed again", "patient", patient, "facts", len(ms))
+	return patient
 }
 
 // echoedMarks reads the marks a report's session attributes name for

@@ -96,6 +96,88 @@ func TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain(t *testing.T) {
 	}
 }
 
+// linesWith returns the log lines of logs that contain s.
+func linesWith(logs, s string) []string {
+	var out []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// T14: each error report was logged twice — by the skill with the marks it
+// handed over, by the speech principal with the facts re-opened — and
+// "owed again" even when nothing became owed. Now the skill logs it once,
+// with the patient, the session and how many facts were re-opened; a
+// repeated report, which re-opens nothing, says that nothing became owed
+// again (INFO) and not "owed again".
+func TestNotPlayed_AnErrorReportIsLoggedOnceWithThePatientAndWhatBecameOwed(t *testing.T) {
+	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	r := newRig(t, nil)
+	if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
+		t.Fatal(err)
+	}
+	r.care.setPending("ray", retractionWB())
+	r.care.facts["ray"][0] = retractionWB().Current
+	out, _ := r.turn(reqOpts{Session: "sL"})
+	attrs := attributesOf(t, out)
+	if code, b := r.post(sessionEnded(t, "sL", ReasonError, attrs), testCertURL, ""); code != 200 {
+		t.Fatalf("session ended: %d %s", code, b)
+	}
+	owed := linesWith(r.logs.String(), "alexa did not play a response")
+	if len(owed) != 1 || !strings.Contains(owed[0], "level=WARN") || !strings.Contains(owed[0], "patient=ray") ||
+		!strings.Contains(owed[0], "session=sL") || !strings.Contains(owed[0], "facts=2") {
+		t.Fatalf("the report's lines = %q, want one WARN with patient=ray, session=sL and facts=2\n%s", owed, r.logs.String())
+	}
+
+	// Twin: the same report again re-opens nothing, and says so, once.
+	if code, b := r.post(sessionEnded(t, "sL", ReasonError, attrs), testCertURL, ""); code != 200 {
+		t.Fatalf("repeated report: %d %s", code, b)
+	}
+	if owed := linesWith(r.logs.String(), "alexa did not play a response"); len(owed) != 1 {
+		t.Fatalf("a report that re-opened nothing was logged as owed again: %q", owed)
+	}
+	nothing := linesWith(r.logs.String(), "nothing became owed again")
+	if len(nothing) != 1 || !strings.Contains(nothing[0], "level=INFO") || !strings.Contains(nothing[0], "patient=ray") {
+		t.Fatalf("the repeated report's lines = %q, want one INFO line with patient=ray", nothing)
+	}
+}
+
+// T14: the response to an error report that was written after Alexa's
+// deadline (a slow ledger) was logged with patient="" and "left offered"
+// though it offered nothing. Now it names the patient the report was for
+// and says it carried nothing to mark heard. Twin: the same report
+// answered in time logs no such line.
+func TestNotPlayed_ALateAnswerToAnErrorReportIsLoggedWithItsPatient(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		t.Run(map[bool]string{true: "late", false: "in time"}[late], func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			out, _ := r.turn(reqOpts{Session: "sT"})
+			if late {
+				r.care.onNotPlayed = func() { r.setNow(t0.Add(AlexaResponseDeadline + time.Second)) }
+			}
+			if code, b := r.post(sessionEnded(t, "sT", ReasonError, attributesOf(t, out)), testCertURL, ""); code != 200 {
+				t.Fatalf("session ended: %d %s", code, b)
+			}
+			lines := linesWith(r.logs.String(), "after Alexa's deadline")
+			if !late {
+				if len(lines) != 0 {
+					t.Fatalf("a timely answer was logged late: %q", lines)
+				}
+				return
+			}
+			if len(lines) != 1 || !strings.Contains(lines[0], "patient=ray") || strings.Contains(lines[0], `patient=""`) ||
+				!strings.Contains(lines[0], "carried nothing to mark heard") || strings.Contains(lines[0], "left offered") {
+				t.Fatalf("the late answer's lines = %q, want one naming patient=ray and that it carried nothing to mark", lines)
+			}
+		})
+	}
+}
+
 // Session attributes are the client's in development mode: every entry is
 // checked, and a malformed one is ignored (logged); a valid one beside it
 // still counts.

@@ -87,10 +87,11 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 		}
 		s.log.Info("alexa session ended", attrs...)
 		s.sessions.delete(env.SessionID())
+		h := handled{out: emptyResponse(), release: noop}
 		if req.Reason == ReasonError {
-			s.notPlayed(ctx, env) // notplayed.go
+			h.patient = s.notPlayed(ctx, env) // notplayed.go; the patient, for the response's log lines
 		}
-		return handled{out: emptyResponse(), release: noop}
+		return h
 	case TypeExceptionEncounter:
 		attrs := []any{"session", env.SessionID()}
 		if req.Error != nil {

@@ -310,17 +310,17 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	}
 	if err != nil {
 		s.sessions.unmarkSent(sid, h.sent.id)
-		s.log.Warn("alexa response not delivered; nothing marked heard", "patient", h.patient, "err", err)
+		s.undelivered(env, h, "alexa response not delivered", "err", err)
 		return
 	}
 	if hungUp != nil {
 		s.sessions.unmarkSent(sid, h.sent.id)
-		s.log.Warn("alexa response written after Alexa closed the connection; left offered, nothing marked heard", "patient", h.patient, "err", hungUp)
+		s.undelivered(env, h, "alexa response written after Alexa closed the connection", "err", hungUp)
 		return
 	}
 	if took := s.now().Sub(received); took > AlexaResponseDeadline {
 		s.sessions.unmarkSent(sid, h.sent.id)
-		s.log.Warn("alexa response written after Alexa's deadline; left offered, nothing marked heard", "patient", h.patient, "took", took.Round(time.Millisecond), "deadline", AlexaResponseDeadline)
+		s.undelivered(env, h, "alexa response written after Alexa's deadline", "took", took.Round(time.Millisecond), "deadline", AlexaResponseDeadline)
 		return
 	}
 	if carries {
@@ -336,6 +336,25 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 		s.sessions.touch(env.SessionID(), liveSession{patient: h.patient, lastSeen: s.now(),
 			screen: env.SupportsAPL(), ended: end != nil && *end})
 	}
+}
+
+// undelivered logs (WARN) a response Alexa did not get, or got too late
+// to play, once (T14): what happened (what), what that left — what it
+// offered stays offered and nothing is marked heard, or that it carried
+// nothing to mark — and whose it was: the patient when the request named
+// one (a linked turn, or an error report whose patient was found), else
+// no patient key at all (never patient=""), with the session and request
+// type always.
+func (s *Skill) undelivered(env *RequestEnvelope, h handled, what string, attrs ...any) {
+	msg := what + "; it carried nothing to mark heard"
+	if len(h.marks) > 0 || len(h.offered) > 0 {
+		msg = what + "; what it offered stays offered, nothing marked heard"
+	}
+	who := []any{"session", env.SessionID(), "request", env.Request.Type}
+	if h.patient != "" {
+		who = append([]any{"patient", h.patient}, who...)
+	}
+	s.log.Warn(msg, append(who, attrs...)...)
 }
 
 // offer makes h sendable and encodes it (b): deliverable, for the device's

@@ -71,7 +71,9 @@ func (e forbiddenError) Is(target error) bool { return target == ErrForbidden }
 // POST /write answers it 503 with Retry-After; WriteHealth reports it.
 type UnavailableError struct {
 	// Reason is safe to show an operator or a client: "the disk is full",
-	// "the database is read-only", "the database is unreachable", …
+	// "the database is read-only", "the database is unreachable", "the
+	// database is busy" (another process held SQLite's write lock past the
+	// busy timeout), …
 	Reason string
 	// RetryAfter is a sensible wait before trying again.
 	RetryAfter time.Duration

@@ -152,14 +152,19 @@ func sanitizeAudit(e AuditEntry) (AuditEntry, error) {
 // is a *ValidationError and nothing is written. A URI that is not a care
 // URI and an Author that is not a valid authorId are recorded as "" (no
 // attacker bytes in a row). A store that cannot commit answers an
-// *UnavailableError.
+// *UnavailableError — at once, without waiting for the lock again, when
+// another writer waited out the busy timeout while this one queued.
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	e, err := sanitizeAudit(e)
 	if err != nil {
 		return err
 	}
+	queued := time.Now()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	if ue := s.lockTimedOutSince(queued); ue != nil {
+		return ue // another writer waited out the busy timeout while this one queued
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return s.writeErr(err)

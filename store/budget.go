@@ -33,7 +33,7 @@ func (b *AlertBudget) ReserveSlot(ctx context.Context, patient string, max int, 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.s.lockFileWriters()()
-	tx, err := b.s.db.BeginTx(ctx, nil)
+	tx, err := b.s.beginTx(ctx)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("store: budget: reserve: %w", err)
 	}

@@ -109,6 +109,18 @@ func (sqliteDialect) unavailable(err error) (string, time.Duration, bool) {
 	return "", 0, false
 }
 
+// lockTimedOut reports whether err is SQLite's SQLITE_BUSY or
+// SQLITE_LOCKED: the write lock was not had within the busy timeout, so
+// nothing of the transaction was written.
+func lockTimedOut(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+}
+
 // sqliteBusyTimeout is how long (ms) a connection waits for another
 // writer's lock before failing with SQLITE_BUSY.
 const sqliteBusyTimeout = 10000

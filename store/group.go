@@ -36,6 +36,8 @@ type publishJob struct {
 	pl        plan
 	underLock bool
 
+	queued time.Time // when it joined the queue (real clock)
+
 	res  PublishResult
 	err  error
 	done chan struct{} // closed when res, err are set
@@ -52,7 +54,7 @@ type committer struct {
 // publishGrouped commits j with whatever other Publishes are queued with
 // it, and returns when j's batch has committed (or j failed).
 func (s *Store) publishGrouped(j *publishJob) (PublishResult, error) {
-	j.done, j.lead = make(chan struct{}), make(chan struct{})
+	j.done, j.lead, j.queued = make(chan struct{}), make(chan struct{}), time.Now()
 	g := &s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, j)
@@ -103,10 +105,29 @@ func (s *Store) commitBatch(batch []*publishJob) {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	// A job queued while another writer waited out the busy timeout for
+	// the database's lock is refused with that, not made to wait again.
+	waiting := live[:0:0]
+	for _, j := range live {
+		if ue := s.lockTimedOutSince(j.queued); ue != nil {
+			j.err = ue
+			continue
+		}
+		waiting = append(waiting, j)
+	}
+	if live = waiting; len(live) == 0 {
+		return
+	}
 	err := s.commitTogether(live)
-	if err == nil || len(live) == 1 {
-		if err != nil {
-			live[0].res, live[0].err = PublishResult{}, err
+	if err == nil || len(live) == 1 || lockTimedOut(err) {
+		// A batch that could not take the database's write lock (another
+		// process held it for the whole busy timeout) fails as one: each
+		// write alone would wait the busy timeout again, one after the
+		// other, and answer its client past its deadline (T4).
+		for _, j := range live {
+			if err != nil {
+				j.res, j.err = PublishResult{}, err
+			}
 		}
 		return
 	}

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,5 +205,186 @@ func TestPublish_AbandonedBeforeTheLockWritesNothing(t *testing.T) {
 	// Positive twin: the same write with a live context commits, audited.
 	if r := mustPublish(t, s, writer, pi); !r.Audited || r.Version.N != 1 {
 		t.Fatalf("live write = %+v", r)
+	}
+}
+
+// holdWriteLock takes the SQLite file's write lock at path on a connection
+// of its own (BEGIN EXCLUSIVE), as another process — `sqlite3 unsay.db
+// 'BEGIN EXCLUSIVE;'` — would, until the returned release is called.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+			conn.Close()
+			db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// healthWithin asks WriteHealthState with a 1 s context and fails unless it
+// answers within 2 s (the writers' busy timeout is 10 s).
+func healthWithin(t *testing.T, s *Store) WriteHealthReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	rep := s.WriteHealthState(ctx)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("WriteHealthState with a 1 s context answered after %s", d)
+	}
+	return rep
+}
+
+// T5: readiness learnt of a database locked by another process only from a
+// failed commit or its 15 s probe, and the probe held the asking request
+// for the whole 10 s busy timeout. Now WriteHealthState answers within its
+// context while the lock is held, says "the database is busy" within
+// seconds of the lock being taken (its lock check waits 500 ms for it),
+// and healthy again once the lock is released.
+func TestWriteHealth_AnswersWithinItsContextAndSaysBusyWhileAnotherProcessHoldsTheLock(t *testing.T) {
+	if onPostgres() {
+		t.Skip("SQLite's file lock, held by another connection")
+	}
+	s, path := openTest(t, newClock()) // writers wait the default 10 s busy timeout
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing."))
+	if rep := healthWithin(t, s); rep.Err != nil || rep.CheckedAt.IsZero() {
+		t.Fatalf("WriteHealthState before the lock = %+v, want healthy with a time", rep)
+	}
+
+	release := holdWriteLock(t, path)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rep := healthWithin(t, s)
+		if rep.Err != nil {
+			wantUnavailable(t, rep.Err, "the database is busy")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("WriteHealthState still healthy 5 s after another connection took the write lock")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for range 3 { // and it stays answered within its context, busy, while the lock is held
+		wantUnavailable(t, healthWithin(t, s).Err, "the database is busy")
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	// Positive twin: released → healthy again within seconds, and writes commit.
+	release()
+	deadline = time.Now().Add(5 * time.Second)
+	for healthWithin(t, s).Err != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("WriteHealthState still busy 5 s after the lock was released")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated."))
+}
+
+// T5: a writer of this process waiting for a lock held by another process
+// makes WriteHealthState say busy after lockWaitBound, without a probe of
+// its own (the probe would queue behind that writer).
+func TestWriteHealth_SaysBusyWhileAWriterWaitsForTheLockPastItsBound(t *testing.T) {
+	if onPostgres() {
+		t.Skip("SQLite's file lock, held by another connection")
+	}
+	s, path := openTest(t, newClock())
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing."))
+	if rep := healthWithin(t, s); rep.Err != nil {
+		t.Fatalf("before the lock: %v", rep.Err)
+	}
+	// Hold the probes still, so only the waiting writer can tell.
+	s.health.mu.Lock()
+	s.health.lockEvery, s.health.healthyEvery = time.Hour, time.Hour
+	s.health.mu.Unlock()
+	release := holdWriteLock(t, path)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Publish(context.Background(), writer, in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated."))
+		done <- err
+	}()
+	time.Sleep(lockWaitBound + 200*time.Millisecond)
+	wantUnavailable(t, healthWithin(t, s).Err, "the database is busy")
+	// Positive twin: once the lock is released the waiting write commits
+	// (it never gave up: it was not answered 503) and health is good again.
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the write waiting for the lock = %v, want it committed once the lock was released", err)
+	}
+	if rep := healthWithin(t, s); rep.Err != nil {
+		t.Fatalf("after the write committed: %v", rep.Err)
+	}
+}
+
+// T4: writes queued behind one that waited out the busy timeout for a lock
+// held by another process were each made to wait it again (and a failed
+// batch retried each write alone, one timeout after another), so a client
+// could wait several timeouts, past its deadline. Now they are refused
+// with the same "the database is busy" within about one timeout, nothing
+// written; the twin: released, the same writes commit.
+func TestPublish_WritesQueuedBehindALockTimeoutAreRefusedWithinOneBusyTimeout(t *testing.T) {
+	if onPostgres() {
+		t.Skip("SQLite's file lock and busy timeout")
+	}
+	const busy = 2 * time.Second
+	path := filepath.Join(t.TempDir(), "unsay.db")
+	s, err := Open(context.Background(), Options{DSN: path, AuditKey: []byte("test-audit-key"), BusyTimeout: busy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Partial weight-bearing."))
+	before, _ := s.LastSeq(context.Background())
+	release := holdWriteLock(t, path)
+
+	publishAll := func(value string) []error {
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				_, errs[i] = s.Publish(context.Background(), writer, in("notes"+strconv.Itoa(i), models.AudienceAssistant, value))
+				if d := time.Since(start); d > busy*3/2 {
+					t.Errorf("write %d answered after %s; the busy timeout is %s", i, d, busy)
+				}
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
+	for i, err := range publishAll("While locked.") {
+		if err == nil {
+			t.Fatalf("write %d committed while another connection held the lock", i)
+		}
+		wantUnavailable(t, err, "the database is busy")
+	}
+	if last, _ := s.LastSeq(context.Background()); last != before {
+		t.Fatalf("refused writes moved seq %d → %d", before, last)
+	}
+	// Positive twin: released, the same writes commit.
+	release()
+	for i, err := range publishAll("Released.") {
+		if err != nil {
+			t.Fatalf("write %d after the lock was released: %v", i, err)
+		}
 	}
 }

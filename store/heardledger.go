@@ -126,7 +126,7 @@ func (l *HeardLedger) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 // (lockFileWriters) and the ledger's lock (lockLedger), and commits it.
 func (l *HeardLedger) commit(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	defer l.s.lockFileWriters()()
-	tx, err := l.s.db.BeginTx(ctx, nil)
+	tx, err := l.s.beginTx(ctx)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: begin: %w", err)
 	}

@@ -152,7 +152,7 @@ func oauthAAD(kid string) []byte { return []byte("oauth-signing-key|" + kid) }
 // the in-process writer mutex that keeps SQLite from spinning on BUSY; the
 // caller holds s.writeMu.
 func (s *Store) oauthBegin(ctx context.Context) (*sql.Tx, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginTx(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: oauth: begin: %w", err)
 	}

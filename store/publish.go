@@ -53,7 +53,11 @@ var errHeadMoved = errors.New("store: the fact's current version moved")
 // ErrNeedsAssistantWrite, ErrAudienceChange, ErrSealerUnavailable (a
 // key-service outage while sealing), *UnavailableError (ErrUnavailable:
 // the store cannot commit — a full or read-only disk, an unreachable
-// database), ErrAbandoned (ctx ended before the write lock was taken). In
+// database, a SQLite file another process held locked for the whole busy
+// timeout; a write queued behind another writer that waited out that
+// timeout is refused with it at once instead of waiting again, and a
+// batch that could not take the lock fails as one, not retried write by
+// write: T4), ErrAbandoned (ctx ended before the write lock was taken). In
 // every error case nothing was written.
 //
 // Cancellation: ctx bounds the wait for the fact's lock-free planning and
@@ -215,7 +219,7 @@ func (s *Store) lockFileWriters() (unlock func()) {
 // regardless of ctx from here on (Publish) run their statements on
 // context.WithoutCancel(ctx).
 func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
-	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+	tx, err := s.beginTx(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}

@@ -48,7 +48,12 @@ type Options struct {
 	// Logger receives background errors (a watcher's failed query); nil discards.
 	Logger *slog.Logger
 
-	// busyTimeoutMS overrides SQLite's busy timeout (ms; 0: sqliteBusyTimeout).
+	// BusyTimeout is how long a SQLite writer waits for another process's
+	// write lock before its write fails as "the database is busy" (503):
+	// zero means 10 s (sqliteBusyTimeout). Ignored on Postgres.
+	BusyTimeout time.Duration
+
+	// busyTimeoutMS overrides SQLite's busy timeout (ms; 0: BusyTimeout).
 	// Tests shorten it to catch writers that meet SQLite's lock instead of writeMu.
 	busyTimeoutMS int
 }
@@ -56,6 +61,7 @@ type Options struct {
 // Store is the live care store. It is safe for concurrent use.
 type Store struct {
 	db       *sql.DB
+	probeDB  *sql.DB // WriteHealth's probes: SQLite's own handle waiting probeBusyTimeout; Postgres: db
 	d        dialect
 	clock    func() time.Time
 	sealer   Sealer
@@ -114,7 +120,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if IsPostgresDSN(opts.DSN) {
 		return openPostgres(ctx, opts)
 	}
-	db, err := openSQLite(opts.DSN, cmp.Or(opts.busyTimeoutMS, sqliteBusyTimeout))
+	db, err := openSQLite(opts.DSN, cmp.Or(opts.busyTimeoutMS, int(opts.BusyTimeout.Milliseconds()), sqliteBusyTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +129,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if s.probeDB, err = openSQLite(opts.DSN, probeBusyTimeout); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.probeDB.SetMaxOpenConns(1)
 	return s, nil
 }
 
@@ -148,7 +159,8 @@ func newStore(ctx context.Context, db *sql.DB, d dialect, opts Options) (*Store,
 	s.lists, _ = lru.New[string, listAnswer](listAnswers) // errors only for a size < 1
 	s.heads, _ = lru.New[[2]string, cachedHead](headCacheSize)
 	s.heard.s, s.budget.s = s, s
-	s.health.faultEvery, s.health.healthyEvery = writeProbeInterval, writeHealthInterval
+	s.probeDB = db // SQLite's Open replaces it with a handle of its own
+	s.health.faultEvery, s.health.healthyEvery, s.health.lockEvery = writeProbeInterval, writeHealthInterval, lockCheckInterval
 	if s.clock == nil {
 		s.clock = time.Now
 	}
@@ -191,6 +203,9 @@ func (s *Store) Close() error {
 		s.readLatest.Close()
 		s.readN.Close()
 		s.closeStatements()
+		if s.probeDB != s.db {
+			s.probeDB.Close()
+		}
 		err = s.db.Close()
 	})
 	return err

@@ -487,7 +487,7 @@ func TestSpeechSafety_AResponseWrittenIntoAClosedConnectionIsSpokenAgain(t *test
 	if r, err := c.Send(context.Background(), dev.Launch()); err == nil {
 		t.Fatalf("the held response arrived within a second: %d %s", r.Status, r.Raw)
 	}
-	waitOutput(t, s, "alexa response written after Alexa closed the connection; left offered")
+	waitOutput(t, s, "alexa response written after Alexa closed the connection; what it offered stays offered")
 	again := launchUntilStop(t, s, dev) // held 3 s, then delivered
 	if !strings.HasPrefix(again, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(again, revision) {
 		t.Fatalf("after the hang-up the next turn = %q, want the retraction again, saying so", again)

@@ -306,7 +306,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		AudioURLKey: cfg.SigningKey,
 	}, a.Store, a.verifier, bridge.Extra{
 		Alexa:         a.Skill,
-		StoreWritable: a.Store.WriteHealth, // a full or read-only disk: not ready
+		StoreWritable: a.Store.WriteHealthState, // a full or read-only disk: not ready
 		Ready: func(context.Context) map[string]any {
 			// Ready only while the speech principal is connected, caught up
 			// with the store (speech.DefaultMaxLag) and confirming facts at speak
@@ -326,7 +326,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.api = httpapi.New(httpapi.Config{
 		Store: a.Store, Verifier: a.verifier, WriteSecret: writeSecret, PublicURL: a.publicURL,
 		AuthorizationServers: a.authServers, Clock: cfg.Clock, Logger: cfg.Logger,
-		Subscribers: srv.Subscribers, OnPublish: srv.ObservePublish,
+		Subscribers: srv.Subscribers, OnPublish: srv.ObservePublish, OnAuditLost: srv.ObserveAuditLost,
 	})
 	srv.Mount(a.api)
 	if a.AS != nil {

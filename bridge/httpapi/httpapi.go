@@ -58,6 +58,11 @@ type Config struct {
 	// OnPublish, when set, receives the latency of every committed
 	// store.Publish (the metric "publish latency").
 	OnPublish func(time.Duration)
+	// OnAuditLost, when set, receives the number of write attempts whose
+	// audit row could not be appended at all (the store could not commit
+	// it before the API closed, or too many kinds were waiting; each is
+	// also logged at ERROR).
+	OnAuditLost func(n int64)
 }
 
 // API serves the routes above. It is safe for concurrent use.
@@ -69,6 +74,7 @@ type API struct {
 
 	refusals    *refusalLimiter   // refused, unauthenticated attempts per source
 	rateLimited *rateLimitedAudit // the audit rows of the 429s it caused
+	pending     *pendingAudit     // audit rows waiting for the store to commit again
 }
 
 // New returns the API for cfg. It panics if cfg.Store is nil.
@@ -80,7 +86,8 @@ func New(cfg Config) *API {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.rateLimited = &rateLimitedAudit{st: cfg.Store, log: a.log}
+	a.pending = newPendingAudit(cfg.Store, a.log, cfg.OnAuditLost)
+	a.rateLimited = &rateLimitedAudit{st: cfg.Store, log: a.log, later: a.pending}
 	if a.now == nil {
 		a.now = cfg.Store.Now
 	}
@@ -91,9 +98,15 @@ func New(cfg Config) *API {
 }
 
 // Close writes the audit rows of rate-limited attempts counted but not yet
-// written (they are batched for up to a second). Call it after the HTTP
-// server has shut down and before the store closes; the API stays usable.
-func (a *API) Close() { a.rateLimited.flush() }
+// written (they are batched for up to a second) and of attempts refused
+// while the store could not commit (pendingAudit), logging and counting as
+// lost those the store still cannot commit. Call it after the HTTP server
+// has shut down and before the store closes; the API stays usable, its
+// later refusals' rows written at once or lost.
+func (a *API) Close() {
+	a.rateLimited.flush()
+	a.pending.close()
+}
 
 // Routes mounts the routes listed in the package comment on r.
 func (a *API) Routes(r chi.Router) {

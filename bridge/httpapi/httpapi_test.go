@@ -79,10 +79,17 @@ func newFixture(t testing.TB) *fixture { return newSealedFixture(t, nil) }
 // newSealedFixture seals values at rest with sealer (nil: plaintext).
 func newSealedFixture(t testing.TB, sealer store.Sealer) *fixture {
 	t.Helper()
+	return newFixtureWith(t, store.Options{Sealer: sealer})
+}
+
+// newFixtureWith opens the store with opts (its DSN and AuditKey set here).
+func newFixtureWith(t testing.TB, opts store.Options) *fixture {
+	t.Helper()
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Second)
 	dsn := filepath.Join(t.TempDir(), "unsay.db")
-	st, err := store.Open(ctx, store.Options{DSN: dsn, AuditKey: []byte("audit-key-for-tests"), Sealer: sealer})
+	opts.DSN, opts.AuditKey = dsn, []byte("audit-key-for-tests")
+	st, err := store.Open(ctx, opts)
 	if err != nil {
 		t.Fatalf("store.Open: %v", err)
 	}

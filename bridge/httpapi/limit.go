@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"net"
@@ -101,8 +102,9 @@ func retryAfterSeconds(d time.Duration) string {
 // kind into one row. A flood thus costs a few rows and a few commits, not
 // one of each per request.
 type rateLimitedAudit struct {
-	st  *store.Store
-	log *slog.Logger
+	st    *store.Store
+	log   *slog.Logger
+	later *pendingAudit // keeps what the store cannot commit now
 
 	mu      sync.Mutex
 	pending map[store.AuditEntry]int64 // Count zero in the key
@@ -133,7 +135,11 @@ func (b *rateLimitedAudit) flush() {
 	b.mu.Unlock()
 	for e, n := range pending {
 		e.Count = n
-		if err := b.st.Audit(context.Background(), e); err != nil {
+		err := b.st.Audit(context.Background(), e)
+		switch {
+		case errors.Is(err, store.ErrUnavailable):
+			b.later.add(e) // appended once the store commits again
+		case err != nil:
 			b.log.Warn("write: audit of rate-limited attempts failed", "count", n, "err", err)
 		}
 	}

@@ -176,7 +176,9 @@ type attempt struct {
 //     which refuses a new write: store.ReplayOf),
 //     or refuses an audience change (409 audience_change, nothing written);
 //   - a store that cannot commit (a full or read-only disk, an unreachable
-//     database) is 503 with Retry-After and the reason, nothing written;
+//     database, a SQLite file another process holds locked past the busy
+//     timeout) is 503 with Retry-After and the reason, nothing written,
+//     after at most one busy timeout (T4);
 //   - a client that hangs up before the write committed is audited
 //     abandoned (nothing written) and logged at INFO, not as a store failure.
 //
@@ -184,7 +186,8 @@ type attempt struct {
 // last row collapse into it with a count). The actor is ActorHMAC for a
 // verified signature, the token's sub for a verified token, ActorAnonymous
 // otherwise. A store that cannot commit cannot keep the row either: the
-// attempt is then logged.
+// attempt's row then waits in memory (pendingAudit) and is appended once
+// writes commit again; a 503 does not wait for it.
 func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	at := attempt{actor: ActorAnonymous, via: viaHMAC}
 	_, hasAuthz := r.Header["Authorization"]
@@ -425,20 +428,40 @@ func (a *API) abandonWrite(r *http.Request, at attempt, when string) {
 }
 
 // unavailable answers a write the store cannot commit: 503, Retry-After,
-// and the reason (a full or read-only disk, an unreachable database).
+// and the reason (a full or read-only disk, an unreachable or busy
+// database). Publish has failed, so nothing was written. The attempt's
+// audit row cannot be committed now either — trying would wait out the
+// busy timeout a second time, past the client's deadline (T4) — so it is
+// kept by pendingAudit and appended once the store commits again.
 func (a *API) unavailable(w http.ResponseWriter, r *http.Request, at attempt, ue *store.UnavailableError) {
-	a.audit(r.Context(), at, store.OutcomeRefused, store.ReasonUnavailable) // fails too, most likely: logged
+	a.pending.add(a.entry(at, store.OutcomeRefused, store.ReasonUnavailable))
 	a.log.ErrorContext(r.Context(), "write: the store cannot commit", "reason", ue.Reason, "actor", at.actor, "via", at.via, "uri", at.uri, "err", ue.Err)
 	w.Header().Set("Retry-After", retryAfterSeconds(ue.RetryAfter))
 	writeError(w, http.StatusServiceUnavailable, "the store cannot commit writes right now: "+ue.Reason+"; nothing was written, retry later", "")
 }
 
-// audit appends the row even when the client has gone away.
+func (a *API) entry(at attempt, outcome string, reason store.AuditReason) store.AuditEntry {
+	return store.AuditEntry{Actor: at.actor, URI: at.uri, Outcome: outcome, Reason: reason, Via: at.via, Author: at.author}
+}
+
+// audit appends the row even when the client has gone away. While the
+// store is known not to commit (store.WriteHealthState's last answer,
+// asked without waiting), or when the append fails so, the row is kept by
+// pendingAudit for when it can, so a refusal is not held up by a row that
+// cannot be written now.
 func (a *API) audit(ctx context.Context, at attempt, outcome string, reason store.AuditReason) {
-	err := a.cfg.Store.Audit(context.WithoutCancel(ctx), store.AuditEntry{
-		Actor: at.actor, URI: at.uri, Outcome: outcome, Reason: reason, Via: at.via, Author: at.author,
-	})
-	if err != nil {
+	e := a.entry(at, outcome, reason)
+	known, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cancel() // the last answer, without waiting for a probe
+	if a.cfg.Store.WriteHealthState(known).Err != nil {
+		a.pending.add(e)
+		return
+	}
+	err := a.cfg.Store.Audit(context.WithoutCancel(ctx), e)
+	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		a.pending.add(e)
+	case err != nil:
 		a.log.ErrorContext(ctx, "write: audit append failed", "reason", string(reason), "actor", at.actor, "err", err)
 	}
 }

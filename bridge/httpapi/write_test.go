@@ -6,13 +6,18 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf16"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
@@ -375,6 +380,144 @@ func TestWrite_FullDiskIs503WithRetryAfterAndTheReason(t *testing.T) {
 	restore()
 	if a := f.signed(big, f.now.Unix()); a.status != http.StatusCreated {
 		t.Fatalf("after the disk has room: %d %s", a.status, a.body)
+	}
+}
+
+// holdWriteLock takes the SQLite file's write lock at path on a connection
+// of its own (BEGIN EXCLUSIVE), as another process (`sqlite3 unsay.db
+// 'BEGIN EXCLUSIVE;'`) would, until release is called.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+			conn.Close()
+			db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// TestWrite_RefusedWhileAnotherProcessHoldsTheLockIs503WithinTheBusyTimeoutAndLosesNothing
+// (T4): a signed write refused because another process held the
+// database's lock waited the busy timeout, and then its refusal's audit
+// row waited a second one before the 503 was written — past the server's
+// write deadline once (31 s). Now the 503 comes within one busy timeout
+// (bounded here at 1.5 of it), says the database is busy and nothing was
+// written, with Retry-After; nothing is written; and the refusal's audit
+// row, kept meanwhile, is appended once the lock is released, the chain
+// intact. Twin: released, the same write is accepted.
+func TestWrite_RefusedWhileAnotherProcessHoldsTheLockIs503WithinTheBusyTimeoutAndLosesNothing(t *testing.T) {
+	const busy = 2 * time.Second
+	f := newFixtureWith(t, store.Options{BusyTimeout: busy})
+	mark := f.auditSeq()
+	release := holdWriteLock(t, f.dsn)
+	body := writeBody(nil)
+	start := time.Now()
+	a := f.signed(body, f.now.Unix())
+	if d := time.Since(start); d > busy*3/2 {
+		t.Errorf("the refused write was answered after %s; the busy timeout is %s", d, busy)
+	}
+	if a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" ||
+		!strings.Contains(string(a.body), "the database is busy") || !strings.Contains(string(a.body), "nothing was written") {
+		t.Fatalf("write while locked: %d (Retry-After %q) %s; want 503 with Retry-After saying the database is busy and nothing was written",
+			a.status, a.header.Get("Retry-After"), a.body)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != 2 {
+		t.Fatalf("versions = %d after a refused write, want the seeded 2", n)
+	}
+
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	var rows []store.AuditEntry
+	for {
+		rows = f.auditAfter(mark.seq)
+		if len(rows) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(rows) != 1 || rows[0].Outcome != store.OutcomeRefused || rows[0].Reason != store.ReasonUnavailable ||
+		rows[0].Actor != ActorHMAC || rows[0].URI != "care://ray/weight_bearing" || rows[0].Count != 1 {
+		t.Fatalf("audit rows after the lock was released = %+v, want the refusal's one row (refused, unavailable)", rows)
+	}
+	if bad, err := f.st.VerifyAudit(context.Background()); err != nil || bad != 0 {
+		t.Fatalf("VerifyAudit = %d, %v; want intact", bad, err)
+	}
+	if strings.Contains(f.logs.String(), "audit rows lost") {
+		t.Fatalf("an audit row was lost:\n%s", f.logs.String())
+	}
+
+	// Positive twin: the same write, the lock released, is accepted.
+	if a := f.signed(body, f.now.Unix()); a.status != http.StatusCreated {
+		t.Fatalf("after the lock was released: %d %s", a.status, a.body)
+	}
+	if n := f.versions("care://ray/weight_bearing"); n != 3 {
+		t.Fatalf("versions = %d after the accepted write, want 3", n)
+	}
+}
+
+// TestClose_LogsAndCountsTheAuditRowsTheStoreStillCannotCommit (T4): a
+// refusal's audit row kept while the store cannot commit, and still not
+// committable when the API closes, is logged at ERROR and counted
+// (Config.OnAuditLost), not dropped silently. Twin: released before Close,
+// the row is appended and nothing is counted lost.
+func TestClose_LogsAndCountsTheAuditRowsTheStoreStillCannotCommit(t *testing.T) {
+	for _, released := range []bool{false, true} {
+		t.Run(map[bool]string{false: "still locked", true: "released"}[released], func(t *testing.T) {
+			f := newFixtureWith(t, store.Options{BusyTimeout: 500 * time.Millisecond})
+			logs := &syncBuffer{}
+			var lost atomic.Int64
+			api := New(Config{Store: f.st, WriteSecret: []byte(writeSecret), PublicURL: publicURL, Clock: f.clock.Now,
+				Logger: slog.New(slog.NewTextHandler(logs, nil)), OnAuditLost: func(n int64) { lost.Add(n) }})
+			r := chi.NewRouter()
+			api.Routes(r)
+			mark := f.auditSeq()
+			release := holdWriteLock(t, f.dsn)
+			body := writeBody(nil)
+			req := httptest.NewRequest(http.MethodPost, "/write", bytes.NewReader(body))
+			req.Header.Set(HeaderTimestamp, strconv.FormatInt(f.now.Unix(), 10))
+			req.Header.Set(HeaderSignature, SignWrite([]byte(writeSecret), f.now.Unix(), body))
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, req)
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("write while locked: %d %s", rec.Code, rec.Body)
+			}
+			if released {
+				release()
+			}
+			api.Close()
+			rows := f.auditAfter(mark.seq)
+			if released {
+				if lost.Load() != 0 || len(rows) != 1 || rows[0].Reason != store.ReasonUnavailable {
+					t.Fatalf("released before Close: lost %d, rows %+v; want the refusal's row and nothing lost", lost.Load(), rows)
+				}
+				return
+			}
+			if lost.Load() != 1 || !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "audit rows lost") ||
+				!strings.Contains(logs.String(), "reason=unavailable") {
+				t.Fatalf("closed while locked: lost %d, log:\n%s\nwant 1 counted and an ERROR line naming the reason", lost.Load(), logs.String())
+			}
+			release()
+			if rows := f.auditAfter(mark.seq); len(rows) != 0 {
+				t.Fatalf("rows appended after Close: %+v", rows)
+			}
+		})
 	}
 }
 

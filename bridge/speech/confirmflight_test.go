@@ -244,8 +244,8 @@ func TestTurn_HeardIsWhatTheLedgerHoldsWhenItReturnsEvenAfterADrop(t *testing.T)
 	turnOf(t, p, "ray")                                            // settles: heard v2
 	// Alexa did not play a response that told v2 when he had heard v1:
 	// heard back to v1, v2 offered, 1 → 2 owed again (same words).
-	if err := p.NotPlayed(context.Background(), "ray", []models.Marked{{URI: u, HeardBefore: 1, From: 1, Version: 2}}); err != nil {
-		t.Fatal(err)
+	if n, err := p.NotPlayed(context.Background(), "ray", []models.Marked{{URI: u, HeardBefore: 1, From: 1, Version: 2}}); err != nil || n != 1 {
+		t.Fatalf("NotPlayed = %d, %v; want the one fact re-opened", n, err) // the count the skill logs (T14)
 	}
 	s := turnOf(t, p, "ray") // renders 1 → 2: ErrUnchanged, dropped: heard v2
 	if len(s.Pending) != 0 {

@@ -329,13 +329,13 @@ func TestNotPlayed_TheRetractionIsSpokenAgainSayingSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []models.Marked{{URI: a.URI(), HeardBefore: n, From: n - 1, Version: n}}
-	if err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("NotPlayed(heard before = version) = %v, want ErrInvalidArgument", err)
 	}
 	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
 		t.Fatalf("a refused report re-opened %+v", s.Pending)
 	}
-	if err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: a.URI(), HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
+	if _, err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: a.URI(), HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
 		t.Fatal(err)
 	}
 	s = turnOf(t, p, "ray")
@@ -370,20 +370,20 @@ func TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed(t *testi
 	if err := p.MarkTold(ctx, "ray", u, n, models.Hearing{}); err != nil { // S2
 		t.Fatal(err)
 	}
-	if err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
+	if _, err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
 		t.Fatal(err)
 	}
 	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
 		t.Fatalf("S1's report re-opened %+v past S2's telling", s.Pending)
 	}
 	bad := []models.Marked{{URI: u, HeardBefore: n - 1, Version: n, Confirmed: true}}
-	if err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("NotPlayed(confirmed with heard before) = %v, want ErrInvalidArgument", err)
 	}
 	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
 		t.Fatalf("a refused report re-opened %+v", s.Pending)
 	}
-	if err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, Version: n, Confirmed: true}}); err != nil { // S2's report
+	if _, err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, Version: n, Confirmed: true}}); err != nil { // S2's report
 		t.Fatal(err)
 	}
 	s = turnOf(t, p, "ray")
@@ -428,7 +428,7 @@ func TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince(t *t
 			if err := p.MarkHeard(ctx, "ray", u, n, models.Hearing{}); err != nil { // S1
 				t.Fatal(err)
 			}
-			if err := p.NotPlayed(ctx, "ray", []models.Marked{mark}); err != nil {
+			if _, err := p.NotPlayed(ctx, "ray", []models.Marked{mark}); err != nil {
 				t.Fatal(err)
 			}
 			if s := turnOf(t, p, "ray"); len(s.Pending) != 1 {
@@ -439,7 +439,7 @@ func TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince(t *t
 			}
 			bad := mark
 			bad.Response = "S1 again!"
-			if err := p.NotPlayed(ctx, "ray", []models.Marked{bad}); !errors.Is(err, ErrInvalidArgument) {
+			if _, err := p.NotPlayed(ctx, "ray", []models.Marked{bad}); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("NotPlayed(malformed response id) = %v, want ErrInvalidArgument", err)
 			}
 			if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
@@ -447,7 +447,7 @@ func TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince(t *t
 			}
 			second := mark
 			second.Response = tt.second
-			if err := p.NotPlayed(ctx, "ray", []models.Marked{second}); err != nil {
+			if _, err := p.NotPlayed(ctx, "ray", []models.Marked{second}); err != nil {
 				t.Fatal(err)
 			}
 			if s := turnOf(t, p, "ray"); (len(s.Pending) == 1) != tt.reOwned {

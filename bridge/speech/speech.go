@@ -240,37 +240,35 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 // unversioned care:// fact of patient, Version < 1, HeardBefore or From
 // negative or not below Version, not 0 with Confirmed, or a Response not
 // "" nor of models.ValidID's form) is ErrInvalidArgument and nothing is
-// changed.
-func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.Marked) error {
+// changed. It reports how many facts it re-opened; the caller (the skill)
+// logs the report, once (T14).
+func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.Marked) (reopened int, err error) {
 	if !models.ValidID(patient) {
-		return fmt.Errorf("%w: patient id", ErrInvalidArgument)
+		return 0, fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
 	rows := make([]marked, 0, len(ms))
 	for _, m := range ms {
 		if err := checkFact(patient, m.URI, m.Version); err != nil {
-			return err
+			return 0, err
 		}
 		if m.HeardBefore < 0 || m.From < 0 || m.HeardBefore >= m.Version || m.From >= m.Version ||
 			m.Confirmed && (m.HeardBefore != 0 || m.From != 0) {
-			return fmt.Errorf("%w: %s: heard before v%d, from v%d, marked v%d", ErrInvalidArgument, m.URI, m.HeardBefore, m.From, m.Version)
+			return 0, fmt.Errorf("%w: %s: heard before v%d, from v%d, marked v%d", ErrInvalidArgument, m.URI, m.HeardBefore, m.From, m.Version)
 		}
 		if m.Response != "" && !models.ValidID(m.Response) {
-			return fmt.Errorf("%w: %s: response id %q", ErrInvalidArgument, m.URI, m.Response)
+			return 0, fmt.Errorf("%w: %s: response id %q", ErrInvalidArgument, m.URI, m.Response)
 		}
 		rows = append(rows, marked{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From, Version: m.Version, Confirmed: m.Confirmed, Response: m.Response})
 	}
 	if len(rows) == 0 {
-		return nil
+		return 0, nil
 	}
 	n, err := p.ledger.NotPlayed(ctx, patient, rows)
 	if err != nil {
-		return err
-	}
-	if n > 0 {
-		p.log.Warn("speech: Alexa did not play a response; what it marked is owed again", "patient", patient, "facts", n)
+		return 0, err
 	}
 	p.ledgerChanged(ctx)
-	return nil
+	return n, nil
 }
 
 // checkFact validates a fact version of patient named by the skill.
