@@ -586,7 +586,14 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 // repeat). A Confirmed entry for a version still reopenable — its report
 // overtook its own marking, or another's report undid the confirmation —
 // voids the next confirmation (reopenable 2: MarkTold then makes it 1);
-// one for a version no longer heard changes nothing. The marks of a
+// one for a version no longer heard changes nothing. A revision saying
+// the words he heard moves heard forward without a delivery (Observe's
+// settle, Drop; settleHeard): the row keeps its standing — reopenable
+// and the deferred rollback — and "the version marked" is then any
+// version from the one last delivered (settled_from) up to heard, so a
+// revision landing between a response and its report, or between two
+// reports, never loses the rollback (finding T8); the retraction then
+// owed runs from From to heard. The marks of a
 // response whose report was applied already (the same report delivered
 // again; heardreports.go, finding F14) change nothing. It reports how
 // many facts it re-opened.

@@ -1243,6 +1243,20 @@ func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t
 			observe(t, l, 4, true)  // v4 says v2's words: v2→v3 dropped, heard settles on v4
 			return []int{n, notPlayedConfirmed(t, l, 2)}
 		}, []int{0, 1}, []Span{{1, 4}}, []int{2}, 1},
+		{"a revision found to say v2's words when spoken (Drop) between the reports: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, false) // v2→v3 queued, then found unchanged
+			rows, err := l.Pending(context.Background(), "ray")
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("pending = %v, %v", rows, err)
+			}
+			if err := l.Drop(context.Background(), rows[0].ID, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
 		{"a settled revision, then one with new words, between the reports: owed from v3 with v1 told", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
