@@ -15,7 +15,9 @@ import (
 
 // HeardLedger is the speech principal's durable heard ledger (it
 // implements bridge/speech's LedgerStore; P-19, P-24): speech_heard (what
-// Ray heard for certain), speech_offered_version (every version he may
+// Ray heard for certain; its standing against not-played reports —
+// reopenable, deferred_heard/deferred_from, settled_from: migrations 050,
+// 051, 064), speech_offered_version (every version he may
 // have heard, one row each; migration 061),
 // the announcement queue (speech_announcements), his baseline
 // (speech_followed, speech_baseline; baseline.go's part below) and the
