@@ -167,6 +167,9 @@
 //     TestNotPlayed_ATellingOfTheHeardVersionIsReportedAsAConfirmationToUndo,
 //     TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed,
 //     TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed,
+//     the ledger contract's ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain
+//     (T8: a revision settling heard between the reports, or between a response and its report),
+//     TestSpeechSafety_ARevisionBetweenTwoNotPlayedReportsStillWithdrawsFromWhatRayLastHeardForCertain,
 //     the ledger contract's ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed
 //     (TestHeardLedger_KeepsTheLedgerContract, TestMemLedger_KeepsTheLedgerContract),
 //     TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID,

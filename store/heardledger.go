@@ -15,7 +15,9 @@ import (
 
 // HeardLedger is the speech principal's durable heard ledger (it
 // implements bridge/speech's LedgerStore; P-19, P-24): speech_heard (what
-// Ray heard for certain), speech_offered_version (every version he may
+// Ray heard for certain; its standing against not-played reports —
+// reopenable, deferred_heard/deferred_from, settled_from: migrations 050,
+// 051, 064), speech_offered_version (every version he may
 // have heard, one row each; migration 061),
 // the announcement queue (speech_announcements), his baseline
 // (speech_followed, speech_baseline; baseline.go's part below) and the
@@ -175,11 +177,11 @@ func (l *HeardLedger) pendingIn(ctx context.Context, db queryRower, patient, uri
 }
 
 // setHeard moves the heard version of uri forward to version (never
-// back). A new heard version is reopenable, with no rollback deferred: no
-// later response has confirmed it yet.
+// back): a delivery. A new heard version is reopenable, with no rollback
+// deferred and nothing settled: no later response has confirmed it yet.
 func (l *HeardLedger) setHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, reopenable = 1, deferred_heard = NULL, deferred_from = NULL
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, reopenable = 1, deferred_heard = NULL, deferred_from = NULL, settled_from = NULL
 WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
@@ -187,15 +189,34 @@ WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	return l.clearOffered(ctx, tx, patient, uri, version)
 }
 
+// settleHeard moves the heard version of uri forward to version (never
+// back) because version says the words he heard (Observe's settle, Drop):
+// no delivery, so the row keeps the delivered version's standing —
+// reopenable and the rollback held back (deferred_heard, deferred_from) —
+// and remembers that version (settled_from, once): a report that a
+// response marking it was not played still rolls back past the settle
+// (NotPlayed; finding T8). Offers up to version are settled too.
+func (l *HeardLedger) settleHeard(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version, settled_from = COALESCE(speech_heard.settled_from, speech_heard.version)
+WHERE excluded.version > speech_heard.version`), patient, uri, version)
+	if err != nil {
+		return fmt.Errorf("store: heard ledger: settle heard: %w", err)
+	}
+	return l.clearOffered(ctx, tx, patient, uri, version)
+}
+
 // setHeardExactly records version as the one he last heard, even when the
 // ledger held a newer one: what a confirmed delivery carried is what he
-// heard (P-19), whatever was written meanwhile.
+// heard (P-19), whatever was written meanwhile. At the version heard
+// already the row is kept as it is.
 func (l *HeardLedger) setHeardExactly(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	_, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_heard (patient, uri, version) VALUES (?, ?, ?)
 ON CONFLICT (patient, uri) DO UPDATE SET version = excluded.version,
 reopenable = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.reopenable ELSE 1 END,
 deferred_heard = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.deferred_heard END,
-deferred_from = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.deferred_from END`), patient, uri, version)
+deferred_from = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.deferred_from END,
+settled_from = CASE WHEN speech_heard.version = excluded.version THEN speech_heard.settled_from END`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
@@ -305,7 +326,7 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 				}
 			}
 			changed = true
-			if err := l.setHeard(ctx, tx, patient, uri, v.At.To); err != nil {
+			if err := l.settleHeard(ctx, tx, patient, uri, v.At.To); err != nil {
 				return err
 			}
 			return l.logDelivery(ctx, tx, patient, uri, v.At.To, how, models.DeliveryUnchanged)
@@ -567,7 +588,14 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 // repeat). A Confirmed entry for a version still reopenable — its report
 // overtook its own marking, or another's report undid the confirmation —
 // voids the next confirmation (reopenable 2: MarkTold then makes it 1);
-// one for a version no longer heard changes nothing. The marks of a
+// one for a version no longer heard changes nothing. A revision saying
+// the words he heard moves heard forward without a delivery (Observe's
+// settle, Drop; settleHeard): the row keeps its standing — reopenable
+// and the deferred rollback — and "the version marked" is then any
+// version from the one last delivered (settled_from) up to heard, so a
+// revision landing between a response and its report, or between two
+// reports, never loses the rollback (finding T8); the retraction then
+// owed runs from From to heard. The marks of a
 // response whose report was applied already (the same report delivered
 // again; heardreports.go, finding F14) change nothing. It reports how
 // many facts it re-opened.
@@ -585,13 +613,20 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 				continue // this response's report was applied already
 			}
 			var h, reopenable int
-			var dHeard, dFrom sql.NullInt64
-			err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT version, reopenable, deferred_heard, deferred_from FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI).
-				Scan(&h, &reopenable, &dHeard, &dFrom)
+			var dHeard, dFrom, settled sql.NullInt64
+			err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT version, reopenable, deferred_heard, deferred_from, settled_from FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI).
+				Scan(&h, &reopenable, &dHeard, &dFrom, &settled)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("store: heard ledger: not played: %w", err)
 			}
-			if h != m.Version {
+			// What heard rests on: the version last delivered, and every
+			// version a revision with its words settled it forward to since
+			// (finding T8).
+			delivered := h
+			if settled.Valid {
+				delivered = int(settled.Int64)
+			}
+			if m.Version < delivered || m.Version > h {
 				continue // a later confirmed delivery moved heard
 			}
 			switch {
@@ -609,7 +644,7 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 				}
 				continue
 			case m.Confirmed:
-				m = models.LedgerMark{URI: m.URI, HeardBefore: int(dHeard.Int64), From: int(dFrom.Int64), Version: h}
+				m = models.LedgerMark{URI: m.URI, HeardBefore: int(dHeard.Int64), From: int(dFrom.Int64), Version: delivered}
 			case reopenable == 0:
 				// A later response carried these words again: remember the
 				// rollback in case that one was not played either.
@@ -618,7 +653,7 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 				}
 				continue
 			}
-			if err := l.reopen(ctx, tx, patient, m, how); err != nil {
+			if err := l.reopen(ctx, tx, patient, m, h, how); err != nil {
 				return err
 			}
 			n++
@@ -628,15 +663,17 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 	return n, err
 }
 
-// reopen rolls heard of m.URI back to m.HeardBefore (reopenable, nothing
-// deferred), offers m.Version and, unless an announcement of the fact is
-// pending, owes the one from m.From to m.Version again.
-func (l *HeardLedger) reopen(ctx context.Context, tx *sql.Tx, patient string, m models.LedgerMark, how models.Hearing) error {
+// reopen rolls heard of m.URI — now heard, which rests on m.Version —
+// back to m.HeardBefore (reopenable, nothing deferred or settled), offers
+// m.Version and, unless an announcement of the fact is pending, owes the
+// one from m.From to heard (m.Version, or the version a revision with its
+// words settled it forward to; finding T8) again.
+func (l *HeardLedger) reopen(ctx context.Context, tx *sql.Tx, patient string, m models.LedgerMark, heard int, how models.Hearing) error {
 	var err error
 	if m.HeardBefore == 0 {
 		_, err = l.exec(ctx, tx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
 	} else {
-		_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1, deferred_heard = NULL, deferred_from = NULL WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+		_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1, deferred_heard = NULL, deferred_from = NULL, settled_from = NULL WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
 	}
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: not played: %w", err)
@@ -650,10 +687,11 @@ ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, m.Version); er
 		return err
 	}
 	if !ok {
-		if _, err := l.exec(ctx, tx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, m.Version); err != nil {
+		to := max(m.Version, heard)
+		if _, err := l.exec(ctx, tx, l.q("INSERT INTO speech_announcements (patient, uri, from_version, to_version, state) VALUES (?, ?, ?, ?, '"+statePending+"')"), patient, m.URI, m.From, to); err != nil {
 			return fmt.Errorf("store: heard ledger: not played: %w", err)
 		}
-		if err := l.logDelivery(ctx, tx, patient, m.URI, m.Version, how, models.DeliveryQueued); err != nil {
+		if err := l.logDelivery(ctx, tx, patient, m.URI, to, how, models.DeliveryQueued); err != nil {
 			return err
 		}
 	}
@@ -678,7 +716,7 @@ func (l *HeardLedger) Drop(ctx context.Context, id int64, at time.Time) error {
 		if _, err := l.exec(ctx, tx, l.q("UPDATE speech_announcements SET state = '"+stateDropped+"' WHERE id = ?"), id); err != nil {
 			return fmt.Errorf("store: heard ledger: drop: %w", err)
 		}
-		if err := l.setHeard(ctx, tx, r.Patient, r.URI, r.To); err != nil {
+		if err := l.settleHeard(ctx, tx, r.Patient, r.URI, r.To); err != nil {
 			return err
 		}
 		return l.logDelivery(ctx, tx, r.Patient, r.URI, r.To, how, models.DeliveryUnchanged)

@@ -56,7 +56,7 @@ func tableColumns(t *testing.T, s *Store, table string) []string {
 func TestHeardLedger_TablesHoldNoClinicalText(t *testing.T) {
 	s, _ := openTest(t, nil)
 	for table, cols := range map[string][]string{
-		"speech_heard":           {"patient", "uri", "version", "reopenable", "deferred_heard", "deferred_from"},
+		"speech_heard":           {"patient", "uri", "version", "reopenable", "deferred_heard", "deferred_from", "settled_from"},
 		"speech_announcements":   {"id", "patient", "uri", "from_version", "to_version", "state"},
 		"speech_offered_version": {"patient", "uri", "version"},
 		"speech_followed":        {"patient"},

@@ -89,6 +89,18 @@ func waitOutput(t *testing.T, s *harness.Server, want string) {
 	t.Fatalf("the server never printed %q:\n%s", want, s.Output())
 }
 
+// waitOutputAfter waits until the server printed want after the first
+// mark bytes of its output.
+func waitOutputAfter(t *testing.T, s *harness.Server, mark int, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(s.Output()[mark:], want) {
+			return
+		}
+	}
+	t.Fatalf("the server never printed %q after its first %d bytes:\n%s", want, mark, s.Output())
+}
+
 // A server killed (SIGKILL) after the response carrying the retraction was
 // written but before the heard ledger's commit: the retraction is spoken
 // again on the next turn, saying so — repeated, never lost. And once
@@ -303,6 +315,74 @@ func TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetract
 				t.Fatalf("the turn after the retraction was said again: %q, want it said once", again)
 			}
 		})
+	}
+}
+
+// Finding T8 (P-24): the double failure of
+// TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed,
+// with revisions landing between the two reports. S1's retraction (v1→v2)
+// and S2's plain telling of v2, which confirmed it, are both written in
+// full and both reported not played; after S1's report — held back by
+// S2's confirmation — the physio saves v2's words again (v3: the ledger
+// settles what he heard on v3, no delivery) and then new words (v4), and
+// only then does S2's report arrive. The retraction Ray is owed withdraws
+// what he last heard for certain, v1, as told and v2's words as words he
+// may have heard: never v2's words as told with v1 left unnamed. Twin:
+// with no revision between the reports the same double failure is
+// TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed.
+func TestSpeechSafety_ARevisionBetweenTwoNotPlayedReportsStillWithdrawsFromWhatRayLastHeardForCertain(t *testing.T) {
+	const v4 = "Full weight-bearing; you no longer need the crutches."
+	dir := t.TempDir()
+	heardAndRevised(t, dir)
+	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	var r1 *harness.Reply
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if r1 = ask(t, s, dev.Launch()); !strings.Contains(r1.Speech(), "can't reach your care notes") {
+			break
+		}
+	}
+	told := r1.Speech()
+	if !strings.HasPrefix(told, "Stop — your walking instruction has changed. I told you: “Partial weight-bearing") || r1.Body.SessionAttributes["marked"] == nil {
+		t.Fatalf("S1 launch: %q, attributes %v", told, r1.Body.SessionAttributes)
+	}
+	v1 := told[strings.Index(told, "“")+len("“") : strings.Index(told, "”")]
+	// Each report ends its own session: made before the next launch.
+	notPlayed := func(r *harness.Reply) harness.Request {
+		end := dev.SessionEnded("ERROR")
+		end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
+		end["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
+		return end
+	}
+	end1 := notPlayed(r1)
+	r2 := ask(t, s, dev.Launch())
+	if strings.Contains(r2.Speech(), "Stop —") || !strings.Contains(r2.Speech(), revision) || r2.Body.SessionAttributes["confirmed"] == nil {
+		t.Fatalf("S2 launch: %q, attributes %v; want %q told plainly, carrying its confirmation", r2.Speech(), r2.Body.SessionAttributes, revision)
+	}
+	end2 := notPlayed(r2)
+	ask(t, s, end1) // held back: S2 confirmed v2
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mark := len(s.Output())
+	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio", "--stale-after", "720h"); err != nil {
+		t.Fatal(err) // the same words, now with a review date
+	}
+	waitOutputAfter(t, s, mark, "dropped=true") // v3 says v2's words: what he heard settles on v3
+	mark = len(s.Output())
+	if _, err := s.Write(ctx, "ray", "weight_bearing", v4, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	waitOutputAfter(t, s, mark, "dropped=false") // v3→v4 owed
+	ask(t, s, end2)
+
+	next := launch(t, s, dev)
+	want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + v1 + "” I may also have told you: “" + revision + "”"
+	if !strings.HasPrefix(next, want) || !strings.Contains(next, v4) {
+		t.Fatalf("after both error reports: %q\nwant it to open %q and give %q", next, want, v4)
+	}
+	if again := launch(t, s, dev); strings.Contains(again, "Stop —") || !strings.Contains(again, v4) {
+		t.Fatalf("the turn after the retraction: %q, want %q told plainly, the retraction said once", again, v4)
 	}
 }
 

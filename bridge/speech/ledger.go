@@ -76,8 +76,10 @@ type LedgerStore interface {
 	// retraction is never settled by it (P-19, P-24).
 	MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error)
 	// NotPlayed re-opens, in one transaction, what responses Alexa did not
-	// play had marked, where heard is still the version marked: heard goes
-	// back, the version is offered, the announcement owed again. A
+	// play had marked, where heard is still the version marked — or was
+	// settled forward from it since by a revision saying its words (Observe,
+	// Drop: no delivery; finding T8): heard goes back, the version is
+	// offered, the announcement owed again. A
 	// rollback refused because a later response confirmed the version
 	// (MarkTold) is remembered; a Confirmed entry (that later response's
 	// report) undoes the confirmation: the remembered rollback is done,
@@ -89,8 +91,9 @@ type LedgerStore interface {
 	// reports how many facts it re-opened.
 	NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error)
 	// Drop settles the pending announcement id (its words did not change):
-	// dropped, and heard moves to its to_version. A no-op when it is no
-	// longer pending.
+	// dropped, and heard moves to its to_version — a settle, no delivery,
+	// as Observe's (NotPlayed still rolls back past it). A no-op when it is
+	// no longer pending.
 	Drop(ctx context.Context, id int64, at time.Time) error
 	// Notified logs a notified event at to_version for each announcement
 	// pending for patient (unless it has one).

@@ -34,6 +34,12 @@ type memDB struct {
 	// speech_heard.deferred_heard and deferred_from), done if the
 	// confirming response is reported not played too.
 	deferred map[memKey]models.LedgerMark
+	// settledFrom: the version last delivered when a revision with its
+	// words moved heard forward (Observe's settle, Drop; the store's
+	// speech_heard.settled_from): no delivery, so heard keeps that
+	// version's standing — confirmed, deferred, voided — and a report of
+	// any version from it to heard still rolls back (finding T8).
+	settledFrom map[memKey]int
 	// voided: a confirming response was reported not played before its
 	// confirmation was recorded, so the next confirmation does not count
 	// (the store's speech_heard.reopenable = 2).
@@ -69,7 +75,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey][]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, settledFrom: map[memKey]int{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey][]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -144,7 +150,8 @@ func (d *memDB) logOnce(k memKey, version int, kind models.DeliveryKind, atMS in
 	d.log = append(d.log, memEvent{key: k, version: version, kind: kind, atMS: atMS, device: device, via: via})
 }
 
-// setHeard moves heard forward to v (never back), then clears offers up to v.
+// setHeard moves heard forward to v (never back), a delivery, then clears
+// offers up to v.
 func (d *memDB) setHeard(k memKey, v int) {
 	if v > d.heard[k] {
 		d.putHeard(k, v)
@@ -152,13 +159,44 @@ func (d *memDB) setHeard(k memKey, v int) {
 	d.clearOffered(k, v)
 }
 
-// putHeard sets heard to v (0: none); a new version is not yet confirmed
-// by a later response.
+// settleHeard moves heard forward to v (never back) because v says the
+// words he heard — no delivery: heard keeps the delivered version's
+// standing and remembers that version (settledFrom) — then clears offers
+// up to v.
+func (d *memDB) settleHeard(k memKey, v int) {
+	if h := d.heard[k]; v > h {
+		if _, ok := d.settledFrom[k]; !ok && h > 0 {
+			d.settledFrom[k] = h
+		}
+		d.heard[k] = v
+	}
+	d.clearOffered(k, v)
+}
+
+// delivered is the version heard was last set to by a delivery: heard,
+// or the version revisions with its words settled it forward from.
+func (d *memDB) delivered(k memKey) int {
+	if v, ok := d.settledFrom[k]; ok {
+		return v
+	}
+	return d.heard[k]
+}
+
+// restsOn reports whether a response's mark of version v concerns what
+// heard rests on now: a version from the one last delivered up to heard
+// (finding T8).
+func (d *memDB) restsOn(k memKey, v int) bool {
+	return d.delivered(k) <= v && v <= d.heard[k]
+}
+
+// putHeard sets heard to v (0: none), a delivery or a rollback; a new
+// version is not yet confirmed by a later response.
 func (d *memDB) putHeard(k memKey, v int) {
 	if d.heard[k] != v {
 		delete(d.confirmed, k)
 		delete(d.deferred, k)
 		delete(d.voided, k)
+		delete(d.settledFrom, k)
 	}
 	if v == 0 {
 		delete(d.heard, k)
@@ -323,7 +361,7 @@ func (l *memLedger) Observe(_ context.Context, patient, uri string, expect model
 			if p != nil {
 				p.state = "dropped"
 			}
-			d.setHeard(k, v.At.To)
+			d.settleHeard(k, v.At.To)
 			d.logOnce(k, v.At.To, models.DeliveryUnchanged, stampMS(at), "", "")
 		case models.Extend:
 			p.from, p.to = v.At.From, v.At.To
@@ -452,7 +490,7 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 			if applied[m.Response] {
 				continue // this response's report was applied already
 			}
-			if d.heard[k] != m.Version {
+			if !d.restsOn(k, m.Version) {
 				continue // a later delivery moved heard
 			}
 			if m.Confirmed {
@@ -466,17 +504,19 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 					continue
 				}
 				m = r
+				m.Version = d.delivered(k) // the version it held back, whatever settled since
 			} else if d.confirmed[k] {
 				if _, ok := d.deferred[k]; !ok {
 					d.deferred[k] = m
 				}
 				continue
 			}
+			to := max(m.Version, d.heard[k]) // heard may rest on m.Version, settled forward
 			d.putHeard(k, m.HeardBefore)
 			d.offer(k, m.Version)
 			if _, p := d.pending(patient, m.URI); p == nil {
-				d.anns = append(d.anns, memAnn{patient: patient, uri: m.URI, from: m.From, to: m.Version, state: "pending"})
-				d.logOnce(k, m.Version, models.DeliveryQueued, stampMS(at), "", "")
+				d.anns = append(d.anns, memAnn{patient: patient, uri: m.URI, from: m.From, to: to, state: "pending"})
+				d.logOnce(k, to, models.DeliveryQueued, stampMS(at), "", "")
 			}
 			n++
 		}
@@ -492,7 +532,7 @@ func (l *memLedger) Drop(_ context.Context, id int64, at time.Time) error {
 		a := &d.anns[id-1]
 		a.state = "dropped"
 		k := memKey{a.patient, a.uri}
-		d.setHeard(k, a.to)
+		d.settleHeard(k, a.to)
 		d.logOnce(k, a.to, models.DeliveryUnchanged, stampMS(at), "", "")
 	})
 	return nil

@@ -69,6 +69,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
 		{"ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed", ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed},
+		{"ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain", ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain},
 		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
@@ -1178,6 +1179,157 @@ func ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed(t *testing.
 			}
 			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || hs.LastOffered() != tt.offered {
 				t.Errorf("heard %d offered %d, want %d and %d", hs.Heard, hs.LastOffered(), tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain:
+// P-24, finding T8. S1's retraction v1→v2 is marked heard and S2 tells v2
+// plainly, confirming it (B1); Alexa reports both not played — and a
+// revision lands between the two reports. Whatever the revision did, the
+// rollback the first report asked for is done by the second: what he
+// heard for certain goes back to v1 and the owed retraction withdraws v1
+// as told and v2 as words he may have heard. A revision whose words are
+// those he heard (the ledger settles: heard moves to it, Observe or Drop)
+// is no delivery: it carries the delivered version's standing — its
+// confirmation and the rollback held back — and a report of the version
+// it settled from still rolls back past it, also with no later telling (a
+// single report). Twins: a delivery of a newer version after the
+// revision, or S2 played (no report of it), still make the reports roll
+// nothing back (B1).
+func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t *testing.T, newDB NewDB) {
+	s1s2 := func(t *testing.T, l Ledger) {
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offered(t, l, 2)
+		markHeard(t, l, 2) // S1's retraction, written in full
+		markTold(t, l, 2)  // S2 told v2 plainly, written in full
+	}
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, open func() Ledger) []int // re-opened per report
+		reopened []int
+		want     []Span
+		offered  []int
+		heard    int
+	}{
+		{"a revision with new words between S1's report and S2's: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, false) // v2→v3 queued
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{2, 3}}, []int{2}, 1},
+		{"a revision with v2's words (settled) between S1's report and S2's: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, true) // v3 says v2's words: heard settles on v3
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
+		{"the same with S2's report first: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayedConfirmed(t, l, 2)
+			observe(t, l, 3, true)
+			return []int{n, notPlayed(t, l, 1, 1, 2)}
+		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
+		{"a revision with new words, then one back to v2's (dropped), between the reports: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, false) // v2→v3 queued
+			observe(t, l, 4, true)  // v4 says v2's words: v2→v3 dropped, heard settles on v4
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{1, 4}}, []int{2}, 1},
+		{"a revision found to say v2's words when spoken (Drop) between the reports: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, false) // v2→v3 queued, then found unchanged
+			rows, err := l.Pending(context.Background(), "ray")
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("pending = %v, %v", rows, err)
+			}
+			if err := l.Drop(context.Background(), rows[0].ID, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
+		{"a settled revision, then one with new words, between the reports: owed from v3 with v1 told", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, true)
+			observe(t, l, 4, false) // v3→v4 queued
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{3, 4}}, []int{2}, 1},
+		{"the held-back rollback survives a restart: S2's report on another instance rolls back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, true)
+			return []int{n, notPlayedConfirmed(t, open(), 2)}
+		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
+		{"a single report after a settled revision (no later telling): owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			markHeard(t, l, 2)     // S1's retraction, written in full
+			observe(t, l, 3, true) // settled on v3
+			return []int{notPlayed(t, l, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 3}}, []int{2}, 1},
+		{"twin: a delivery of a newer version after the revision: the reports roll nothing back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			n := notPlayed(t, l, 1, 1, 2)
+			observe(t, l, 3, true)
+			observe(t, l, 4, false)
+			offered(t, l, 4)
+			markHeard(t, l, 4) // v3→v4's retraction, delivered
+			return []int{n, notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 0}, nil, nil, 4},
+		{"twin: S2 played (no report of it): S1's report after a settled revision rolls nothing back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1s2(t, l)
+			observe(t, l, 3, true)
+			return []int{notPlayed(t, l, 1, 1, 2)}
+		}, []int{0}, nil, nil, 3},
+		{"twin: a telling of the settled version after the revision confirms it: S1's report rolls nothing back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			markHeard(t, l, 1)
+			observe(t, l, 2, false)
+			offered(t, l, 2)
+			markHeard(t, l, 2)
+			observe(t, l, 3, true)
+			markTold(t, l, 3) // S3 told v3 (v2's words), played
+			return []int{notPlayed(t, l, 1, 1, 2)}
+		}, []int{0}, nil, nil, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			if got := tt.steps(t, open); !slices.Equal(got, tt.reopened) {
+				t.Errorf("re-opened per report %v, want %v", got, tt.reopened)
+			}
+			l := open()
+			rows, err := l.Pending(context.Background(), "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Span
+			for _, r := range rows {
+				got = append(got, Span{r.From, r.To})
+				if !r.Offered {
+					t.Errorf("pending %+v not said again", r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs := heardState(t, l); hs.Heard != tt.heard || !slices.Equal(hs.Offered, tt.offered) {
+				t.Errorf("heard %d offered %v, want %d and %v", hs.Heard, hs.Offered, tt.heard, tt.offered)
 			}
 		})
 	}

@@ -1,0 +1,13 @@
+-- 064: speech_heard.settled_from (P-24; store/heardledger.go; finding T8):
+-- the version last delivered when a revision saying the words he heard
+-- moved the heard version forward (Observe's settle, Drop) — no delivery,
+-- so the row keeps that version's standing: reopenable and the rollback
+-- held back (deferred_heard, deferred_from, migration 051) are no longer
+-- cleared by it, and Alexa's report that a response marking any version
+-- from settled_from up to the heard version was not played still rolls
+-- back past it. Until now a settle between two not-played reports, or
+-- between a response and its report, lost the rollback: the next
+-- retraction quoted words he never heard for certain as told. NULL when
+-- no settle moved the delivered version (every existing row: what was
+-- lost before cannot be told apart); a delivery or a rollback clears it.
+ALTER TABLE speech_heard ADD COLUMN settled_from INTEGER;
