@@ -94,6 +94,7 @@
 //     fields: stop first, name the withdrawn sentence, then the new one
 //     with author and age, then a gloss that restates and never advises.
 //     Tests: TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge, TestGlosses_NeverAdvise,
+//     TestGlosses_FailSafeOnActionWords,
 //     TestDemo_TranscriptMatchesTheGolden.
 //   - P-18. skill and bridge/speech do not depend on store or bridge; the
 //     speech token holds care.read.user only. Tests:

@@ -19,14 +19,14 @@ func glossTermsByRegexp(text string) []string {
 			levels++
 		}
 	}
-	if levels > 1 {
+	if levels > 1 || actionRE.re.MatchString(text) {
 		return nil
 	}
 	trimmed := strings.TrimSpace(text)
 	var out []string
 	for _, g := range glossary {
 		loc := g.match.re.FindStringIndex(trimmed)
-		if loc == nil || g.WeightBearing && (loc[0] != 0 || actionRE.re.MatchString(text)) {
+		if loc == nil || g.WeightBearing && loc[0] != 0 {
 			continue
 		}
 		out = append(out, g.Term)

@@ -379,8 +379,8 @@ var glossary = []GlossEntry{
 var (
 	qualifierRE = matcher{regexp.MustCompile(`(?i)\b(?:not|never|avoid|until|unless|except|instead|rather than|no longer)\b|n['’]t\b`),
 		[]string{"not", "never", "avoid", "until", "unless", "except", "instead", "rather than", "no longer", "n't"}}
-	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|hold|wait|before|after|cancel|withdraw|suspend|pause|revoke|reverse|delay)\b`),
-		[]string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay"}}
+	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|stopped|stopping|hold|wait|before|after|cancel|withdraw|suspend|pause|revoke|reverse|delay|switch|switched|switching|swap|replace|replaced|change|changed|changing)\b`),
+		[]string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay", "switch", "swap", "replace", "chang"}}
 	// levelREs name the distinct weight-bearing levels; two in one text make it ambiguous.
 	levelREs = []matcher{
 		{regexp.MustCompile(`(?i)\bfull weight[- ]bearing\b`), []string{"full weight"}},
@@ -393,8 +393,11 @@ var (
 // Glosses returns the glossary entries that apply to text, in glossary
 // order. It fails safe, returning none, when the text carries a qualifier
 // (not, never, avoid, until, unless, except, instead, rather than, no longer,
-// n't) or names more than one weight-bearing level; a weight-bearing entry
-// applies only when the text starts with its term and has no action word.
+// n't), an action word (stop, hold, wait, before, after, cancel, withdraw,
+// suspend, pause, revoke, reverse, delay, switch, swap, replace, change:
+// "Stop rivaroxaban. Start apixaban …" must not end on what rivaroxaban
+// is — finding U11) or names more than one weight-bearing level; a
+// weight-bearing entry applies only when the text starts with its term.
 func Glosses(text string) []GlossEntry {
 	f := fold(text)
 	if qualifierRE.matchString(f) {
@@ -406,7 +409,7 @@ func Glosses(text string) []GlossEntry {
 			levels++
 		}
 	}
-	if levels > 1 {
+	if levels > 1 || actionRE.matchString(f) {
 		return nil
 	}
 	trimmed := fold(strings.TrimSpace(text))
@@ -416,7 +419,7 @@ func Glosses(text string) []GlossEntry {
 		if loc == nil {
 			continue
 		}
-		if g.WeightBearing && (loc[0] != 0 || actionRE.matchString(f)) {
+		if g.WeightBearing && loc[0] != 0 {
 			continue
 		}
 		out = append(out, g)

@@ -137,16 +137,30 @@ func TestGlosses_FailSafeOnQualifiers(t *testing.T) {
 	}
 }
 
-func TestGlosses_FailSafeOnWeightBearingActionWords(t *testing.T) {
+// An action word fails every entry safe, not only the weight-bearing
+// ones: "Stop rivaroxaban. Start apixaban 5 mg twice a day." ended its
+// retraction on "In plain terms, rivaroxaban means the blood-thinning
+// tablet" — as if to stop blood thinners (finding U11). Twin: the same
+// terms without an action word are glossed.
+func TestGlosses_FailSafeOnActionWords(t *testing.T) {
 	t.Parallel()
-	for _, w := range []string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay"} {
-		text := "Partial weight-bearing " + w + " the X-ray."
-		if g := Glosses(text); len(g) != 0 {
-			t.Errorf("action word %q: glosses %v, want none", w, g)
+	for _, w := range []string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay",
+		"switch", "swap", "replace", "change", "stopped", "changing", "switched"} {
+		for _, text := range []string{"Partial weight-bearing " + w + " the X-ray.", "Rivaroxaban 10 mg, " + w + " the X-ray.", "Keep hip flexion under 90 degrees " + w + " the X-ray."} {
+			if g := Glosses(text); len(g) != 0 {
+				t.Errorf("action word %q in %q: glosses %v, want none", w, text, g)
+			}
 		}
 	}
-	if g := Glosses("Partial weight-bearing with the frame."); len(g) != 1 {
-		t.Errorf("no action word: %d glosses, want 1", len(g))
+	for _, text := range []string{"Stop rivaroxaban. Start apixaban 5 mg twice a day.", "Switch from rivaroxaban to apixaban.", "Rivaroxaban is replaced by apixaban."} {
+		if g := GlossSentence(text); g != "" {
+			t.Errorf("%q: %q, want no gloss", text, g)
+		}
+	}
+	for text, n := range map[string]int{"Partial weight-bearing with the frame.": 1, "Rivaroxaban 10 mg once a day.": 1, "Keep hip flexion under 90 degrees.": 1} {
+		if g := Glosses(text); len(g) != n {
+			t.Errorf("no action word in %q: %d glosses, want %d", text, len(g), n)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,7 +108,7 @@ type OAuthGrant struct {
 	ClientID  string
 	Kind      string // GrantAuthorizationCode, GrantClientCredentials or GrantInternal
 	Subject   string // the tokens' "sub" (the audit actor)
-	Patient   string // "" when bound to no patient
+	Patient   string // "" when bound to no patient; an internal grant's token may name several, joined by "," (Patients)
 	Scopes    []string
 	Resource  string // the tokens' audience
 	Consent   string // how it was consented to, in words
@@ -118,6 +119,15 @@ type OAuthGrant struct {
 
 // Active reports whether the grant is not revoked.
 func (g OAuthGrant) Active() bool { return g.RevokedAt.IsZero() }
+
+// Patients are the patients the grant's tokens are bound to: Patient split
+// at ","; none when it is bound to no patient.
+func (g OAuthGrant) Patients() []string {
+	if g.Patient == "" {
+		return nil
+	}
+	return strings.Split(g.Patient, ",")
+}
 
 // OAuthAuthRequest is a pending authorization request, from /authorize to
 // the code's exchange at the token endpoint.
@@ -354,12 +364,13 @@ func (s *Store) DisableOAuthClient(ctx context.Context, id, by string, now time.
 }
 
 // CreateOAuthGrant stores a new grant. Errors: a *ValidationError for a
-// missing id, client, subject or resource, or a patient id that is not one.
+// missing id, client, subject or resource, or a patient id that is not one
+// (several, joined by ",", only on an internal grant).
 func (s *Store) CreateOAuthGrant(ctx context.Context, g OAuthGrant) error {
 	if g.ID == "" || g.ClientID == "" || g.Subject == "" || g.Resource == "" || g.Kind == "" {
 		return &ValidationError{Field: "grant", Reason: "id, client, kind, subject and resource are required"}
 	}
-	if g.Patient != "" && !models.ValidID(g.Patient) {
+	if ps := g.Patients(); len(ps) > 1 && g.Kind != GrantInternal || slices.ContainsFunc(ps, func(p string) bool { return !models.ValidID(p) }) {
 		return &ValidationError{Field: "patient", Reason: "must be 1–64 characters of [a-z0-9_.-]"}
 	}
 	s.writeMu.Lock()
@@ -437,14 +448,12 @@ type OAuthGrantFilter struct {
 	ActiveOnly bool
 }
 
-// OAuthGrants returns the grants matching f, newest first.
+// OAuthGrants returns the grants matching f, newest first: f.Patient
+// matches a grant bound to that patient among others (Patients; finding
+// U6: an internal grant minted for ray is listed under ray).
 func (s *Store) OAuthGrants(ctx context.Context, f OAuthGrantFilter) ([]OAuthGrant, error) {
 	q := `SELECT ` + oauthGrantCols + ` FROM oauth_grants WHERE 1 = 1`
 	var args []any
-	if f.Patient != "" {
-		q += ` AND patient = ?`
-		args = append(args, f.Patient)
-	}
 	if f.ClientID != "" {
 		q += ` AND client_id = ?`
 		args = append(args, f.ClientID)
@@ -452,7 +461,11 @@ func (s *Store) OAuthGrants(ctx context.Context, f OAuthGrantFilter) ([]OAuthGra
 	if f.ActiveOnly {
 		q += ` AND revoked_ms = 0`
 	}
-	return oauthAll(ctx, s, "oauth grants", scanOAuthGrant, q+` ORDER BY created_ms DESC, id`, args...)
+	gs, err := oauthAll(ctx, s, "oauth grants", scanOAuthGrant, q+` ORDER BY created_ms DESC, id`, args...)
+	if err != nil || f.Patient == "" {
+		return gs, err
+	}
+	return slices.DeleteFunc(gs, func(g OAuthGrant) bool { return !slices.Contains(g.Patients(), f.Patient) }), nil
 }
 
 // GrantedPatients returns every patient with an active authorization-code

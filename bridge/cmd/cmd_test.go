@@ -563,6 +563,41 @@ func TestGrantsList_DashIsTheGrantsBoundToNoPatientAndStrayArgumentsSayWhatListW
 	}
 }
 
+// A token `unsay token --db` mints for ray is listed under ray — an
+// operator asked "who can read Ray's notes?" got an empty list while a
+// 24 h token for him was live, and "-" (bound to no patient) listed it
+// (finding U6); one for ray and sam is listed under each, and under
+// neither "-" nor another patient.
+func TestGrantsList_ATokenMintedForAPatientIsListedUnderThatPatient(t *testing.T) {
+	s := startServe(t)
+	grantOf := func(r result) string {
+		m := regexp.MustCompile(`grant (internal:cli:\S+);`).FindStringSubmatch(r.stderr)
+		if r.code != 0 || m == nil {
+			t.Fatalf("token: exit %d, %q", r.code, r.stderr)
+		}
+		return m[1]
+	}
+	one := grantOf(unsay(t, nil, "token", "--db", s.db, "--public-url", s.url, "--patient", "ray", "--scope", "care.read.user", "--sub", "carer2"))
+	time.Sleep(2 * time.Millisecond) // grant ids carry the millisecond
+	two := grantOf(unsay(t, nil, "token", "--db", s.db, "--public-url", s.url, "--patient", "ray", "--patient", "sam", "--scope", "care.read.user", "--sub", "carer3"))
+	for _, tc := range []struct {
+		patient  string
+		one, two bool
+	}{{"ray", true, true}, {"sam", false, true}, {"-", false, false}, {"ann", false, false}, {"", true, true}} {
+		args := []string{"grants", "list", "--db", s.db}
+		if tc.patient != "" {
+			args = append(args, "--patient", tc.patient)
+		}
+		r := unsay(t, nil, args...)
+		if r.code != 0 || strings.Contains(r.stdout, one) != tc.one || strings.Contains(r.stdout, two) != tc.two {
+			t.Errorf("grants list --patient %q: exit %d, %q %s; want ray's listed=%v, ray and sam's listed=%v", tc.patient, r.code, r.stdout, r.stderr, tc.one, tc.two)
+		}
+		if tc.patient == "ray" && !regexp.MustCompile(regexp.QuoteMeta(one)+`\s+internal\s+\S+\s+ray\s`).MatchString(r.stdout) {
+			t.Errorf("grants list --patient ray does not show ray in the PATIENT column: %q", r.stdout)
+		}
+	}
+}
+
 // `unsay keygen --out FILE` writes one environment-file line,
 // UNSAY_SIGNING_KEY=<base64>, mode 0600, that `export $(cat FILE)` loads as
 // the key whose public half keygen printed; run again it keeps the file

@@ -317,7 +317,7 @@ func mintWithAS(ctx context.Context, db, env, publicURL, sub string, scopes []mo
 		return "", err
 	}
 	grant := "internal:cli:" + sub + ":" + time.Now().UTC().Format("20060102T150405.000")
-	tok, err := as.MintInternal(ctx, grant, sub, scopes, patients, ttl)
+	tok, err := as.MintOperator(ctx, grant, sub, scopes, patients, ttl)
 	if err != nil {
 		return "", err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -41,8 +42,23 @@ func (s *Server) GrantActive(ctx context.Context, grantID string) error {
 // internal, made on first use), so `unsay grants revoke` ends it like any
 // other. Errors: an empty subject or grant id, no or unknown scopes,
 // invalid patient ids, a ttl outside (0, InternalTokenMaxTTL], the grant
-// revoked (store.ErrGrantRevoked), a store error.
+// revoked (store.ErrGrantRevoked), a store error. The grant records no
+// patient: the speech principal's grant outlives its tokens, whose
+// patients change as patients are linked (MintOperator's records them).
 func (s *Server) MintInternal(ctx context.Context, grantID, sub string, scopes []models.Scope, patients []string, ttl time.Duration) (string, error) {
+	return s.mintInternal(ctx, grantID, sub, scopes, patients, ttl, false)
+}
+
+// MintOperator is MintInternal for a token `unsay token --db` mints for an
+// operator, on a grant of its own: the grant records the token's patients
+// (joined by ","; store.OAuthGrant.Patients), so `unsay grants list
+// --patient ray` lists every live token for ray (finding U6). Errors as
+// MintInternal's.
+func (s *Server) MintOperator(ctx context.Context, grantID, sub string, scopes []models.Scope, patients []string, ttl time.Duration) (string, error) {
+	return s.mintInternal(ctx, grantID, sub, scopes, patients, ttl, true)
+}
+
+func (s *Server) mintInternal(ctx context.Context, grantID, sub string, scopes []models.Scope, patients []string, ttl time.Duration, bind bool) (string, error) {
 	if sub == "" || grantID == "" {
 		return "", errors.New("oauth: an internal token needs a subject and a grant id")
 	}
@@ -66,8 +82,12 @@ func (s *Server) MintInternal(ctx context.Context, grantID, sub string, scopes [
 			ps = append(ps, p)
 		}
 	}
-	g, err := s.st.EnsureOAuthGrant(ctx, store.OAuthGrant{ID: grantID, ClientID: "unsay", Kind: store.GrantInternal, Subject: sub,
-		Scopes: scopeStrings(scopes...), Resource: s.resource, Consent: "minted by the server for " + sub, CreatedAt: s.now()})
+	grant := store.OAuthGrant{ID: grantID, ClientID: "unsay", Kind: store.GrantInternal, Subject: sub,
+		Scopes: scopeStrings(scopes...), Resource: s.resource, Consent: "minted by the server for " + sub, CreatedAt: s.now()}
+	if bind {
+		grant.Patient = strings.Join(ps, ",")
+	}
+	g, err := s.st.EnsureOAuthGrant(ctx, grant)
 	if err != nil {
 		return "", err
 	}
