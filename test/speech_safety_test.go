@@ -72,7 +72,7 @@ func heardAndRevised(t *testing.T, dir string) {
 	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio"); err != nil {
 		t.Fatal(err)
 	}
-	waitBacklog(t, s.URL)
+	waitBacklog(t, s.AdminURL)
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestSpeechSafety_KillBeforeTheResponseWriteTheRetractionIsSpokenOnTheNextTu
 
 	paused := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
 		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:60s"}})
-	waitBacklog(t, paused.URL)
+	waitBacklog(t, paused.AdminURL)
 	dev := harness.NewDevice("ray")
 	got := make(chan error, 1)
 	go func() {
@@ -525,7 +525,7 @@ func TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo(
 				t.Fatalf("R1: %q", r1.Speech())
 			}
 			write(t, s, "weight_bearing", second)
-			waitBacklog(t, s.URL)
+			waitBacklog(t, s.AdminURL)
 			r2 := ask(t, s, dev.Intent("CarePlanIntent", topic("walking", "weight_bearing")))
 			if !strings.HasPrefix(r2.Speech(), "Stop — your walking instruction has changed. I told you: “"+revision+"”") || !strings.Contains(r2.Speech(), second) {
 				t.Fatalf("R2: %q", r2.Speech())
@@ -561,7 +561,7 @@ func TestSpeechSafety_AResponseWrittenIntoAClosedConnectionIsSpokenAgain(t *test
 
 	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
 		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:3s"}})
-	waitBacklog(t, s.URL)
+	waitBacklog(t, s.AdminURL)
 	dev := harness.NewDevice("ray")
 	c := &harness.AlexaClient{URL: s.URL + "/alexa", HTTP: &http.Client{Timeout: time.Second}}
 	if r, err := c.Send(context.Background(), dev.Launch()); err == nil {
@@ -585,7 +585,7 @@ func TestSpeechSafety_ARevisionWhileTheResponseIsHeldIsNotSpokenAsCurrent(t *tes
 
 	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"},
 		Env: []string{"UNSAY_TEST_ALEXA_PAUSE=before-write:6s"}})
-	waitBacklog(t, s.URL)
+	waitBacklog(t, s.AdminURL)
 	dev := harness.NewDevice("ray")
 	got := make(chan string, 1)
 	go func() {
@@ -925,7 +925,7 @@ func TestSpeechSafety_TwoUnconfirmedDeliveriesInARowAreBothWithdrawnByTheNextRev
 				t.Fatalf("first launch: %q", first)
 			}
 			write(t, s, "weight_bearing", v2)
-			waitBacklog(t, s.URL)
+			waitBacklog(t, s.AdminURL)
 			if err := s.Stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -1027,7 +1027,7 @@ func TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised(t *testing.
 			t.Fatal(err)
 		}
 	}
-	waitBacklog(t, s.URL)
+	waitBacklog(t, s.AdminURL)
 	said, _ := hearAll(t, s, dev, dev.Launch())
 	if !strings.Contains(said, "your contact instruction has changed. I told you: “Call ward 5.”") {
 		t.Errorf("the contact row, shown whole, is not withdrawn as told: %q", said)
