@@ -536,3 +536,43 @@ console.log(JSON.stringify([
 		}
 	}
 }
+
+// U7: an event stream that goes silent without closing (a NAT drop, a
+// Wi-Fi roam) is given up: readSSE with a silence bound throws a
+// SilenceError after the events it had, so the card listens again (and
+// shows "Reconnecting…") instead of showing superseded words under "Live"
+// for as long as the socket stays half-open. Twin: keep-alive comments
+// alone keep a quiet stream alive until it closes.
+func TestEchoJS_ReadSSEGivesUpAStreamThatFallsSilentButKeepAlivesKeepItOpen(t *testing.T) {
+	driver := `
+function stalled() {
+  var sent = false;
+  return new ReadableStream({ pull: function (c) { if (!sent) { sent = true; c.enqueue(new TextEncoder().encode("id: _0\ndata: {\"a\":1}\n\n")); } else return new Promise(function () {}); } });
+}
+function keptAlive() {
+  var n = 0;
+  return new ReadableStream({ pull: function (c) {
+    return new Promise(function (ok) { setTimeout(function () {
+      if (n++ < 8) c.enqueue(new TextEncoder().encode(": keep-alive\n\n")); else c.close();
+      ok();
+    }, 50); });
+  } });
+}
+var got = {stalled: [], kept: []};
+try { await readSSE(stalled(), function (ev) { got.stalled.push(ev.data); return false; }, 200); got.stalledErr = "none"; }
+catch (e) { got.stalledErr = e.name; }
+try { await readSSE(keptAlive(), function (ev) { got.kept.push(ev.data); return false; }, 200); got.keptErr = "none"; }
+catch (e) { got.keptErr = e.name; }
+console.log(JSON.stringify(got));`
+	var got struct {
+		Stalled, Kept       []string
+		StalledErr, KeptErr string
+	}
+	runNode(t, driver, &got)
+	if got.StalledErr != "SilenceError" || len(got.Stalled) != 1 || got.Stalled[0] != `{"a":1}` {
+		t.Errorf("a stream silent past the bound: %+v, want its one event then a SilenceError", got)
+	}
+	if got.KeptErr != "none" || len(got.Kept) != 0 {
+		t.Errorf("a stream kept alive by comments: %+v, want it read to its end without an error", got)
+	}
+}
