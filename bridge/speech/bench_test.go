@@ -3,7 +3,10 @@ package speech
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,9 +59,12 @@ func BenchmarkRevisionToPending(b *testing.B) {
 }
 
 // BenchmarkTurn measures one quiet turn of the skill (main job step 4):
-// every fact of Ray's confirmed current over MCP (four reads and the list,
+// every fact of Ray's confirmed current over MCP (the list's pages,
 // concurrently, over Streamable HTTP) and reconciled with the SQLite
-// ledger, nothing owed. It reports p50/p95 in ms alongside ns/op.
+// ledger, nothing owed. It reports p50/p95 in ms alongside ns/op, and the
+// connections the principal dialled per turn (dials/op) through a
+// transport keeping idle connections as bridge/app's does: a round's
+// connections are reused by the next (issue 17).
 func BenchmarkTurn(b *testing.B) {
 	f := newFakeCare(b)
 	f.seed("care://ray/anticoagulant", "Take rivaroxaban 10 mg once a day.")
@@ -66,7 +72,16 @@ func BenchmarkTurn(b *testing.B) {
 	f.seed("care://ray/exercise", "Hip flexion exercises twice a day.")
 	f.seed(wb, "Partial weight-bearing with crutches.")
 	db := openDB(b, newTestDB(b))
-	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db, KeepAlive: -1})
+	var dials atomic.Int64
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 32
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: db, KeepAlive: -1,
+		HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,6 +92,10 @@ func BenchmarkTurn(b *testing.B) {
 	for !p.State().Connected {
 		time.Sleep(time.Millisecond)
 	}
+	if _, err := p.Turn(ctx, "ray"); err != nil { // the round's connections exist
+		b.Fatal(err)
+	}
+	dials0 := dials.Load()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -88,6 +107,7 @@ func BenchmarkTurn(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(dials.Load()-dials0)/float64(b.N), "dials/op")
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	b.ReportMetric(ms(lat[len(lat)*50/100]), "p50-ms")

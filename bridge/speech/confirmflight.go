@@ -95,7 +95,7 @@ func (p *Principal) runRound(patient string, r *confirmRound) {
 // left out, as a read the server refuses would be.
 func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConfirmTimeout)
-	defer cancel()
+	defer releaseAfterDrain(cancel)
 	var up upstream
 	held := map[string]models.Version{}
 	p.do(func(st *state) {
@@ -148,6 +148,22 @@ func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	sortByURI(facts)
 	return facts, nil
 }
+
+// drainGrace is how long the context of a finished round of reads
+// outlives it. The SDK hands each result over as soon as its message is
+// read and drains the rest of the response (the stream's end) on its own
+// goroutine; a request whose context ends before that drain is done has
+// its connection closed instead of kept idle, so the next round dials
+// anew — at 500 Launches/s about one MCP request in three did, each dial a
+// new connection, server goroutine and buffers on both sides (issue 17).
+// Nothing the round returned depends on it: every read it asked for was
+// answered or failed before it returned (pager.list, readAll wait for
+// them), and the round's deadline (ConfirmTimeout) still ends it.
+const drainGrace = time.Second
+
+// releaseAfterDrain calls cancel drainGrace from now, so the requests
+// that used its context are drained and their connections kept idle.
+func releaseAfterDrain(cancel context.CancelFunc) { time.AfterFunc(drainGrace, cancel) }
 
 // audioURLMargin is how long, at least, the signed URL of an audio fact
 // confirmed from a list must still be served (models.Audio.URLExpires):

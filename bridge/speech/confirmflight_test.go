@@ -2,8 +2,11 @@ package speech
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,5 +260,55 @@ func TestTurn_HeardIsWhatTheLedgerHoldsWhenItReturnsEvenAfterADrop(t *testing.T)
 	}
 	if s.Heard[u] != h {
 		t.Fatalf("Snapshot.Heard[%s] = v%d, but the ledger says he heard v%d when Turn returned", wb, s.Heard[u], h)
+	}
+}
+
+// Issue 17: a round's connections are kept for the next round. The SDK
+// hands a result over before it has read the end of its response; ending
+// the round's context at once closed each such connection, so every round
+// dialled anew. Here every response's end comes 20 ms after its answer:
+// quiet turns, one after another, dial nothing after the first, and each
+// is still confirmed by its own round (lists begun, facts current).
+func TestTurn_QuietTurnsReuseTheRoundsConnections(t *testing.T) {
+	f := newDualFakeCare(t)
+	seedRay(f)
+	var dials atomic.Int64
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 32 // as bridge/app's speech transport
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	p, err := New(Config{MCPURL: f.url(), Token: f.clientToken, Patients: []string{"ray"}, Ledger: openDB(t, newTestDB(t)),
+		Backoff: Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, RequestTimeout: 5 * time.Second,
+		KeepAlive: -1, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	tp := &testPrincipal{Principal: p}
+	waitConnected(t, tp)
+	hearAll(t, tp, "ray")
+	f.endHold.Store(int64(20 * time.Millisecond))
+	turnOf(t, tp, "ray") // the round's connections exist
+	time.Sleep(100 * time.Millisecond)
+	before, lists := dials.Load(), listsSoFar(f)
+	const turns = 10
+	for range turns {
+		s := turnOf(t, tp, "ray")
+		if len(s.Facts) == 0 || len(s.Pending) != 0 {
+			t.Fatalf("quiet turn = %+v", s)
+		}
+		time.Sleep(50 * time.Millisecond) // the last response's end has come
+	}
+	if got := listsSoFar(f) - lists; got != turns {
+		t.Errorf("%d turns began %d lists, want one each", turns, got)
+	}
+	if got := dials.Load() - before; got > 1 {
+		t.Errorf("%d quiet turns dialled %d connections, want their rounds' connections reused", turns, got)
 	}
 }

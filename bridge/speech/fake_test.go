@@ -46,6 +46,10 @@ type fakeCare struct {
 	// its answer is decided (and recorded) until the channel is closed: a
 	// request in flight.
 	readHold atomic.Pointer[chan struct{}]
+	// endHold, when set, holds the end of every POST's response for that
+	// long after the SDK wrote (and flushed) it: the client has its answer
+	// while the stream's end is still to come, as on a busy machine.
+	endHold atomic.Int64 // nanoseconds
 
 	// dual makes the fake serve 2026-07-28 too, statelessly, as the real
 	// bridge does (newDualFakeCare); without it the fake is a legacy-only
@@ -133,6 +137,10 @@ func newFake(t testing.TB, dual bool) *fakeCare {
 		}
 		f.mu.Unlock()
 		h.ServeHTTP(w, r)
+		if d := time.Duration(f.endHold.Load()); d > 0 && r.Method == http.MethodPost {
+			_ = http.NewResponseController(w).Flush()
+			time.Sleep(d)
+		}
 	}))
 	t.Cleanup(f.srv.Close)
 	return f

@@ -233,6 +233,54 @@ func (t alexaTarget) save(ctx context.Context, path, name string) {
 	}
 }
 
+// counts reads the 200-answered requests per route from an Unsay target's
+// admin /metrics (unsay_http_requests_total); nil for the peer or on
+// failure.
+func (t alexaTarget) counts(ctx context.Context) map[string]float64 {
+	if t.admin == "" {
+		return nil
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.admin+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), `unsay_http_requests_total{code="200",route="`)
+		if !ok {
+			continue
+		}
+		route, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(val, &v); err == nil {
+			out[route] = v
+		}
+	}
+	return out
+}
+
+// mcpPerLaunch is how many MCP requests (the speech principal's
+// confirmation rounds: resources/list pages, reads) the server answered
+// per Launch between two counts, -1 when unknown. Concurrent turns for one
+// patient share a round (bridge/speech confirmflight.go), so this is what
+// makes CPU per Launch depend on concurrency: every request of these runs
+// is Ray's, so a closed loop at C=32 shares rounds that an open loop at a
+// moderate rate (or Ray's own pace) does not.
+func mcpPerLaunch(before, after map[string]float64) float64 {
+	launches := after["/alexa"] - before["/alexa"]
+	if before == nil || after == nil || launches <= 0 {
+		return -1
+	}
+	return (after["/mcp"] - before["/mcp"]) / launches
+}
+
 // alexaOpen sends verified LaunchRequests at a constant rate (vegeta) to
 // side, discards the warm-up, and records exact percentiles (the peers'
 // rule: sorted[min(n-1, floor(p·n))]) and the server's CPU per request.
@@ -265,11 +313,13 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	var cpu0 float64
 	measuring := false
 	var mStart time.Time
+	var n0 map[string]float64
 	for res := range atk.Attack(targeter, rate, o.warmup+o.openD, "alexa") {
 		if !measuring && time.Since(start) >= o.warmup {
 			measuring = true
 			cpu0, _ = cpuSeconds(pid)
 			mStart = time.Now()
+			n0 = t.counts(ctx)
 			go t.profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(o.openD.Seconds())-1)), "open.cpu.pprof")
 		}
 		if !measuring || res.Timestamp.Before(start.Add(o.warmup)) {
@@ -283,6 +333,7 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	}
 	cpu1, _ := cpuSeconds(pid)
 	elapsed := time.Since(mStart).Seconds()
+	fig.OpenMCPPerLaunch = mcpPerLaunch(n0, t.counts(ctx))
 	t.save(ctx, "/metrics", "open.metrics.txt")   // requests per route: how many MCP requests the turns cost
 	t.profile(ctx, "allocs", "open.allocs.pprof") // what the process allocated since it started (the warm-up included)
 	if all == 0 {
@@ -295,12 +346,20 @@ func alexaOpen(ctx context.Context, o options, certs certSet, side string, fig *
 	fig.OpenP50, fig.OpenP99, fig.OpenMax = at(.5), at(.99), float64(lat[len(lat)-1])/1e6
 	fig.OpenOK = float64(ok) / float64(all)
 	fig.OpenCPUPerReqMs = (cpu1 - cpu0) / float64(all) * 1000
-	fmt.Printf("    %s open loop %d req/s for %s: n=%d ok=%.4f p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores)\n",
-		side, o.rate, o.openD, all, fig.OpenOK, fig.OpenP50, fig.OpenP99, fig.OpenMax, fig.OpenCPUPerReqMs, (cpu1-cpu0)/elapsed)
+	fmt.Printf("    %s open loop %d req/s for %s: n=%d ok=%.4f p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores)%s\n",
+		side, o.rate, o.openD, all, fig.OpenOK, fig.OpenP50, fig.OpenP99, fig.OpenMax, fig.OpenCPUPerReqMs, (cpu1-cpu0)/elapsed, perLaunch(fig.OpenMCPPerLaunch))
 	if ok != all {
 		return fmt.Errorf("%d of %d requests not answered 200 in time", all-ok, all)
 	}
 	return nil
+}
+
+// perLaunch prints an MCP-requests-per-Launch figure ("" when unknown).
+func perLaunch(x float64) string {
+	if x < 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %.2f MCP requests/Launch", x)
 }
 
 // checkOne proves the target verifies: the good request is 200 and the
@@ -409,6 +468,7 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 		return err
 	}
 	cpu0, _ := cpuSeconds(pid)
+	n0 := t.counts(ctx)
 	go t.profile(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(o.d.Seconds())-1)), "launch.cpu.pprof")
 	go func() { // where requests wait, mid-run: a goroutine dump (what the CPU profile cannot show)
 		select {
@@ -422,6 +482,7 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 		return err
 	}
 	cpu1, _ := cpuSeconds(pid)
+	fig.WrkMCPPerLaunch = mcpPerLaunch(n0, t.counts(ctx))
 	t.save(ctx, "/metrics", "launch.metrics.txt")
 	t.profile(ctx, "allocs", "launch.allocs.pprof")
 	secs := m["duration_us"] / 1e6
@@ -429,8 +490,8 @@ func alexaWrk(ctx context.Context, o options, certs certSet, side string, fig *F
 	fig.WrkP50, fig.WrkP99 = m["p50_us"]/1000, m["p99_us"]/1000
 	fig.CPUPerReqMs = (cpu1 - cpu0) / m["requests"] * 1000
 	errs := m["err_connect"] + m["err_read"] + m["err_write"] + m["err_status"] + m["err_timeout"]
-	fmt.Printf("    %s wrk C=%d for %s, %d distinct bodies: %.0f requests, %.1f req/s, p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores); %.0f errors\n",
-		side, o.c, o.d, o.wrkBodies, m["requests"], fig.RPS, fig.WrkP50, fig.WrkP99, m["max_us"]/1000, fig.CPUPerReqMs, (cpu1-cpu0)/secs, errs)
+	fmt.Printf("    %s wrk C=%d for %s, %d distinct bodies: %.0f requests, %.1f req/s, p50 %.3f ms p99 %.3f ms max %.3f ms; server CPU %.3f ms/req (%.2f cores)%s; %.0f errors\n",
+		side, o.c, o.d, o.wrkBodies, m["requests"], fig.RPS, fig.WrkP50, fig.WrkP99, m["max_us"]/1000, fig.CPUPerReqMs, (cpu1-cpu0)/secs, perLaunch(fig.WrkMCPPerLaunch), errs)
 	err = nil
 	switch {
 	case m["requests"] > float64(o.wrkBodies):

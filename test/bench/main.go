@@ -87,10 +87,13 @@ type Figures struct {
 	RPS, CPUPerReqMs, WrkP50, WrkP99 float64 // wrk closed loop
 	OpenP50, OpenP99, OpenMax        float64 // ms, open loop at Rate
 	OpenCPUPerReqMs, OpenOK          float64
-	FanP50, FanP99, FanMax           float64 // ms, all sessions hold the revision
-	IdleKiB                          float64
-	Load                             []string // load average before each run
-	Failed                           []string // runs that failed
+	// MCP requests the server answered per Launch (its confirmation
+	// rounds), closed and open loop; -1 or 0: not measured.
+	WrkMCPPerLaunch, OpenMCPPerLaunch float64
+	FanP50, FanP99, FanMax            float64 // ms, all sessions hold the revision
+	IdleKiB                           float64
+	Load                              []string // load average before each run
+	Failed                            []string // runs that failed
 }
 
 // Report is what a run saves.
