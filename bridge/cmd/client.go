@@ -182,9 +182,11 @@ func cmdWrite(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print the server's JSON answer instead of a sentence")
 	audioFile := fs.String("audio", "", "a clip the fact carries (.mp3 or .wav, at most 1 MiB; a speakable one must be an MP3 Alexa plays); --value describes it")
 	audioType := fs.String("audio-type", "", "the clip's MIME type (audio/mpeg or audio/wav); default from the file's extension")
+	newTopic := fs.Bool("new-topic", false, "create a topic the patient has no notes of (without it such a write is refused, naming his topics: a mistyped --domain is not saved)")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
+	req.ExistingTopic = !*newTopic
 	if *audioFile != "" {
 		clip, typ, err := readClip(*audioFile, *audioType)
 		if err != nil {
@@ -307,10 +309,10 @@ func writeSentence(req httpapi.WriteRequest, answer []byte) string {
 		return fmt.Sprintf("saved %s as version 1, but %q had no care notes before this: a new patient, who may have no device yet. "+
 			"If you meant another patient, this change did not reach them: write it again with the right --patient\n", fact, req.Patient)
 	case r.Version == 1 && r.NewTopic:
-		return fmt.Sprintf("saved %s as version 1, but %s has no '%s' notes yet; existing topics: %s; "+
-			"a mistyped topic is a new instruction nobody revised, and the one you meant stays current. "+
-			"If you meant one of those, write it again with the right --domain%s\n",
-			fact, req.Patient, req.Domain, strings.Join(r.Topics, ", "), newTopicHearing(req, who))
+		// Only with --new-topic: without it the server refuses a topic the
+		// patient has no notes of (ExistingTopic; finding U12).
+		return fmt.Sprintf("saved %s as version 1, a new topic for %s (his other topics: %s)%s\n",
+			fact, req.Patient, strings.Join(r.Topics, ", "), newTopicHearing(req, who))
 	case req.Audience == models.AudienceAssistant:
 		return fmt.Sprintf("saved %s as version %d; assistant-only: it is never spoken to %s\n", fact, r.Version, who)
 	case r.Version == 1:
@@ -328,7 +330,7 @@ func newTopicHearing(req httpapi.WriteRequest, who string) string {
 	if req.Audience == models.AudienceAssistant {
 		return "; assistant-only: it is never spoken to " + who
 	}
-	return "; otherwise " + who + " will hear it at his next turn"
+	return "; " + who + " will hear it at his next turn"
 }
 
 func capitalize(s string) string {

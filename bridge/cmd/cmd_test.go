@@ -476,6 +476,27 @@ func TestWrite_MissingAuthorNamesTheFlag(t *testing.T) {
 	}
 }
 
+// U12: `unsay write` with a domain ray has no notes of ("walkng") is
+// refused, naming his topics and --new-topic, and nothing is saved (the
+// next write to it is still refused); the twin, with --new-topic, saves
+// the new topic and says so.
+func TestWrite_AMistypedTopicIsRefusedNamingTheTopicsAndNewTopicCreatesIt(t *testing.T) {
+	s := startServe(t)
+	args := []string{"write", "--url", s.url, "--patient", "ray", "--domain", "walkng",
+		"--value", "Full weight-bearing.", "--author", "okafor", "--author-label", "Sarah Okafor, physio"}
+	for range 2 {
+		r := unsay(t, nil, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "409") || !strings.Contains(r.stderr, "weight_bearing") ||
+			!strings.Contains(r.stderr, "--new-topic") || !strings.Contains(r.stderr, "nothing was saved") || r.stdout != "" {
+			t.Fatalf("write --domain walkng: exit %d, %q %q; want refused naming the topics and --new-topic", r.code, r.stdout, r.stderr)
+		}
+	}
+	ok := unsay(t, nil, append(args, "--new-topic")...)
+	if ok.code != 0 || !strings.Contains(ok.stdout, "saved care://ray/walkng as version 1, a new topic for ray") {
+		t.Errorf("write --new-topic: exit %d, %q %s", ok.code, ok.stdout, ok.stderr)
+	}
+}
+
 func TestWriteAndLink_TellAPersonWhatHappened(t *testing.T) {
 	s := startServe(t)
 	w := unsay(t, nil, "write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing",

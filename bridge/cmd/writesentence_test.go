@@ -37,8 +37,8 @@ func TestWriteSentence_SaysWhatRayWillHear(t *testing.T) {
 		{"assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1}`, "assistant-only: it is never spoken to Ray"},
 		{"a new patient", user, `{"uri":"care://ray/walking/v1","version":1,"newPatient":true}`, `but "ray" had no care notes before this: a new patient`},
 		{"a new patient, assistant-only", assistant, `{"uri":"care-internal://ray/walking/v1","version":1,"newPatient":true}`, "this change did not reach them"},
-		{"a new topic of a patient on record", typo, `{"uri":"care://ray/walkng/v1","version":1,"newTopic":true,"topics":["exercise","walking"]}`,
-			"but ray has no 'walkng' notes yet; existing topics: exercise, walking; a mistyped topic is a new instruction nobody revised"},
+		{"a new topic of a patient on record (--new-topic)", typo, `{"uri":"care://ray/walkng/v1","version":1,"newTopic":true,"topics":["exercise","walking"]}`,
+			"saved care://ray/walkng as version 1, a new topic for ray (his other topics: exercise, walking); Ray will hear it at his next turn"},
 		{"a new topic, assistant-only", typoAssistant, `{"uri":"care-internal://ray/walkng/v1","version":1,"newTopic":true,"topics":["walking"]}`, "assistant-only: it is never spoken to Ray"},
 		{"unchanged", user, `{"uri":"care://ray/walking/v2","version":2,"unchanged":true}`, "unchanged: care://ray/walking is already version 2"},
 	} {

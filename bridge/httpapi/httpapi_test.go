@@ -356,6 +356,55 @@ func TestWrite_AFirstVersionSaysNewPatientOrNewTopicNamingTheOthers(t *testing.T
 	}
 }
 
+// U12: a write that says existingTopic is refused 409 (field domain,
+// naming the patient's topics, nothing written, an audit row) when the
+// patient has notes on record and none of its domain — a mistyped
+// "walkng" is not saved and spoken to Ray beside the instruction it meant
+// to revise. Twins: the same write to a topic on record, to a new
+// patient, and without existingTopic are saved.
+func TestWrite_ExistingTopicRefusesATopicThePatientHasNoNotesOf(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name            string
+		patient, domain string
+		existing        bool
+		status          int
+	}{
+		{"a mistyped topic of ray", "ray", "walkng", true, http.StatusConflict},
+		{"a topic on record", "ray", "weight_bearing", true, http.StatusCreated},
+		{"a new patient's first topic", "newpatient", "walkng", true, http.StatusCreated},
+		{"a new topic of ray, meant (no existingTopic)", "ray", "wound_care", false, http.StatusCreated},
+	} {
+		seq := f.auditSeq()
+		a := f.signed(writeBody(func(m map[string]any) {
+			m["patient"], m["domain"], m["value"] = tc.patient, tc.domain, "Words for "+tc.name+"."
+			if tc.existing {
+				m["existingTopic"] = true
+			}
+		}), f.now.Unix())
+		if a.status != tc.status {
+			t.Fatalf("%s: status %d, want %d; body %s", tc.name, a.status, tc.status, a.body)
+		}
+		if tc.status != http.StatusConflict {
+			continue
+		}
+		var e struct{ Error, Field string }
+		if err := json.Unmarshal(a.body, &e); err != nil || e.Field != "domain" || !strings.Contains(e.Error, "weight_bearing") || !strings.Contains(e.Error, "nothing was saved") {
+			t.Errorf("%s: refusal %s, want field domain naming ray's topics", tc.name, a.body)
+		}
+		topics, err := f.st.Topics(context.Background(), tc.patient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(topics, func(tp store.Topic) bool { return tp.Domain == tc.domain }) {
+			t.Errorf("%s: the refused topic was written", tc.name)
+		}
+		if row := f.oneAuditRow(seq); row.Outcome == "accepted" || row.Reason != store.ReasonInvalid {
+			t.Errorf("%s: audit row %+v, want a refusal", tc.name, row)
+		}
+	}
+}
+
 // A new topic's answer names only the topics the writer may read or
 // write (P-1): a care.write-only bearer is told ray's speakable topics,
 // never the name of an assistant-only one (risk, adherence, gait_note);

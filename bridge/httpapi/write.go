@@ -100,6 +100,14 @@ type WriteRequest struct {
 	// a speakable clip is an MP3 Alexa plays.
 	Audio     string `json:"audio,omitempty"`
 	AudioType string `json:"audioType,omitempty"`
+	// ExistingTopic says the writer means to revise a topic on record: for
+	// a patient with facts on record, a domain he has no fact of is then
+	// refused 409 (field "domain", naming his topics the writer may read
+	// or write), nothing written — a mistyped "walkng" would otherwise be
+	// spoken to him at once beside the instruction it meant to revise
+	// (finding U12). `unsay write` sets it unless --new-topic is given.
+	// Absent or false: a new topic is created, as before.
+	ExistingTopic bool `json:"existingTopic,omitempty"`
 }
 
 // WriteResponse is the answer to an accepted (201), unchanged (200) or
@@ -306,6 +314,13 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		in.IdempotencyKey = idempotencyKey
 	}
 
+	if req.ExistingTopic && replay == nil {
+		if msg, ok := a.newTopicRefusal(r.Context(), principal, req); !ok {
+			a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonInvalid, msg, "domain")
+			return
+		}
+	}
+
 	// The accepted row is appended in the version's own transaction: one
 	// durable commit per write (P-14).
 	in.Audit = &store.AuditEntry{Actor: at.actor, Via: at.via, Author: at.author}
@@ -501,6 +516,31 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 	return a.cfg.Verifier.FromRequest(r)
 }
 
+// newTopicRefusal checks an ExistingTopic write (finding U12): ok when the
+// patient has no facts on record (a new patient) or has one of req's
+// domain; else the refusal's message, naming the patient's topics the
+// principal may read or write (P-1: an assistant-only topic is not named
+// to a care.write-only writer). A store error lets the write through (it
+// is no worse than a write without ExistingTopic) and is logged.
+func (a *API) newTopicRefusal(ctx context.Context, principal models.Principal, req *WriteRequest) (string, bool) {
+	topics, err := a.cfg.Store.Topics(ctx, req.Patient)
+	if err != nil {
+		a.log.WarnContext(ctx, "write: topics not read; the existingTopic check is skipped", "patient", req.Patient, "err", err)
+		return "", true
+	}
+	if len(topics) == 0 || slices.ContainsFunc(topics, func(t store.Topic) bool { return t.Domain == req.Domain }) {
+		return "", true
+	}
+	var names []string
+	for _, t := range topics {
+		if principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience) {
+			names = append(names, t.Domain)
+		}
+	}
+	return fmt.Sprintf("%s has no %q notes; existing topics: %s; nothing was saved. To revise one, write it with that domain; "+
+		"to create this topic, send existingTopic false (unsay write --new-topic)", req.Patient, req.Domain, strings.Join(names, ", ")), false
+}
+
 // parseWriteRequest decodes body for shape only: one JSON object, each key
 // once and spelled exactly (see exactKeys), each value valid UTF-8 without
 // a lone surrogate escape (encoding/json would silently turn either into
@@ -609,7 +649,7 @@ func requestURI(q *WriteRequest) string {
 
 // writeKeys are the body's fields, spelled exactly.
 var writeKeys = map[string]bool{"patient": true, "domain": true, "audience": true, "value": true,
-	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true, "audio": true, "audioType": true}
+	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true, "audio": true, "audioType": true, "existingTopic": true}
 
 // exactKeys refuses a top-level key that is repeated or not spelled exactly
 // as documented, and a value that is not valid UTF-8 or holds a lone
