@@ -30,6 +30,7 @@ const (
 	MetaAuthor       = "unsay/author"        // the author's label, "Sarah Okafor, physio"
 	MetaAuthorID     = "unsay/authorId"      // the author's id, "okafor"
 	MetaRetraction   = "unsay/retraction"    // optional: the sentence withdrawing what this session read before (P-17)
+	MetaStaleAfter   = "unsay/staleAfter"    // optional, TimeLayout: the latest version's review date, still ahead when served (finding U15: an open screen marks it when it passes)
 )
 
 // ErrReadFormat wraps every refusal of ParseReadMeta and DecodeRead: a
@@ -52,6 +53,12 @@ type ReadMeta struct {
 	AuthorLabel  string
 	AuthorID     string
 	Retraction   string // "" when there is none (the key is then absent)
+	// StaleAfter is the latest version's review date when it is still
+	// ahead at the server clock (zero otherwise: none, passed — Stale says
+	// so — or a superseded version; the key is then absent), so a client
+	// holding the version can mark it stale when the date passes without
+	// reading it again (U15).
+	StaleAfter time.Time
 }
 
 // NewReadMeta describes version v served when latest is its fact's latest
@@ -68,7 +75,17 @@ func NewReadMeta(v Version, latest int, now time.Time) ReadMeta {
 		Stale:        v.N >= latest && v.IsStale(now),
 		AuthorLabel:  v.AuthorLabel,
 		AuthorID:     v.AuthorID,
+		StaleAfter:   staleAhead(v, latest, now),
 	}
+}
+
+// staleAhead is v's review date when v is the latest version and the date
+// is after now; zero otherwise.
+func staleAhead(v Version, latest int, now time.Time) time.Time {
+	if v.N < latest || v.StaleAfter.IsZero() || !v.StaleAfter.After(now) || v.IsStale(now) {
+		return time.Time{}
+	}
+	return v.StaleAfter.UTC().Truncate(time.Millisecond)
 }
 
 // Superseded reports whether the version served is older than the fact's
@@ -92,6 +109,9 @@ func (m ReadMeta) Map() map[string]any {
 	if m.Retraction != "" {
 		out[MetaRetraction] = m.Retraction
 	}
+	if !m.StaleAfter.IsZero() {
+		out[MetaStaleAfter] = m.StaleAfter.UTC().Format(TimeLayout)
+	}
 	return out
 }
 
@@ -99,7 +119,8 @@ func (m ReadMeta) Map() map[string]any {
 // trip (numbers as float64) or not (ints). It refuses, wrapping
 // ErrReadFormat: a version < 1 or not an integer, a latest version below it,
 // an unknown audience, a lastModified that is not RFC 3339, an empty author
-// label, or a key of the wrong type. unsay/retraction is optional.
+// label, or a key of the wrong type. unsay/retraction and
+// unsay/staleAfter (RFC 3339) are optional.
 func ParseReadMeta(meta map[string]any) (ReadMeta, error) {
 	var m ReadMeta
 	var ok bool
@@ -138,6 +159,14 @@ func ParseReadMeta(meta map[string]any) (ReadMeta, error) {
 		if m.Retraction, ok = r.(string); !ok {
 			return ReadMeta{}, fmt.Errorf("%w: %s not a string", ErrReadFormat, MetaRetraction)
 		}
+	}
+	if r, present := meta[MetaStaleAfter]; present {
+		sa, _ := r.(string)
+		t, err := time.Parse(time.RFC3339Nano, sa)
+		if err != nil {
+			return ReadMeta{}, fmt.Errorf("%w: %s %q", ErrReadFormat, MetaStaleAfter, sa)
+		}
+		m.StaleAfter = t.UTC()
 	}
 	return m, nil
 }
@@ -306,6 +335,7 @@ func DecodeRead(u URI, text string, meta map[string]any) (Version, ReadMeta, err
 		PrevHash:    m.PrevHash,
 		Hash:        m.VersionHash,
 		ServedStale: m.Stale,
+		StaleAfter:  m.StaleAfter, // zero unless still ahead when served: IsStale turns at it (U15)
 	}
 	return v, m, nil
 }

@@ -117,6 +117,43 @@ func TestReadMeta_MapWritesTheContractKeys(t *testing.T) {
 	}
 }
 
+// U15: a read of the latest version whose review date is still ahead
+// carries it (unsay/staleAfter), and the version decoded from it turns
+// stale when the date passes without being read again; a version already
+// stale, a superseded one and one with no review date carry no date.
+func TestReadMeta_CarriesAReviewDateStillAheadSoTheHolderTurnsStaleAtIt(t *testing.T) {
+	t.Parallel()
+	due := demoNow.Add(time.Hour)
+	v := readVersion(2, "Walk with the frame.", due)
+	raw, err := json.Marshal(NewReadMeta(v, 2, demoNow).Map())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta[MetaStaleAfter] != due.UTC().Format(TimeLayout) {
+		t.Fatalf("%s = %v, want %s", MetaStaleAfter, meta[MetaStaleAfter], due.UTC().Format(TimeLayout))
+	}
+	got, _, err := DecodeRead(v.URI().Unversioned(), ReadText(v, NewReadMeta(v, 2, demoNow), demoNow), meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.IsStale(demoNow) || !got.IsStale(due) || !got.IsStale(due.Add(time.Minute)) {
+		t.Errorf("decoded version: stale now %v, at its review date %v; want false then true", got.IsStale(demoNow), got.IsStale(due))
+	}
+	for name, m := range map[string]ReadMeta{
+		"already stale":  NewReadMeta(readVersion(2, "x", demoNow.Add(-time.Hour)), 2, demoNow),
+		"superseded":     NewReadMeta(readVersion(1, "x", due), 2, demoNow),
+		"no review date": NewReadMeta(readVersion(2, "x", time.Time{}), 2, demoNow),
+	} {
+		if _, ok := m.Map()[MetaStaleAfter]; ok {
+			t.Errorf("%s: %s written", name, MetaStaleAfter)
+		}
+	}
+}
+
 func TestParseReadMeta_RefusesWhatIsNotTheContract(t *testing.T) {
 	t.Parallel()
 	good := func() map[string]any {

@@ -576,3 +576,27 @@ console.log(JSON.stringify(got));`
 		t.Errorf("a stream kept alive by comments: %+v, want it read to its end without an error", got)
 	}
 }
+
+// U15: the card marks a fact past its review date when the date it was
+// read with (unsay/staleAfter) passes, as well as one served stale; one
+// whose date is ahead, or with none, is not marked.
+func TestEchoJS_AFactIsMarkedStaleWhenItsReviewDatePassesWithoutARead(t *testing.T) {
+	var got []bool
+	runNode(t, `
+var due = 1000000;
+console.log(JSON.stringify([
+  staleAt({stale: false, staleAfter: due}, due - 1),
+  staleAt({stale: false, staleAfter: due}, due),
+  staleAt({stale: true, staleAfter: 0}, 0),
+  staleAt({stale: false, staleAfter: 0}, due * 10),
+]));`, &got)
+	want := []bool{false, true, true, false}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("case %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}

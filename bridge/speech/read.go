@@ -22,8 +22,9 @@ var ErrBadResource = errors.New("speech: unusable resource contents")
 // without the server's STALE or SUPERSEDED header line. Staleness is the
 // server's judgement at the time of the read (P-7, P-24): a version served
 // stale has ServedStale set, so IsStale holds at any time — also at a turn's
-// "now", taken before the confirming read; one served fresh keeps a zero
-// StaleAfter (the server sends no review date) and is fresh at any time.
+// "now", taken before the confirming read; one served fresh carries the
+// review date still ahead (unsay/staleAfter; zero when it has none), so it
+// turns stale when that passes, read again or not (U15).
 // It also returns the highest version number the server named (for
 // readiness, even when the contents are refused). Errors wrap
 // ErrBadResource.
