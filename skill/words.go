@@ -16,7 +16,7 @@ const (
 	textQuestion     = "What would you like to know?"
 	textNothingNew   = "Nothing has changed since you last heard your care notes."
 	textNothingMore  = "There's nothing more to add."
-	textNoRepeat     = "I haven't told you anything yet."
+	textNoRepeat     = "There is nothing I can repeat right now."
 	textGoodbye      = "Goodbye."
 	textAskNextTime  = "Ask me what changed next time."
 	textSorry        = "Sorry, I can't reach your care notes right now. Please try again in a minute."

@@ -102,7 +102,9 @@ func otherControlReason(s string) string {
 // that is not blank-looking — not a default-ignorable code point (the
 // Hangul fillers U+115F, U+1160, U+3164, U+FFA0, which are letters; the
 // variation selectors; U+034F COMBINING GRAPHEME JOINER), nor U+2800
-// BRAILLE PATTERN BLANK (a symbol with no dot). Spaces, format characters
+// BRAILLE PATTERN BLANK (a symbol with no dot), nor U+FFFC OBJECT
+// REPLACEMENT CHARACTER (a placeholder for an object the text does not
+// carry: a box on the card, nothing spoken; finding U14). Spaces, format characters
 // (category Cf: U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+00AD SOFT
 // HYPHEN, the direction marks, tags …) and combining marks (category M,
 // which show only on a character before them) are not visible by
@@ -111,7 +113,7 @@ func isVisible(r rune) bool {
 	switch {
 	case !unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S):
 		return false
-	case r == 0x2800, unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
+	case r == 0x2800, r == 0xFFFC, unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
 		return false
 	}
 	return true
@@ -121,7 +123,7 @@ func isVisible(r rune) bool {
 // refused (isVisible).
 const invisibleReason = "must hold at least one visible character (a letter, number, punctuation or symbol): spaces, " +
 	"invisible format characters (such as U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+00AD SOFT HYPHEN), fillers " +
-	"(U+3164 HANGUL FILLER, U+2800 BRAILLE PATTERN BLANK), variation selectors and combining marks alone would be spoken and shown as nothing"
+	"(U+3164 HANGUL FILLER, U+2800 BRAILLE PATTERN BLANK), U+FFFC OBJECT REPLACEMENT CHARACTER, variation selectors and combining marks alone would be spoken and shown as nothing"
 
 // isBidiControl reports whether r is a Unicode bidirectional control
 // (Bidi_Control: the marks and the embedding, override and isolate

@@ -290,7 +290,7 @@ func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCh
 	for _, value := range []string{"\u200b", "\u200b\u2060\u00ad", " \u200b \ufeff ", "\u200e\u200f", "\u2060\u3000",
 		"\u3164\u3164\u3164", "\uffa0\uffa0\uffa0", "\u115f\u115f\u115f", "\u1160", "\u2800", "\u2800 \u2800",
 		"\u034f\u034f\u034f", "\ufe0f\ufe0f\ufe0f", "\ufe00", "\U000e0100\U000e01ef", "\u0301\u0301\u0301", "\u20dd", "\u0488",
-		"\u3164\u0301\ufe0f\u200d\u2800", "\u180e", "\U000e0041\U000e007f", "\u17b4\u17b5"} {
+		"\u3164\u0301\ufe0f\u200d\u2800", "\u180e", "\U000e0041\U000e007f", "\u17b4\u17b5", "\ufffc", "\ufffc \ufffc"} {
 		for _, aud := range []models.Audience{models.AudienceUser, models.AudienceAssistant} {
 			var ve *ValidationError
 			_, err := Validate(in("weight_bearing", aud, value))

@@ -450,9 +450,14 @@ func PrincipalOf(ti *sdkauth.TokenInfo) (models.Principal, bool) {
 }
 
 // BearerToken returns the token of an "Authorization: Bearer <token>"
-// header (scheme case-insensitive), or ErrNoToken. Tokens are read from
+// header (scheme case-insensitive), or ErrNoToken — also for two
+// Authorization headers, which RFC 6750 clients never send and a proxy
+// before us might read the other of (finding U14). Tokens are read from
 // this header only, never from the query or body (P-13).
 func BearerToken(r *http.Request) (string, error) {
+	if len(r.Header.Values("Authorization")) != 1 {
+		return "", ErrNoToken
+	}
 	fields := strings.Fields(r.Header.Get("Authorization"))
 	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
 		return "", ErrNoToken

@@ -543,7 +543,9 @@ func TestVerify_ARepeatedTokenStillExpiresByTheClock(t *testing.T) {
 // bearer values ("Bearer A, Bearer B"), another scheme, or "Bearer" alone
 // were answered "missing bearer token" although a header was sent. They
 // keep the same 401 and challenge, and the body now says the header is not
-// one bearer token; the twin: no header at all is still "missing".
+// one bearer token, as two Authorization headers are (U14: the first was
+// served); the twins: no header at all is still "missing", and one header
+// with the token is served (TestMiddleware_AnswersRFC6750ChallengesAndPassesAReadTokenToTheSDK).
 func TestMiddleware_AMalformedAuthorizationHeaderIsNotCalledMissing(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Secret: []byte(testSecret), PublicURL: testURL}
@@ -562,10 +564,13 @@ func TestMiddleware_AMalformedAuthorizationHeaderIsNotCalledMissing(t *testing.T
 		{"Bearer " + tok + ", Bearer " + tok, "not one bearer token"},
 		{"Basic dXNlcjpwYXNz", "not one bearer token"},
 		{"Bearer", "not one bearer token"},
+		{"Bearer " + tok + "\nBearer " + tok, "not one bearer token"}, // two headers (U14)
 	} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader("{}"))
-		if tc.authz != "" {
-			req.Header.Set("Authorization", tc.authz)
+		for _, h := range strings.Split(tc.authz, "\n") {
+			if h != "" {
+				req.Header.Add("Authorization", h)
+			}
 		}
 		resp, err := srv.Client().Do(req)
 		if err != nil {

@@ -68,8 +68,8 @@ func cmdToken(ctx context.Context, args []string) error {
 		return usageErr("token", "--ttl %s: a development token lives at most %s (30 days); mint a new one when it ends", *ttl, fmtHours(maxDevTokenTTL))
 	}
 	for _, p := range patients {
-		if !models.ValidID(p) {
-			return usageErr("token", "--patient %q: a patient id is 1–64 characters of a-z 0-9 _ . -", p)
+		if err := patientIDErr("token", p); err != nil {
+			return err
 		}
 	}
 	sc := make([]models.Scope, len(scopes))
@@ -363,6 +363,9 @@ func cmdLink(ctx context.Context, args []string) error {
 	if *patient == "" {
 		return usageErr("link", "--patient is required: the patient the Echo will be linked to, e.g. --patient ray")
 	}
+	if err := patientIDErr("link", *patient); err != nil {
+		return err
+	}
 	if err := checkBaseURL(*base); err != nil {
 		return usageErr("link", "--url %q is malformed: %v", *base, err)
 	}
@@ -514,4 +517,17 @@ func printAnswer(url string, status int, answer []byte, format func([]byte) stri
 	}
 	fmt.Fprintf(os.Stderr, "unsay: %s refused it (%d %s): %s\n", url, status, http.StatusText(status), msg)
 	return exitError{code: 1}
+}
+
+// patientIDErr is nil for a valid patient id, else cmd's usage error
+// saying what one is, with the id in lower case when that is one ("--patient
+// \"Ray\": patient ids are lower case: did you mean ray?"; finding U14).
+func patientIDErr(cmd, p string) error {
+	if models.ValidID(p) {
+		return nil
+	}
+	if lower := strings.ToLower(p); models.ValidID(lower) {
+		return usageErr(cmd, "--patient %q: patient ids are lower case: did you mean %s?", p, lower)
+	}
+	return usageErr(cmd, "--patient %q: a patient id is 1–64 characters of a-z 0-9 _ . -", p)
 }

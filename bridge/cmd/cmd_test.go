@@ -538,6 +538,27 @@ func TestWriteAndLink_TellAPersonWhatHappened(t *testing.T) {
 	}
 }
 
+// U14: `unsay link --patient Ray` answered with an internal message ("auth:
+// bad configuration: \"patients\" holds an invalid patient id"); it is now a
+// usage error saying ids are lower case and naming ray, as `unsay token`
+// does, and one that no case fixes says what an id is. Twin: ray is linked
+// (TestLink_APatientWithNoCareRecordIsRefusedInWordsNotGivenACode).
+func TestLinkAndToken_APatientIdInCapitalsIsToldIdsAreLowerCase(t *testing.T) {
+	for _, cmd := range []string{"link", "token"} {
+		args := []string{cmd, "--url", "http://127.0.0.1:1", "--patient", "Ray"}
+		if cmd == "token" {
+			args = []string{cmd, "--patient", "Ray", "--scope", "care.read.user"}
+		}
+		r := unsay(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "patient ids are lower case: did you mean ray?") || strings.Contains(r.stderr, "bad configuration") {
+			t.Errorf("%s --patient Ray: exit %d, %q", cmd, r.code, r.stderr)
+		}
+	}
+	if r := unsay(t, nil, "link", "--url", "http://127.0.0.1:1", "--patient", "Ray Smith"); r.code != 2 || !strings.Contains(r.stderr, "a patient id is 1–64 characters") {
+		t.Errorf("link --patient \"Ray Smith\": exit %d, %q", r.code, r.stderr)
+	}
+}
+
 // A patient with no care record (here a mistyped id) gets a sentence
 // naming him and what to check, and no code; the twin is Ray's code.
 func TestLink_APatientWithNoCareRecordIsRefusedInWordsNotGivenACode(t *testing.T) {

@@ -115,6 +115,15 @@ const clinicianCases = [
     const t = ((await p.locator('[data-testid="error-token"]').textContent()) || '').trim();
     if (t) return 'sign-in error beside a good token: ' + t;
   });
+  await step('clinician sign-in with "Bearer <token>", as copied from a curl line: signed in (U14)', async () => {
+    await p.locator('#signout').click();
+    await p.locator('[data-testid="token"]').waitFor({ state: 'visible', timeout: 10000 });
+    await p.locator('[data-testid="token"]').fill('Bearer ' + writer);
+    await p.locator('[data-testid="signin-submit"]').click();
+    try { await p.locator('[data-testid="signed-in"]').waitFor({ state: 'visible', timeout: 10000 }); } catch {
+      return 'not signed in; error-token says: ' + ((await p.locator('[data-testid="error-token"]').textContent()) || '');
+    }
+  });
   await step('clinician: no uncaught page error on any of those', async () => {
     if (errors.length) return errors.join('; ');
   });
