@@ -49,8 +49,9 @@ func TestBrowser_EchoCardAndClinicianPageInChromium(t *testing.T) {
 // right now — trying again" forever on the Echo card for a token with a
 // %00 after it. In headless Chromium, echo.html#token= with a stray %00, a
 // space, a letter outside ASCII (each unsendable in an Authorization
-// header), a forged signature or a token cut short (each a 401) shows the
-// refusal and keeps it; the clinician's sign-in with a token that is not
+// header), a forged signature or a token cut short (each a 401), or a
+// token that reads only assistant-only notes, shows the refusal and keeps
+// it; the clinician's sign-in with a token that is not
 // base64url, not JSON, an array, two parts, or carries a character no
 // header can hold says "That sign-in token is not valid; ask for a new
 // one." Each has its twin: the good link and the good token still work.
@@ -63,8 +64,9 @@ func TestBrowser_BadLinksAndTokensShowARefusalAPersonCanActOn(t *testing.T) {
 	s := startServer(t, part)
 	reader := token(t, s, part, "care.read.user")
 	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor")
+	assistant := tokenWith(t, s, part, []string{"care.read.assistant"})
 	runChecks(t, node, "browser-links.mjs", []string{
-		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "TOKEN_WRITER=" + writer,
+		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "TOKEN_WRITER=" + writer, "TOKEN_ASSISTANT=" + assistant,
 		"ARTIFACTS=" + filepath.Join(testDir, "artifacts", "screenshots"),
 	}, 3*time.Minute)
 }

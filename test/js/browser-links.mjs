@@ -5,7 +5,8 @@
 // again" forever; and the good link beside each one still works.
 //
 // env: UNSAY_E2E_URL, CHROMIUM, TOKEN_READER (care.read.user), TOKEN_WRITER
-// (care.write and care.read.user), ARTIFACTS (screenshot dir).
+// (care.write and care.read.user), TOKEN_ASSISTANT (care.read.assistant
+// only), ARTIFACTS (screenshot dir).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +15,7 @@ import { step, done, env } from './lib.mjs';
 const base = env('UNSAY_E2E_URL');
 const reader = env('TOKEN_READER');
 const writer = env('TOKEN_WRITER');
+const assistant = env('TOKEN_ASSISTANT');
 const artifacts = env('ARTIFACTS');
 mkdirSync(artifacts, { recursive: true });
 
@@ -39,6 +41,8 @@ const echoCases = [
   ['a valid token with a letter outside ASCII', encodeURIComponent(reader + 'é'), 'not valid'],
   ['a token the server refuses (forged signature, 401)', forged(reader), 'expired or belongs to another service'],
   ['a token cut short (401)', reader.slice(0, reader.lastIndexOf('.')), 'expired or belongs to another service'],
+  // U14: a token that cannot read what Ray hears waited "for your care notes" forever.
+  ['a token of care.read.assistant only', encodeURIComponent(assistant), 'does not allow reading these care notes'],
 ];
 for (const [name, frag, says] of echoCases) {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
