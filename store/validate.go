@@ -8,6 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/unsay/unsay/models"
 )
 
@@ -156,7 +158,8 @@ func bidiOverrideReason(s string) string {
 
 // Validate is THE write validator (POST /write only checks the body's
 // shape, then calls it; Publish calls it again). It checks in and returns it
-// normalized: StaleAfter in UTC truncated to ms, AuthorLabel trimmed.
+// normalized: Value and AuthorLabel by NormalizeWords, StaleAfter in UTC
+// truncated to ms.
 // Errors are *ValidationError (errors.Is ErrInvalid) naming the field and
 // the rule, never echoing the value:
 //
@@ -193,6 +196,7 @@ func Validate(in PublishInput) (PublishInput, error) {
 	bad := func(field, reason string) (PublishInput, error) {
 		return PublishInput{}, &ValidationError{Field: field, Reason: reason}
 	}
+	in.Value, in.AuthorLabel = NormalizeWords(in.Value), NormalizeWords(in.AuthorLabel)
 	for _, f := range []struct{ name, v string }{
 		{"patient", in.Patient}, {"domain", in.Domain}, {"authorId", in.AuthorID},
 		{"value", in.Value}, {"authorLabel", in.AuthorLabel},
@@ -249,9 +253,38 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return PublishInput{}, err
 	}
 	in.AudioType, in.audioInfo = t, info
-	in.AuthorLabel = strings.TrimSpace(in.AuthorLabel)
 	if !in.StaleAfter.IsZero() {
 		in.StaleAfter = in.StaleAfter.UTC().Truncate(time.Millisecond)
 	}
 	return in, nil
+}
+
+// NormalizeWords returns s as it is stored: in Unicode NFC, runs of
+// spaces (U+0020) as one, no space before a line break, and no leading or
+// trailing white space; tabs and line breaks are kept as written. Words
+// that look and sound the same are then the same bytes, so a revision that
+// differs from the current words only in Unicode form (NFD pasted from
+// another system) or in spaces is "unchanged", not a retraction whose old
+// and new words sound alike (finding U13). Invalid UTF-8 is left to the
+// validator.
+func NormalizeWords(s string) string {
+	if !utf8.ValidString(s) {
+		return s
+	}
+	s = norm.NFC.String(strings.TrimSpace(s))
+	var b strings.Builder
+	b.Grow(len(s))
+	spaces := 0
+	for _, r := range s {
+		if r == ' ' {
+			spaces++
+			continue
+		}
+		if spaces > 0 && r != '\n' && r != '\r' {
+			b.WriteByte(' ')
+		}
+		spaces = 0
+		b.WriteRune(r)
+	}
+	return b.String()
 }

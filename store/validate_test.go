@@ -317,3 +317,35 @@ func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCh
 		}
 	}
 }
+
+// U13: words that look and sound the same are stored as the same bytes —
+// NFC, spaces collapsed, none before a line break, none around the value —
+// so a revision that differs only in Unicode form (NFD pasted from another
+// system) or in spaces is unchanged, not a retraction whose old and new
+// words sound alike; tabs and line breaks stay as written. Twin: one
+// letter more is a new version.
+func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing.T) {
+	s, _ := openTest(t, nil)
+	const nfc = "Call the caf\u00e9 ward on 01632 960 100."
+	first := mustPublish(t, s, writer, in("contact", models.AudienceUser, nfc))
+	for _, same := range []string{
+		"Call the cafe\u0301 ward on 01632 960 100.", // NFD
+		nfc + " ", "  " + nfc, "Call the caf\u00e9  ward on 01632 960 100.", "Call the caf\u00e9 ward on 01632   960 100.",
+	} {
+		if r := mustPublish(t, s, writer, in("contact", models.AudienceUser, same)); !r.Unchanged || r.Version.N != first.Version.N {
+			t.Errorf("%+q: %+v, want unchanged at version %d", same, r, first.Version.N)
+		}
+	}
+	if r := mustPublish(t, s, writer, in("contact", models.AudienceUser, "Call the caf\u00e9 ward on 01632 960 1000.")); r.Unchanged {
+		t.Errorf("a new number was taken as unchanged")
+	}
+	for raw, want := range map[string]string{
+		"a  b \nc\t\td\r\n  e": "a b\nc\t\td\r\n e",
+		"Line one.\tTabbed.":   "Line one.\tTabbed.",
+		"cafe\u0301":           "caf\u00e9",
+	} {
+		if got := NormalizeWords(raw); got != want {
+			t.Errorf("NormalizeWords(%+q) = %+q, want %+q", raw, got, want)
+		}
+	}
+}
