@@ -80,11 +80,11 @@ func cardLines(d skill.Directive) (string, []string) {
 		_ = json.Unmarshal(raw, &ds)
 		lines := []string{un(ds.Care.Title)}
 		for _, row := range ds.Care.Rows {
-			head := un(row.Topic)
-			if row.Stale {
-				head += " — " + un(row.StaleNote)
+			lines = append(lines, "  "+un(row.Topic)+": "+un(row.Text))
+			if row.Stale { // its own line, not "Topic — Past its review date. …: text" (U14)
+				lines = append(lines, "      "+un(row.StaleNote))
 			}
-			lines = append(lines, "  "+head+": "+un(row.Text), "      "+un(row.Byline))
+			lines = append(lines, "      "+un(row.Byline))
 		}
 		if ds.Care.ButtonText != "" {
 			lines = append(lines, "  ["+un(ds.Care.ButtonText)+"]")
