@@ -645,9 +645,13 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 				continue
 			case m.Confirmed:
 				m = models.LedgerMark{URI: m.URI, HeardBefore: int(dHeard.Int64), From: int(dFrom.Int64), Version: delivered}
-			case reopenable == 0:
-				// A later response carried these words again: remember the
-				// rollback in case that one was not played either.
+			case reopenable == 0 && !m.Withdrew():
+				// A later response carried these words again, written in
+				// full: all a first hearing says, so remember the rollback
+				// in case that one was not played either (B1). A response
+				// that moved him off words he had heard (m.Withdrew) is
+				// rolled back now: a plain telling never said they were
+				// withdrawn (finding U2).
 				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET deferred_heard = ?, deferred_from = ? WHERE patient = ? AND uri = ? AND version = ? AND deferred_heard IS NULL"), m.HeardBefore, m.From, patient, m.URI, h); err != nil {
 					return fmt.Errorf("store: heard ledger: not played: defer: %w", err)
 				}

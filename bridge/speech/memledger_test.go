@@ -505,7 +505,7 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 				}
 				m = r
 				m.Version = d.delivered(k) // the version it held back, whatever settled since
-			} else if d.confirmed[k] {
+			} else if d.confirmed[k] && !m.Withdrew() { // finding U2: a retraction is rolled back now
 				if _, ok := d.deferred[k]; !ok {
 					d.deferred[k] = m
 				}
