@@ -70,6 +70,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
 		{"ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed", ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed},
 		{"ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain", ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain},
+		{"ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed", ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed},
 		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
@@ -1330,6 +1331,177 @@ func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t
 			}
 			l := open()
 			rows, err := l.Pending(context.Background(), "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Span
+			for _, r := range rows {
+				got = append(got, Span{r.From, r.To})
+				if !r.Offered {
+					t.Errorf("pending %+v not said again", r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs := heardState(t, l); hs.Heard != tt.heard || !slices.Equal(hs.Offered, tt.offered) {
+				t.Errorf("heard %d offered %v, want %d and %v", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed: P-24,
+// finding U2 (losing a retraction is worse than repeating one). S1's
+// retraction v1→v2 is marked heard; then a later response (another Echo,
+// or a new session) tells v2 plainly, written in full; then Alexa's late
+// report says S1 was not played. The plain telling gave him v2's words,
+// never that they withdraw v1's, so it is no delivery of the retraction:
+// the report rolls back at once, and the ledger ends as if the telling
+// had not been — heard v1 (what the retraction quotes as "I told you"),
+// v2 offered, v1→v2 owed and said saying so — in either order of the two
+// reports, after any number of such tellings, and across a revision that
+// says v2's words (settled: owed v1→v3). So is a plain telling of new
+// words (heard v1, told v2: it withdrew v1 without saying so). The chain
+// T8's fixer found — S1's report, a new-words v3 queued, S3's retraction
+// delivered and reported, then S2's report — ends with v1 still the words
+// quoted as told. Twins: the retraction played (no report of it), or only
+// the telling reported, owe nothing; a later retraction of a newer
+// version delivered, or the retraction said again and delivered (a
+// repeat of S1's report then changes nothing, F14), still settle it; a
+// first hearing told plainly since is held back (B1: the telling says all
+// a first hearing says).
+func ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	s1 := func(t *testing.T, l Ledger) {
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offered(t, l, 2)
+		markHeard(t, l, 2) // S1's retraction v1→v2, written in full
+	}
+	const r1, r2, r3 = "r1", "r2", "r3"
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, open func() Ledger) []int // re-opened per report
+		reopened []int
+		want     []Span
+		offered  []int
+		heard    int
+	}{
+		{"told plainly since, then S1's report: owed again from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2) // S2 told v2 plainly, written in full
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"told plainly twice since: owed again from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			markTold(t, l, 2)
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"S1's report, then the telling's: owed once", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2), report(t, l, r2, at(2), true, 0, 0, 2)}
+		}, []int{1, 0}, []Span{{1, 2}}, []int{2}, 1},
+		{"the telling's report, then S1's: owed once", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, l, r2, at(1), true, 0, 0, 2), report(t, l, r1, at(2), false, 1, 1, 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, []int{2}, 1},
+		{"S1's report on another instance after a restart: owed again from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, open(), r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"told plainly, then a revision with v2's words (settled): owed from v1 to v3", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			observe(t, l, 3, true) // v3 says v2's words: heard settles on v3
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 3}}, []int{2}, 1},
+		{"a revision with v2's words (settled), then v3 told plainly: owed from v1 to v3", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			observe(t, l, 3, true)
+			markTold(t, l, 3) // S2 told v3 (v2's words) plainly
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 3}}, []int{2}, 1},
+		{"new words told plainly (no retraction pending), then told again: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			markHeard(t, l, 1)
+			offeredTold(t, l, 2)
+			markTold(t, l, 2) // S1 told v2 plainly
+			markTold(t, l, 2) // S2 told v2 plainly
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"T8's chain: S1's report, new words v3, S3's retraction delivered and reported, then S2's: v1 still quoted as told", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2) // S2
+			n1 := report(t, l, r1, at(1), false, 1, 1, 2)
+			observeWords(t, l, 3, false, false) // v3, new words: the owed retraction now withdraws v2 (offered) too
+			p := pendingSpans(t, l, "ray")
+			if len(p) != 1 || p[0].To != 3 {
+				t.Fatalf("pending after v3 = %v, want one reaching v3", p)
+			}
+			offered(t, l, 3)
+			markHeard(t, l, 3) // S3's retraction, written in full
+			n3 := report(t, l, r3, at(2), false, 1, p[0].From, 3)
+			return []int{n1, n3, report(t, l, r2, at(3), true, 0, 0, 2)}
+		}, []int{1, 1, 0}, []Span{{2, 3}}, []int{3}, 1}, // v2→v3 with v1 heard: "I told you: v1 … I may also have told you: v2"
+		{"twin: the retraction played (no report of it), told plainly since: nothing owed", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return nil
+		}, nil, nil, nil, 2},
+		{"twin: only the telling reported not played (the retraction played): nothing owed", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, l, r2, at(1), true, 0, 0, 2)}
+		}, []int{0}, nil, nil, 2},
+		{"twin: a later retraction of a newer version, delivered: S1's report rolls nothing back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			observe(t, l, 3, false) // v2→v3 queued
+			offered(t, l, 3)
+			markHeard(t, l, 3) // its retraction, delivered
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{0}, nil, nil, 3},
+		{"twin: the retraction said again and delivered, then told plainly: S1's repeated report changes nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			offered(t, l, 2)
+			markHeard(t, l, 2) // S3 said the retraction again, written in full
+			markTold(t, l, 2)  // S4 told v2 plainly
+			return []int{n, report(t, l, r1, at(2), false, 1, 1, 2)}
+		}, []int{1, 0}, nil, nil, 2},
+		{"twin: a first hearing told plainly since: held back (B1)", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			observe(t, l, 2, false) // a first hearing of v2
+			offered(t, l, 2)
+			markHeard(t, l, 2)
+			markTold(t, l, 2)
+			return []int{report(t, l, r1, at(1), false, 0, 0, 2)}
+		}, []int{0}, nil, nil, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			if got := tt.steps(t, open); !slices.Equal(got, tt.reopened) {
+				t.Errorf("re-opened per report %v, want %v", got, tt.reopened)
+			}
+			l := open()
+			rows, err := l.Pending(ctx, "ray")
 			if err != nil {
 				t.Fatal(err)
 			}
