@@ -123,8 +123,10 @@ type Offer struct {
 //
 // With Confirmed it is a plain telling of the version he had heard for
 // certain (Version = HeardBefore's version; HeardBefore and From 0): a
-// later delivery that may have confirmed it against an earlier response's
-// report (finding B1). Reported not played, that confirmation is undone:
+// later delivery that may have confirmed it against the report of an
+// earlier first hearing (finding B1) — never against a retraction's, which
+// it did not deliver (LedgerMark.Withdrew; finding U2). Reported not
+// played, that confirmation is undone:
 // a rollback an earlier report was refused is done then, otherwise the
 // version may be re-opened again by such a report.
 //

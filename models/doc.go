@@ -176,6 +176,9 @@
 //     TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID,
 //     TestNotPlayed_ARepeatedReportOfOneResponseReopensNothingDeliveredSince,
 //     TestSpeechSafety_ARepeatedNotPlayedReportForAResponseChangesNothingALaterDeliveryConfirmed,
+//     the ledger contract's ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed
+//     (U2: a plain telling of the new words is no delivery of the retraction),
+//     TestSpeechSafety_ALateErrorReportForARetractionToldOnlyPlainlySinceBringsItBack,
 //     TestDecide_WithdrawsWhatRayHeardOrMayHaveHeardOnceAndNeverHisStartingPoint (two offers in a row),
 //     TestHeardLedger_KeepsTheLedgerContract and TestMemLedger_KeepsTheLedgerContract
 //     (TwoUnconfirmedOffersInARowAreBothKeptToWithdraw, AConfirmedOfferClearsTheOffersUpToIt),

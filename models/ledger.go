@@ -101,6 +101,19 @@ type LedgerMark struct {
 	Response                   string
 }
 
+// Withdrew reports whether the response that made m moved Ray off words
+// he had heard, or may have heard — a retraction (From > 0), or a plain
+// telling of a version newer than the one he heard for certain
+// (HeardBefore > 0) — rather than giving him a fact's first words (a
+// first hearing, or its plain telling: HeardBefore and From 0). A
+// Confirmed entry withdrew nothing. Reported not played, such a response
+// owes its retraction again even when a later response told the same
+// version plainly: the plain telling gave him the new words but never
+// said they withdrew the old ones (NotPlayed; finding U2, P-24).
+func (m LedgerMark) Withdrew() bool {
+	return !m.Confirmed && (m.From > 0 || m.HeardBefore > 0)
+}
+
 // DeliveryChange is one row of the delivery log, by id (ids grow in
 // commit order): the fact whose log grew.
 type DeliveryChange struct {

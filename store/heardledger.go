@@ -500,8 +500,10 @@ func (l *HeardLedger) advancePending(ctx context.Context, tx *sql.Tx, patient, u
 // reaches further now withdraws version; the delivery log records how
 // (how.At zero: the store's clock). Told at the version he heard, it is a
 // later confirmed delivery of it: the first such telling after the heard
-// version was set makes it no longer reopenable by an earlier response's
-// report (NotPlayed; finding B1) — one write, reported as a change; every
+// version was set makes it no longer reopenable by the report of an
+// earlier response that withdrew nothing, a first hearing (NotPlayed;
+// finding B1; a retraction's report still rolls back: the telling never
+// said the old words were withdrawn, finding U2) — one write, reported as a change; every
 // telling after that takes the fast path and writes nothing. A telling
 // whose own report (NotPlayed, Confirmed) arrived first confirms nothing:
 // its write only clears the void (reopenable 2 to 1).
@@ -575,15 +577,37 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 // again, said saying so, its queued event stamped at (zero: the store's
 // clock). A second call finds nothing to do.
 //
-// A later confirmed delivery is never undone when it moved heard; when it
-// carried the same version's words again (MarkTold: not reopenable;
-// finding B1) the rollback is not done but remembered (deferred_heard,
-// deferred_from; the first one refused is kept). An entry with Confirmed
-// is the report of such a later response — it may have confirmed the
+// A later confirmed delivery is never undone when it moved heard (a newer
+// version's announcement or telling: a retraction after it withdraws
+// from that version, heard for certain). A later response that told the
+// same version plainly (MarkTold: not reopenable; finding B1) confirms it
+// only against the report of a response that withdrew nothing — a first
+// hearing, or a fact's first plain telling (HeardBefore and From 0): it
+// says all that one said, so that rollback is not done but remembered
+// (deferred_heard, deferred_from; the first one refused is kept). A
+// response that moved him off words he had heard or may have heard — a
+// retraction, or new words told plainly (models.LedgerMark.Withdrew) — is
+// rolled back at once however many plain tellings of Version followed it:
+// they gave him the new words, never that they withdraw the old ones
+// (finding U2, P-24). The ledger then ends as if those tellings had not
+// been: heard is HeardBefore (the words the retraction quotes as told),
+// Version is offered, and the announcement From→Version (to heard when a
+// revision with Version's words settled heard forward) is owed — or the
+// later revision already pending, which now withdraws Version too — so
+// the next turn says "Stop — as I may not have told you properly: … I
+// told you: “…” … changed it: “…”"; until then a plain telling of the
+// fact confirms nothing (a retraction of it is pending: Offered, MarkTold).
+// A later delivery of that retraction itself moves heard up again, and
+// the same report delivered again then changes nothing (F14); a later
+// report of a response that withdrew from what the rollback left heard
+// (a retraction of a newer version, delivered and then reported) rolls
+// back to it again, so the words quoted as told stay the ones he last
+// heard for certain. An entry with Confirmed
+// is the report of such a later telling — it may have confirmed the
 // version, so the confirmation is undone: a deferred rollback is done now,
 // and otherwise the version is reopenable again, so an earlier response's
 // report that arrives later still rolls it back. Either order of the two
-// reports ends with the retraction owed. Several responses may have told
+// reports ends with the announcement owed. Several responses may have told
 // the version: any one's report undoes the confirmation (erring toward a
 // repeat). A Confirmed entry for a version still reopenable — its report
 // overtook its own marking, or another's report undid the confirmation —
@@ -645,9 +669,13 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 				continue
 			case m.Confirmed:
 				m = models.LedgerMark{URI: m.URI, HeardBefore: int(dHeard.Int64), From: int(dFrom.Int64), Version: delivered}
-			case reopenable == 0:
-				// A later response carried these words again: remember the
-				// rollback in case that one was not played either.
+			case reopenable == 0 && !m.Withdrew():
+				// A later response carried these words again, written in
+				// full: all a first hearing says, so remember the rollback
+				// in case that one was not played either (B1). A response
+				// that moved him off words he had heard (m.Withdrew) is
+				// rolled back now: a plain telling never said they were
+				// withdrawn (finding U2).
 				if _, err := l.exec(ctx, tx, l.q("UPDATE speech_heard SET deferred_heard = ?, deferred_from = ? WHERE patient = ? AND uri = ? AND version = ? AND deferred_heard IS NULL"), m.HeardBefore, m.From, patient, m.URI, h); err != nil {
 					return fmt.Errorf("store: heard ledger: not played: defer: %w", err)
 				}

@@ -230,12 +230,18 @@ func TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack(t *testing.T
 
 // Finding B1: Alexa's error report for session S1's response (the one
 // that carried the retraction) arrives late, after a new session S2 told
-// Ray the new words plainly, in full. S2 is a later confirmed delivery of
-// them, so the report never rolls the ledger back past it: the next turn
-// does not say "Stop — I told you …" again. Twin: with no later delivery
-// the report brings the retraction back
+// Ray the new words plainly and the physio revised them again, and S3's
+// retraction of them was written in full. S3 is a later confirmed
+// delivery — of a newer version, and of a retraction — so the report
+// never rolls the ledger back past it: the next turn tells the latest
+// words plainly, no "Stop — I told you …" again. (Before finding U2 the
+// later delivery here was S2's plain telling alone; that telling is no
+// delivery of the retraction:
+// TestSpeechSafety_ALateErrorReportForARetractionToldOnlyPlainlySinceBringsItBack.)
+// Twin: with no later delivery the report brings the retraction back
 // (TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack).
 func TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery(t *testing.T) {
+	const second = "Walk with one crutch only, indoors."
 	dir := t.TempDir()
 	heardAndRevised(t, dir)
 	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
@@ -249,15 +255,80 @@ func TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery(t *testin
 	if !strings.HasPrefix(r.Speech(), "Stop — your walking instruction has changed.") || r.Body.SessionAttributes["marked"] == nil {
 		t.Fatalf("S1 launch: %q, attributes %v", r.Speech(), r.Body.SessionAttributes)
 	}
-	end := dev.SessionEnded("ERROR") // S1's report, sent after S2
+	end := dev.SessionEnded("ERROR") // S1's report, sent after S3
 	end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
 	end["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "late"}
 	if s2 := launch(t, s, dev); strings.Contains(s2, "Stop —") || !strings.Contains(s2, revision) {
 		t.Fatalf("S2 launch: %q, want %q told plainly", s2, revision)
 	}
+	write(t, s, "weight_bearing", second)
+	waitBacklog(t, s.AdminURL)
+	if s3 := launch(t, s, dev); !strings.HasPrefix(s3, "Stop — your walking instruction has changed. I told you: “"+revision+"”") || !strings.Contains(s3, second) {
+		t.Fatalf("S3 launch: %q, want the retraction of %q", s3, revision)
+	}
 	ask(t, s, end)
-	if next := launch(t, s, dev); strings.Contains(next, "Stop —") || !strings.Contains(next, revision) {
-		t.Fatalf("after S1's late error report: %q, want %q plainly, no retraction again", next, revision)
+	if next := launch(t, s, dev); strings.Contains(next, "Stop —") || !strings.Contains(next, second) {
+		t.Fatalf("after S1's late error report: %q, want %q plainly, no retraction again", next, second)
+	}
+}
+
+// Finding U2 (P-24: losing a retraction is worse than repeating one):
+// Echo A's session S1 carries the retraction ("Stop — … I told you: “…”
+// … changed it: “…”"), then Echo B — or a new session on the same Echo —
+// tells the new words plainly, written in full, and only then does
+// Alexa's late error report for S1 arrive (Alexa sends it after its own
+// timeout). The plain telling gave Ray the new words, never that they
+// withdraw the ones he was told, so the retraction is owed again: the
+// next turn says it, saying so, with the old words quoted as told — and
+// once. Twins: the later delivery a retraction
+// (TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery);
+// both reports
+// (TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed).
+func TestSpeechSafety_ALateErrorReportForARetractionToldOnlyPlainlySinceBringsItBack(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		another bool // the plain telling on another Echo
+	}{
+		{"another Echo told the new words plainly", true},
+		{"a new session on the same Echo told them plainly", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			echoA := harness.NewDevice("echoA")
+			echoB := echoA
+			if tt.another {
+				echoB = harness.NewDevice("echoB")
+			}
+			var r *harness.Reply
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r = ask(t, s, echoA.Intent("CarePlanIntent", topic("walking", "weight_bearing"))); !strings.Contains(r.Speech(), "can't reach your care notes") {
+					break
+				}
+			}
+			told := r.Speech()
+			if !strings.HasPrefix(told, "Stop — your walking instruction has changed. I told you: “") || r.Body.SessionAttributes["marked"] == nil {
+				t.Fatalf("S1 on Echo A: %q, attributes %v", told, r.Body.SessionAttributes)
+			}
+			old := harness.Quoted(told)[0]
+			end := echoA.SessionEnded("ERROR") // S1's report, sent after the plain telling
+			end["session"].(map[string]any)["attributes"] = r.Body.SessionAttributes
+			end["request"].(map[string]any)["error"] = map[string]any{"type": "ENDPOINT_TIMEOUT", "message": "late"}
+			plain := ask(t, s, echoB.Intent("CarePlanIntent", topic("walking", "weight_bearing"))).Speech()
+			if strings.Contains(plain, "Stop —") || !strings.Contains(plain, "Your walking instruction from") || !strings.Contains(plain, revision) {
+				t.Fatalf("the plain telling: %q, want %q told plainly", plain, revision)
+			}
+			ask(t, s, end)
+			next := launch(t, s, echoA)
+			want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + old + "”"
+			if !strings.HasPrefix(next, want) || !strings.Contains(next, revision) {
+				t.Fatalf("after S1's late error report: %q\nwant it to open %q and give %q", next, want, revision)
+			}
+			if again := launch(t, s, echoA); strings.Contains(again, "Stop —") || !strings.Contains(again, revision) {
+				t.Fatalf("the turn after the retraction: %q, want %q told plainly, the retraction said once", again, revision)
+			}
+		})
 	}
 }
 
@@ -265,10 +336,11 @@ func TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery(t *testin
 // one): S1's response carrying the retraction and S2's response telling
 // the new words plainly were both written in full, and Alexa reports both
 // not played (SessionEndedRequest ERROR), in either order. S2's telling
-// confirmed the version against S1's report (B1), so S2's own report
-// carries that confirmation (session attribute "confirmed") and undoes
-// it: the next turn says the retraction again, saying so. Twins: S2
-// played (TestSpeechSafety_ALateErrorReportNeverRollsBackPastALaterDelivery)
+// carries what it may have confirmed (session attribute "confirmed"), and
+// its report undoes that; S1's report is never held back by a plain
+// telling (finding U2): the next turn says the retraction again, saying
+// so, once. Twins: S2 played
+// (TestSpeechSafety_ALateErrorReportForARetractionToldOnlyPlainlySinceBringsItBack)
 // and no S2 at all (TestSpeechSafety_AnErrorReportFromAlexaBringsTheRetractionBack).
 func TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed(t *testing.T) {
 	for _, s2First := range []bool{false, true} {
@@ -321,11 +393,13 @@ func TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetract
 // Finding T8 (P-24): the double failure of
 // TestSpeechSafety_BothResponsesReportedNotPlayedInEitherOrderLeaveTheRetractionOwed,
 // with revisions landing between the two reports. S1's retraction (v1→v2)
-// and S2's plain telling of v2, which confirmed it, are both written in
-// full and both reported not played; after S1's report — held back by
-// S2's confirmation — the physio saves v2's words again (v3: the ledger
-// settles what he heard on v3, no delivery) and then new words (v4), and
-// only then does S2's report arrive. The retraction Ray is owed withdraws
+// and S2's plain telling of v2 are both written in full and both reported
+// not played; after S2's report the physio saves v2's words again (v3:
+// the ledger settles what he heard on v3, no delivery) and then new words
+// (v4), and only then does S1's report arrive — for v2, which heard now
+// only rests on. (Before finding U2 S1's report came first, held back by
+// S2's confirmation; a plain telling no longer holds a retraction's report
+// back.) The retraction Ray is owed withdraws
 // what he last heard for certain, v1, as told and v2's words as words he
 // may have heard: never v2's words as told with v1 left unnamed. Twin:
 // with no revision between the reports the same double failure is
@@ -360,7 +434,7 @@ func TestSpeechSafety_ARevisionBetweenTwoNotPlayedReportsStillWithdrawsFromWhatR
 		t.Fatalf("S2 launch: %q, attributes %v; want %q told plainly, carrying its confirmation", r2.Speech(), r2.Body.SessionAttributes, revision)
 	}
 	end2 := notPlayed(r2)
-	ask(t, s, end1) // held back: S2 confirmed v2
+	ask(t, s, end2) // undoes S2's confirmation of v2
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -374,7 +448,7 @@ func TestSpeechSafety_ARevisionBetweenTwoNotPlayedReportsStillWithdrawsFromWhatR
 		t.Fatal(err)
 	}
 	waitOutputAfter(t, s, mark, "dropped=false") // v3→v4 owed
-	ask(t, s, end2)
+	ask(t, s, end1)
 
 	next := launch(t, s, dev)
 	want := "Stop — as I may not have told you properly: your walking instruction has changed. I told you: “" + v1 + "” I may also have told you: “" + revision + "”"

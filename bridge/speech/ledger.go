@@ -79,9 +79,12 @@ type LedgerStore interface {
 	// play had marked, where heard is still the version marked — or was
 	// settled forward from it since by a revision saying its words (Observe,
 	// Drop: no delivery; finding T8): heard goes back, the version is
-	// offered, the announcement owed again. A
-	// rollback refused because a later response confirmed the version
-	// (MarkTold) is remembered; a Confirmed entry (that later response's
+	// offered, the announcement owed again. A later plain telling of the
+	// version (MarkTold) never holds back the rollback of a response that
+	// withdrew words he had heard (models.LedgerMark.Withdrew: a
+	// retraction; finding U2): it gave the new words, not the withdrawal.
+	// A first hearing's rollback refused because a later response
+	// confirmed the version (MarkTold) is remembered; a Confirmed entry (that later response's
 	// report) undoes the confirmation: the remembered rollback is done,
 	// or else the version is reopenable again (P-24: either order of the
 	// two reports leaves the retraction owed). A report of a response

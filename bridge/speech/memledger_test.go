@@ -26,8 +26,9 @@ type memDB struct {
 	heard map[memKey]int
 	// confirmed: a response after the one that set heard carried the
 	// heard version's words, written in full, so no report that an
-	// earlier response was not played re-opens it (the store's
-	// speech_heard.reopenable = 0).
+	// earlier response that withdrew nothing (a first hearing) was not
+	// played re-opens it (the store's speech_heard.reopenable = 0); a
+	// retraction's report still does (finding U2).
 	confirmed map[memKey]bool
 	// deferred: the rollback an earlier response's report asked for while
 	// the heard version was confirmed (its mark; the store's
@@ -505,7 +506,7 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 				}
 				m = r
 				m.Version = d.delivered(k) // the version it held back, whatever settled since
-			} else if d.confirmed[k] {
+			} else if d.confirmed[k] && !m.Withdrew() { // finding U2: a retraction is rolled back now
 				if _, ok := d.deferred[k]; !ok {
 					d.deferred[k] = m
 				}

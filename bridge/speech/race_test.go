@@ -345,11 +345,13 @@ func TestNotPlayed_TheRetractionIsSpokenAgainSayingSo(t *testing.T) {
 }
 
 // The double failure through the principal (P-24): S1's retraction is
-// marked heard, S2 tells the new words plainly (MarkTold, a confirmation),
-// and both are reported not played; S1's report first is held back by the
-// confirmation, S2's then undoes it and the next turn says the retraction
-// again, saying so. Twin: a Confirmed entry carrying a heard-before or
-// from version is refused and changes nothing.
+// marked heard, S2 tells the new words plainly (MarkTold), and both are
+// reported not played. S1's report first already owes the retraction
+// again — a plain telling never delivered it (finding U2; before U2 it was
+// held back by S2's confirmation) — and S2's report then changes nothing
+// more: the next turn says the retraction again, saying so, once. Twin: a
+// Confirmed entry carrying a heard-before or from version is refused and
+// changes nothing.
 func TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed(t *testing.T) {
 	f := newFakeCare(t)
 	seedRay(f)
@@ -373,15 +375,16 @@ func TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed(t *testi
 	if _, err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, HeardBefore: n - 1, From: n - 1, Version: n}}); err != nil {
 		t.Fatal(err)
 	}
-	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
-		t.Fatalf("S1's report re-opened %+v past S2's telling", s.Pending)
+	const again = "Stop — " + models.RedeliveryPhrase + ": your walking instruction has changed. I told you: “Partial weight-bearing with crutches.”"
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 1 || !s.Pending[0].Again || !strings.HasPrefix(spoken(t, s), again) {
+		t.Fatalf("after S1's report: %+v, want the retraction owed again past S2's plain telling", s.Pending)
 	}
 	bad := []models.Marked{{URI: u, HeardBefore: n - 1, Version: n, Confirmed: true}}
 	if _, err := p.NotPlayed(ctx, "ray", bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("NotPlayed(confirmed with heard before) = %v, want ErrInvalidArgument", err)
 	}
-	if s := turnOf(t, p, "ray"); len(s.Pending) != 0 {
-		t.Fatalf("a refused report re-opened %+v", s.Pending)
+	if s := turnOf(t, p, "ray"); len(s.Pending) != 1 || s.Pending[0].Heard == nil || s.Pending[0].Heard.N != n-1 {
+		t.Fatalf("a refused report changed the owed retraction: %+v", s.Pending)
 	}
 	if _, err := p.NotPlayed(ctx, "ray", []models.Marked{{URI: u, Version: n, Confirmed: true}}); err != nil { // S2's report
 		t.Fatal(err)
@@ -390,7 +393,7 @@ func TestNotPlayed_BothResponsesReportedNotPlayedLeaveTheRetractionOwed(t *testi
 	if len(s.Pending) != 1 {
 		t.Fatalf("after both reports: %+v, want the retraction owed", s.Pending)
 	}
-	if got := spoken(t, s); !s.Pending[0].Again || !strings.HasPrefix(got, "Stop — "+models.RedeliveryPhrase+": your walking instruction has changed. I told you: “Partial weight-bearing with crutches.”") {
+	if got := spoken(t, s); !s.Pending[0].Again || !strings.HasPrefix(got, again) {
 		t.Errorf("after both reports: %q (Again %v)", got, s.Pending[0].Again)
 	}
 }

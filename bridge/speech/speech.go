@@ -229,11 +229,15 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 // marked goes back to the version he heard before, the version marked is
 // offered, and the announcement is owed again — spoken next turn saying
 // so ("as I may not have told you properly", P-24). A later confirmed
-// delivery that moved heard is never undone; one that told the heard
-// version again (MarkTold) holds the rollback back until that response is
-// reported not played too — an entry with Confirmed (HeardBefore and From
-// 0) — and then it is done; either order of the two reports leaves the
-// retraction owed. Calling it twice changes nothing more. Entries with a
+// delivery that moved heard is never undone. One that told the heard
+// version again plainly (MarkTold) never delivered a retraction: a
+// retraction's report rolls back all the same, and the next turn says it
+// with the words he heard before quoted as told (finding U2); only a
+// first hearing's rollback is held back by it (B1: the telling said all
+// that one said) until that response is reported not played too — an
+// entry with Confirmed (HeardBefore and From 0) — and then it is done;
+// either order of the two reports leaves the announcement owed. Calling
+// it twice changes nothing more. Entries with a
 // Response already reported (the same response's report delivered again)
 // change nothing: the ledger remembers each response id whose report it
 // applied for a day (finding F14). A malformed patient or entry (not an

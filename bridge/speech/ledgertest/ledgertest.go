@@ -70,6 +70,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
 		{"ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed", ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed},
 		{"ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain", ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain},
+		{"ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed", ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed},
 		{"DropSettlesAPendingAnnouncementOnce", DropSettlesAPendingAnnouncementOnce},
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
@@ -755,7 +756,9 @@ func AFactToldAndNeverConfirmedIsWithdrawnByTheNextRevision(t *testing.T, newDB 
 // response was not played re-opens what it marked — heard goes back, the
 // version becomes offered and the announcement is owed again, said again —
 // once, and never past a later confirmed delivery: one that moved heard,
-// or a later response that told the version marked (finding B1).
+// or, for a first hearing, a later response that told the version marked
+// (finding B1). A later plain telling of a retraction's version delivers
+// the new words, not the retraction: that is re-opened (finding U2).
 func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 	ctx := context.Background()
 	for _, tt := range []struct {
@@ -800,16 +803,25 @@ func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 			markTold(t, l, 1)
 			return notPlayed(t, l, 0, 0, 1)
 		}, 1, []Span{{0, 1}}, 1, 0},
-		// Finding B1: S1's retraction marked v2; a later response (S2)
-		// told v2 plainly and was written in full — a confirmed delivery
-		// of v2 — then S1's late report arrives: he heard v2 all the same.
-		{"a later response that told the version marked is a confirmed delivery: not re-opened", func(t *testing.T, l Ledger) int {
+		// Finding U2 (it was B1's rule): S1's retraction marked v2; a
+		// later response (S2) told v2 plainly and was written in full,
+		// then S1's late report arrives. He heard v2's words, never that
+		// they withdraw v1's: the retraction is owed again.
+		{"a later response that told the retraction's version plainly did not deliver the retraction: re-opened", func(t *testing.T, l Ledger) int {
 			markHeard(t, l, 1)
 			observe(t, l, 2, false)
 			markHeard(t, l, 2) // S1's retraction, delivered
 			markTold(t, l, 2)  // S2 told v2 plainly, delivered
 			return notPlayed(t, l, 1, 1, 2)
-		}, 0, nil, 0, 2},
+		}, 1, []Span{{1, 2}}, 2, 1},
+		// Finding B1: S1's first hearing of v1, then S2 told v1 plainly,
+		// written in full: all a first hearing says, a confirmed delivery.
+		{"twin: a later response that told a first hearing's version is a confirmed delivery: not re-opened", func(t *testing.T, l Ledger) int {
+			observe(t, l, 1, false)
+			markHeard(t, l, 1) // S1's first hearing, delivered
+			markTold(t, l, 1)  // S2 told v1 plainly, delivered
+			return notPlayed(t, l, 0, 0, 1)
+		}, 0, nil, 0, 1},
 		{"twin: a later response that told an older version confirms nothing: re-opened", func(t *testing.T, l Ledger) int {
 			markHeard(t, l, 1)
 			observe(t, l, 2, false)
@@ -932,25 +944,27 @@ func AConfirmationIsWrittenOnce(t *testing.T, newDB NewDB) {
 }
 
 // ADoubleFailureInEitherOrderLeavesTheRetractionOwed: P-24, losing a
-// retraction is worse than repeating one. S1's retraction v1→v2 is marked
-// heard; S2 tells v2 plainly, written in full, which confirms it (MarkTold:
-// S1's report no longer re-opens it, finding B1) — and then Alexa reports
-// S2 not played as well. Whichever report arrives first, the retraction
-// ends owed again, said saying so: S1's report refused by the confirmation
-// is remembered and done when S2's report undoes it; S2's first makes v2
-// reopenable again for S1's. Twins: S2 played (no report of it) keeps
-// B1's rule; no later telling re-opens at S1's report as before; a change
-// of the heard version forgets a refused rollback; a report of a telling
-// that confirmed nothing re-opens nothing. S2's report may overtake S2's
-// own marking (a turn that owes nothing runs without the patient's turn
-// lock, or on another instance): it then voids the next confirmation in
-// advance.
+// retraction is worse than repeating one. S1's announcement of v2 is
+// marked heard; S2 tells v2 plainly, written in full, which confirms it
+// (MarkTold: S1's report no longer re-opens it, finding B1) — and then
+// Alexa reports S2 not played as well. Whichever report arrives first,
+// the announcement ends owed again, said saying so: S1's report refused
+// by the confirmation is remembered and done when S2's report undoes it;
+// S2's first makes v2 reopenable again for S1's. S1 here is a first
+// hearing: a plain telling confirms only that (it says all a first
+// hearing says); a retraction's report is never held back by one, in any
+// order (finding U2, ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed).
+// Twins: S2 played (no report of it) keeps B1's rule; no later telling
+// re-opens at S1's report as before; a change of the heard version
+// forgets a refused rollback; a report of a telling that confirmed
+// nothing re-opens nothing. S2's report may overtake S2's own marking (a
+// turn that owes nothing runs without the patient's turn lock, or on
+// another instance): it then voids the next confirmation in advance.
 func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewDB) {
 	ctx := context.Background()
 	s1 := func(t *testing.T, l Ledger) {
-		markHeard(t, l, 1)
-		observe(t, l, 2, false)
-		markHeard(t, l, 2) // S1's retraction, written in full
+		observe(t, l, 2, false) // a first hearing of v2
+		markHeard(t, l, 2)      // S1's first hearing, written in full
 	}
 	for _, tt := range []struct {
 		name     string
@@ -964,62 +978,62 @@ func ADoubleFailureInEitherOrderLeavesTheRetractionOwed(t *testing.T, newDB NewD
 			l := open()
 			s1(t, l)
 			markTold(t, l, 2) // S2 told v2 plainly, written in full
-			return []int{notPlayed(t, l, 1, 1, 2), notPlayedConfirmed(t, l, 2)}
-		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+			return []int{notPlayed(t, l, 0, 0, 2), notPlayedConfirmed(t, l, 2)}
+		}, []int{0, 1}, []Span{{0, 2}}, 2, 0},
 		{"S2's report, then S1's: owed again", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			markTold(t, l, 2)
-			return []int{notPlayedConfirmed(t, l, 2), notPlayed(t, l, 1, 1, 2)}
-		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+			return []int{notPlayedConfirmed(t, l, 2), notPlayed(t, l, 0, 0, 2)}
+		}, []int{0, 1}, []Span{{0, 2}}, 2, 0},
 		{"S1's refused report survives a restart: S2's report on another instance re-opens", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			markTold(t, l, 2)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			return []int{n, notPlayedConfirmed(t, open(), 2)}
-		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+		}, []int{0, 1}, []Span{{0, 2}}, 2, 0},
 		{"S2's report, then a later telling confirms again: S1's report refused", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			markTold(t, l, 2)
 			n := notPlayedConfirmed(t, l, 2)
 			markTold(t, l, 2) // S3 told v2, written in full, played
-			return []int{n, notPlayed(t, l, 1, 1, 2)}
+			return []int{n, notPlayed(t, l, 0, 0, 2)}
 		}, []int{0, 0}, nil, 0, 2},
 		{"S2's report before its confirmation was recorded, then S1's: owed again", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			n := notPlayedConfirmed(t, l, 2) // Alexa's report overtook S2's marking
 			markTold(t, l, 2)                // S2's marking: the confirmation it undid in advance
-			return []int{n, notPlayed(t, l, 1, 1, 2)}
-		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+			return []int{n, notPlayed(t, l, 0, 0, 2)}
+		}, []int{0, 1}, []Span{{0, 2}}, 2, 0},
 		{"twin: after that, a later telling confirms: S1's report refused", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			n := notPlayedConfirmed(t, l, 2)
 			markTold(t, l, 2) // S2's, undone in advance
 			markTold(t, l, 2) // S3 told v2, written in full, played
-			return []int{n, notPlayed(t, l, 1, 1, 2)}
+			return []int{n, notPlayed(t, l, 0, 0, 2)}
 		}, []int{0, 0}, nil, 0, 2},
 		{"twin: S2 played (no report of it): S1's report does not roll back", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			markTold(t, l, 2)
-			return []int{notPlayed(t, l, 1, 1, 2)}
+			return []int{notPlayed(t, l, 0, 0, 2)}
 		}, []int{0}, nil, 0, 2},
 		{"twin: no later telling: S1's report rolls back", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
-			return []int{notPlayed(t, l, 1, 1, 2)}
-		}, []int{1}, []Span{{1, 2}}, 2, 1},
+			return []int{notPlayed(t, l, 0, 0, 2)}
+		}, []int{1}, []Span{{0, 2}}, 2, 0},
 		{"twin: a change of the heard version forgets the refused rollback", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			markTold(t, l, 2)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, false)
-			markHeard(t, l, 3) // v3's retraction, delivered
+			markHeard(t, l, 3) // v2→v3's retraction, delivered
 			return []int{n, notPlayedConfirmed(t, l, 2)}
 		}, []int{0, 0}, nil, 0, 3},
 		{"twin: a report of a telling that confirmed nothing re-opens nothing", func(t *testing.T, open func() Ledger) []int {
@@ -1110,30 +1124,32 @@ func ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed(t *testing.
 			markTold(t, l, 2)  // S4 told v2, confirming it
 			return []int{n, report(t, l, r1, at(2), false, 1, 1, 2), report(t, l, r4, at(3), true, 0, 0, 2)}
 		}, []int{1, 0, 0}, nil, 0, 2},
-		{"twin: the re-delivery's first report is held back and the telling's report then re-opens (B1)", func(t *testing.T, open func() Ledger) []int {
+		{"twin: the re-delivery's first report re-opens though a telling followed it (U2), and the telling's report then changes nothing", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
 			n := report(t, l, r1, at(1), false, 1, 1, 2)
 			markHeard(t, l, 2)
 			markTold(t, l, 2)
 			return []int{n, report(t, l, r3, at(2), false, 1, 1, 2), report(t, l, r4, at(3), true, 0, 0, 2)}
-		}, []int{1, 0, 1}, []Span{{1, 2}}, 2, 1},
+		}, []int{1, 1, 0}, []Span{{1, 2}}, 2, 1},
 		{"a repeated report of a telling does not void a later telling's confirmation", func(t *testing.T, open func() Ledger) []int {
 			l := open()
-			s1(t, l)
-			markTold(t, l, 2) // S2 told v2, confirming it
+			observe(t, l, 2, false)
+			markHeard(t, l, 2) // S1's first hearing of v2 (a retraction's report is never held back by a telling: U2)
+			markTold(t, l, 2)  // S2 told v2, confirming it
 			n := report(t, l, "r2", at(1), true, 0, 0, 2)
 			m := report(t, l, "r2", at(2), true, 0, 0, 2) // the same report again
 			markTold(t, l, 2)                             // S3 told v2, played: confirms it
-			return []int{n, m, report(t, l, r1, at(3), false, 1, 1, 2)}
+			return []int{n, m, report(t, l, r1, at(3), false, 0, 0, 2)}
 		}, []int{0, 0, 0}, nil, 0, 2},
 		{"twin: a telling's report that overtook its marking voids that confirmation: S1's report re-opens", func(t *testing.T, open func() Ledger) []int {
 			l := open()
-			s1(t, l)
+			observe(t, l, 2, false)
+			markHeard(t, l, 2)                            // S1's first hearing of v2
 			n := report(t, l, "r2", at(1), true, 0, 0, 2) // before S2's marking
 			markTold(t, l, 2)                             // S2's marking, undone in advance
-			return []int{n, report(t, l, r1, at(3), false, 1, 1, 2)}
-		}, []int{0, 1}, []Span{{1, 2}}, 2, 1},
+			return []int{n, report(t, l, r1, at(3), false, 0, 0, 2)}
+		}, []int{0, 1}, []Span{{0, 2}}, 2, 0},
 		{"marks without a response id (an older build's) are applied every time", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
@@ -1185,25 +1201,27 @@ func ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed(t *testing.
 }
 
 // ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain:
-// P-24, finding T8. S1's retraction v1→v2 is marked heard and S2 tells v2
-// plainly, confirming it (B1); Alexa reports both not played — and a
+// P-24, finding T8. S1's announcement of v2 is marked heard and S2 tells
+// v2 plainly, confirming it (B1); Alexa reports both not played — and a
 // revision lands between the two reports. Whatever the revision did, the
 // rollback the first report asked for is done by the second: what he
-// heard for certain goes back to v1 and the owed retraction withdraws v1
-// as told and v2 as words he may have heard. A revision whose words are
-// those he heard (the ledger settles: heard moves to it, Observe or Drop)
-// is no delivery: it carries the delivered version's standing — its
-// confirmation and the rollback held back — and a report of the version
-// it settled from still rolls back past it, also with no later telling (a
-// single report). Twins: a delivery of a newer version after the
-// revision, or S2 played (no report of it), still make the reports roll
-// nothing back (B1).
+// heard for certain goes back to what it was before S1 (here nothing: S1
+// is a first hearing, the one kind of response whose report a plain
+// telling holds back — a retraction's is done at once, finding U2, and
+// ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed holds
+// its revision cases) and the owed announcement withdraws v2's words as
+// words he may have heard. A revision whose words are those he heard
+// (the ledger settles: heard moves to it, Observe or Drop) is no delivery:
+// it carries the delivered version's standing — its confirmation and the
+// rollback held back — and a report of the version it settled from still
+// rolls back past it, also with no later telling (a single report).
+// Twins: a delivery of a newer version after the revision, or S2 played
+// (no report of it), still make the reports roll nothing back (B1).
 func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t *testing.T, newDB NewDB) {
 	s1s2 := func(t *testing.T, l Ledger) {
-		markHeard(t, l, 1)
-		observe(t, l, 2, false)
+		observe(t, l, 2, false) // a first hearing of v2
 		offered(t, l, 2)
-		markHeard(t, l, 2) // S1's retraction, written in full
+		markHeard(t, l, 2) // S1's first hearing, written in full
 		markTold(t, l, 2)  // S2 told v2 plainly, written in full
 	}
 	for _, tt := range []struct {
@@ -1214,39 +1232,39 @@ func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t
 		offered  []int
 		heard    int
 	}{
-		{"a revision with new words between S1's report and S2's: owed from v1", func(t *testing.T, open func() Ledger) []int {
+		{"a revision with new words between S1's report and S2's: owed again, nothing heard for certain", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, false) // v2→v3 queued
 			return []int{n, notPlayedConfirmed(t, l, 2)}
-		}, []int{0, 1}, []Span{{2, 3}}, []int{2}, 1},
-		{"a revision with v2's words (settled) between S1's report and S2's: owed from v1", func(t *testing.T, open func() Ledger) []int {
+		}, []int{0, 1}, []Span{{2, 3}}, []int{2}, 0},
+		{"a revision with v2's words (settled) between S1's report and S2's: owed again, nothing heard for certain", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, true) // v3 says v2's words: heard settles on v3
 			return []int{n, notPlayedConfirmed(t, l, 2)}
-		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
-		{"the same with S2's report first: owed from v1", func(t *testing.T, open func() Ledger) []int {
+		}, []int{0, 1}, []Span{{0, 3}}, []int{2}, 0},
+		{"the same with S2's report first: owed again, nothing heard for certain", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
 			n := notPlayedConfirmed(t, l, 2)
 			observe(t, l, 3, true)
-			return []int{n, notPlayed(t, l, 1, 1, 2)}
-		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
-		{"a revision with new words, then one back to v2's (dropped), between the reports: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			return []int{n, notPlayed(t, l, 0, 0, 2)}
+		}, []int{0, 1}, []Span{{0, 3}}, []int{2}, 0},
+		{"a revision with new words, then one back to v2's (dropped), between the reports: owed again, nothing heard for certain", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, false) // v2→v3 queued
 			observe(t, l, 4, true)  // v4 says v2's words: v2→v3 dropped, heard settles on v4
 			return []int{n, notPlayedConfirmed(t, l, 2)}
-		}, []int{0, 1}, []Span{{1, 4}}, []int{2}, 1},
-		{"a revision found to say v2's words when spoken (Drop) between the reports: owed from v1", func(t *testing.T, open func() Ledger) []int {
+		}, []int{0, 1}, []Span{{0, 4}}, []int{2}, 0},
+		{"a revision found to say v2's words when spoken (Drop) between the reports: owed again, nothing heard for certain", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, false) // v2→v3 queued, then found unchanged
 			rows, err := l.Pending(context.Background(), "ray")
 			if err != nil || len(rows) != 1 {
@@ -1256,35 +1274,34 @@ func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t
 				t.Fatal(err)
 			}
 			return []int{n, notPlayedConfirmed(t, l, 2)}
-		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
-		{"a settled revision, then one with new words, between the reports: owed from v3 with v1 told", func(t *testing.T, open func() Ledger) []int {
+		}, []int{0, 1}, []Span{{0, 3}}, []int{2}, 0},
+		{"a settled revision, then one with new words, between the reports: owed from v3, nothing told", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, true)
 			observe(t, l, 4, false) // v3→v4 queued
 			return []int{n, notPlayedConfirmed(t, l, 2)}
-		}, []int{0, 1}, []Span{{3, 4}}, []int{2}, 1},
+		}, []int{0, 1}, []Span{{3, 4}}, []int{2}, 0},
 		{"the held-back rollback survives a restart: S2's report on another instance rolls back", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, true)
 			return []int{n, notPlayedConfirmed(t, open(), 2)}
-		}, []int{0, 1}, []Span{{1, 3}}, []int{2}, 1},
-		{"a single report after a settled revision (no later telling): owed from v1", func(t *testing.T, open func() Ledger) []int {
+		}, []int{0, 1}, []Span{{0, 3}}, []int{2}, 0},
+		{"a single report after a settled revision (no later telling): owed again, nothing heard for certain", func(t *testing.T, open func() Ledger) []int {
 			l := open()
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
+			observe(t, l, 2, false) // a first hearing of v2
 			offered(t, l, 2)
-			markHeard(t, l, 2)     // S1's retraction, written in full
+			markHeard(t, l, 2)     // S1's first hearing, written in full
 			observe(t, l, 3, true) // settled on v3
-			return []int{notPlayed(t, l, 1, 1, 2)}
-		}, []int{1}, []Span{{1, 3}}, []int{2}, 1},
+			return []int{notPlayed(t, l, 0, 0, 2)}
+		}, []int{1}, []Span{{0, 3}}, []int{2}, 0},
 		{"twin: a delivery of a newer version after the revision: the reports roll nothing back", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1s2(t, l)
-			n := notPlayed(t, l, 1, 1, 2)
+			n := notPlayed(t, l, 0, 0, 2)
 			observe(t, l, 3, true)
 			observe(t, l, 4, false)
 			offered(t, l, 4)
@@ -1295,17 +1312,16 @@ func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t
 			l := open()
 			s1s2(t, l)
 			observe(t, l, 3, true)
-			return []int{notPlayed(t, l, 1, 1, 2)}
+			return []int{notPlayed(t, l, 0, 0, 2)}
 		}, []int{0}, nil, nil, 3},
 		{"twin: a telling of the settled version after the revision confirms it: S1's report rolls nothing back", func(t *testing.T, open func() Ledger) []int {
 			l := open()
-			markHeard(t, l, 1)
-			observe(t, l, 2, false)
+			observe(t, l, 2, false) // a first hearing of v2
 			offered(t, l, 2)
 			markHeard(t, l, 2)
 			observe(t, l, 3, true)
 			markTold(t, l, 3) // S3 told v3 (v2's words), played
-			return []int{notPlayed(t, l, 1, 1, 2)}
+			return []int{notPlayed(t, l, 0, 0, 2)}
 		}, []int{0}, nil, nil, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1315,6 +1331,177 @@ func ARevisionBetweenNotPlayedReportsStillRollsBackToWhatHeLastHeardForCertain(t
 			}
 			l := open()
 			rows, err := l.Pending(context.Background(), "ray")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Span
+			for _, r := range rows {
+				got = append(got, Span{r.From, r.To})
+				if !r.Offered {
+					t.Errorf("pending %+v not said again", r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("pending = %v, want %v", got, tt.want)
+			}
+			if hs := heardState(t, l); hs.Heard != tt.heard || !slices.Equal(hs.Offered, tt.offered) {
+				t.Errorf("heard %d offered %v, want %d and %v", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			}
+		})
+	}
+}
+
+// ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed: P-24,
+// finding U2 (losing a retraction is worse than repeating one). S1's
+// retraction v1→v2 is marked heard; then a later response (another Echo,
+// or a new session) tells v2 plainly, written in full; then Alexa's late
+// report says S1 was not played. The plain telling gave him v2's words,
+// never that they withdraw v1's, so it is no delivery of the retraction:
+// the report rolls back at once, and the ledger ends as if the telling
+// had not been — heard v1 (what the retraction quotes as "I told you"),
+// v2 offered, v1→v2 owed and said saying so — in either order of the two
+// reports, after any number of such tellings, and across a revision that
+// says v2's words (settled: owed v1→v3). So is a plain telling of new
+// words (heard v1, told v2: it withdrew v1 without saying so). The chain
+// T8's fixer found — S1's report, a new-words v3 queued, S3's retraction
+// delivered and reported, then S2's report — ends with v1 still the words
+// quoted as told. Twins: the retraction played (no report of it), or only
+// the telling reported, owe nothing; a later retraction of a newer
+// version delivered, or the retraction said again and delivered (a
+// repeat of S1's report then changes nothing, F14), still settle it; a
+// first hearing told plainly since is held back (B1: the telling says all
+// a first hearing says).
+func ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed(t *testing.T, newDB NewDB) {
+	ctx := context.Background()
+	s1 := func(t *testing.T, l Ledger) {
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offered(t, l, 2)
+		markHeard(t, l, 2) // S1's retraction v1→v2, written in full
+	}
+	const r1, r2, r3 = "r1", "r2", "r3"
+	for _, tt := range []struct {
+		name     string
+		steps    func(t *testing.T, open func() Ledger) []int // re-opened per report
+		reopened []int
+		want     []Span
+		offered  []int
+		heard    int
+	}{
+		{"told plainly since, then S1's report: owed again from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2) // S2 told v2 plainly, written in full
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"told plainly twice since: owed again from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			markTold(t, l, 2)
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"S1's report, then the telling's: owed once", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2), report(t, l, r2, at(2), true, 0, 0, 2)}
+		}, []int{1, 0}, []Span{{1, 2}}, []int{2}, 1},
+		{"the telling's report, then S1's: owed once", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, l, r2, at(1), true, 0, 0, 2), report(t, l, r1, at(2), false, 1, 1, 2)}
+		}, []int{0, 1}, []Span{{1, 2}}, []int{2}, 1},
+		{"S1's report on another instance after a restart: owed again from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, open(), r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"told plainly, then a revision with v2's words (settled): owed from v1 to v3", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			observe(t, l, 3, true) // v3 says v2's words: heard settles on v3
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 3}}, []int{2}, 1},
+		{"a revision with v2's words (settled), then v3 told plainly: owed from v1 to v3", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			observe(t, l, 3, true)
+			markTold(t, l, 3) // S2 told v3 (v2's words) plainly
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 3}}, []int{2}, 1},
+		{"new words told plainly (no retraction pending), then told again: owed from v1", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			markHeard(t, l, 1)
+			offeredTold(t, l, 2)
+			markTold(t, l, 2) // S1 told v2 plainly
+			markTold(t, l, 2) // S2 told v2 plainly
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{1}, []Span{{1, 2}}, []int{2}, 1},
+		{"T8's chain: S1's report, new words v3, S3's retraction delivered and reported, then S2's: v1 still quoted as told", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2) // S2
+			n1 := report(t, l, r1, at(1), false, 1, 1, 2)
+			observeWords(t, l, 3, false, false) // v3, new words: the owed retraction now withdraws v2 (offered) too
+			p := pendingSpans(t, l, "ray")
+			if len(p) != 1 || p[0].To != 3 {
+				t.Fatalf("pending after v3 = %v, want one reaching v3", p)
+			}
+			offered(t, l, 3)
+			markHeard(t, l, 3) // S3's retraction, written in full
+			n3 := report(t, l, r3, at(2), false, 1, p[0].From, 3)
+			return []int{n1, n3, report(t, l, r2, at(3), true, 0, 0, 2)}
+		}, []int{1, 1, 0}, []Span{{2, 3}}, []int{3}, 1}, // v2→v3 with v1 heard: "I told you: v1 … I may also have told you: v2"
+		{"twin: the retraction played (no report of it), told plainly since: nothing owed", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return nil
+		}, nil, nil, nil, 2},
+		{"twin: only the telling reported not played (the retraction played): nothing owed", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			return []int{report(t, l, r2, at(1), true, 0, 0, 2)}
+		}, []int{0}, nil, nil, 2},
+		{"twin: a later retraction of a newer version, delivered: S1's report rolls nothing back", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			markTold(t, l, 2)
+			observe(t, l, 3, false) // v2→v3 queued
+			offered(t, l, 3)
+			markHeard(t, l, 3) // its retraction, delivered
+			return []int{report(t, l, r1, at(1), false, 1, 1, 2)}
+		}, []int{0}, nil, nil, 3},
+		{"twin: the retraction said again and delivered, then told plainly: S1's repeated report changes nothing", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			s1(t, l)
+			n := report(t, l, r1, at(1), false, 1, 1, 2)
+			offered(t, l, 2)
+			markHeard(t, l, 2) // S3 said the retraction again, written in full
+			markTold(t, l, 2)  // S4 told v2 plainly
+			return []int{n, report(t, l, r1, at(2), false, 1, 1, 2)}
+		}, []int{1, 0}, nil, nil, 2},
+		{"twin: a first hearing told plainly since: held back (B1)", func(t *testing.T, open func() Ledger) []int {
+			l := open()
+			observe(t, l, 2, false) // a first hearing of v2
+			offered(t, l, 2)
+			markHeard(t, l, 2)
+			markTold(t, l, 2)
+			return []int{report(t, l, r1, at(1), false, 0, 0, 2)}
+		}, []int{0}, nil, nil, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			if got := tt.steps(t, open); !slices.Equal(got, tt.reopened) {
+				t.Errorf("re-opened per report %v, want %v", got, tt.reopened)
+			}
+			l := open()
+			rows, err := l.Pending(ctx, "ray")
 			if err != nil {
 				t.Fatal(err)
 			}
