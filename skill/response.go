@@ -78,7 +78,9 @@ func (s *Skill) build(t *turn, r reply) handled {
 	if len(r.rest) > 0 {
 		closing = MoreCue // more follows in any case
 	}
-	all := limitClips(ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)) // clip.go: Alexa's audio limits
+	// resume: the rest of a cut answer said after anything else is
+	// introduced again (U5); limitClips (clip.go): Alexa's audio limits.
+	all := resume(limitClips(ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)))
 	spoken, rest := fitSpeech(all, closing, MaxSSMLChars)
 	rest = append(rest, r.rest...)
 	body := &h.out.Response
