@@ -108,8 +108,16 @@ func (s *Skill) build(t *turn, r reply) handled {
 			body.ShouldEndSession = boolPtr(true)
 		}
 	}
+	unasked := t.env != nil && t.unasked()
 	for _, sg := range spoken {
-		h.marks = append(h.marks, sg.Marks...)
+		for _, m := range sg.Marks {
+			// What the card's tick speaks unasked is offered (below), never
+			// heard: the room may be empty, so his next turn says it again,
+			// saying it may not have been told properly (U10, P-24).
+			if !unasked || m.Told {
+				h.marks = append(h.marks, m)
+			}
+		}
 		// A part of an announcement that carries any of its version's words
 		// is an offer of that version: he may have heard them, and a later
 		// revision withdraws them (P-24). A part of a retraction that says
@@ -144,6 +152,10 @@ func (s *Skill) build(t *turn, r reply) handled {
 		} else if hasText(spoken) || r.question != "" {
 			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt,
 				changes: t.changes(spoken)}, t.now)
+		} else if t.held {
+			// A tick that held back what an earlier tick spoke keeps the
+			// session's record of it: later ticks hold it back too.
+			s.sessions.put(sid, t.session, t.now)
 		}
 	}
 	return h

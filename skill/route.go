@@ -40,6 +40,10 @@ type turn struct {
 	// confirmation began (counted: it has one and snap was confirmed).
 	counted bool
 	revs    uint64
+
+	// held: a tick left unsaid an announcement an earlier tick of this
+	// session spoke at the same version (announce, U10).
+	held bool
 }
 
 // handled is a built response: the envelope, the marks of what it speaks
@@ -350,6 +354,13 @@ func (t *turn) announce() {
 		if t.isMore() && t.continues(a) {
 			continue
 		}
+		if t.unasked() && t.toldInSession(a) {
+			// The card's tick spoke it before, at this version, and it
+			// is still owed (offered, never heard: U10): the card shows
+			// it; it is said again when he next asks, not every 5 s.
+			t.held = true
+			continue
+		}
 		t.anns = append(t.anns, annSegment(a, text))
 		if a.Current.Audio != nil { // "… Here is the new one." (a first hearing: "Here it is.") and the clip (clip.go)
 			lead := textClipHere
@@ -381,6 +392,23 @@ func newWordsAt(a models.Announcement, text string) int {
 		return 0
 	}
 	return utf8.RuneCountInString(text[:i]) + 1 // past the opening quotation mark
+}
+
+// unasked reports whether the turn is the open card's tick: whatever it
+// speaks, it speaks unasked, to a room that may be empty (U10).
+func (t *turn) unasked() bool {
+	return t.env.Request.Type == TypeAPLUserEvent && t.env.Request.FirstArgument() == apl.ArgTick
+}
+
+// toldInSession reports whether this session already spoke a at its
+// version (its changes).
+func (t *turn) toldInSession(a models.Announcement) bool {
+	for _, c := range t.session.changes {
+		if c.ID == a.ID && c.Current.N == a.Current.N {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *turn) isMore() bool {
