@@ -401,11 +401,19 @@ func (t *turn) unasked() bool {
 }
 
 // toldInSession reports whether this session already spoke a at its
-// version (its changes).
+// version: whole (its changes), or a part of it cut for "more" (its last
+// response, or the rest it holds).
 func (t *turn) toldInSession(a models.Announcement) bool {
 	for _, c := range t.session.changes {
 		if c.ID == a.ID && c.Current.N == a.Current.N {
 			return true
+		}
+	}
+	for _, segs := range [][]segment{t.session.last, t.session.rest} {
+		for _, sg := range segs {
+			if sg.Ann == a.ID && sg.Version == a.Current.N {
+				return true
+			}
 		}
 	}
 	return false

@@ -3,6 +3,7 @@ package skill
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/unsay/unsay/apl"
 	"github.com/unsay/unsay/models"
@@ -122,5 +123,39 @@ func TestTick_ALaterTickDoesNotRepeatWhatAnEarlierSpokeButSpeaksANewRevision(t *
 	}
 	if h := heardSet(r.care.heardCalls())["care://ray/contact"]; h != 1 {
 		t.Errorf("ticks marked contact v%d heard, want v1 still", h)
+	}
+}
+
+// P-24, U10: a retraction too long for one response, spoken unasked by a
+// tick, is not started again by every later tick: they stay silent, and
+// "more" continues it where the tick stopped. Twin: a new session's turn
+// says it from the start, saying it may not have been told properly.
+func TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick(t *testing.T) {
+	for _, then := range []string{"more", "a new session"} {
+		t.Run(then, func(t *testing.T) {
+			r := newRig(t, nil)
+			heard := ver("exercise", 5, "Ankle pumps hourly; heel slides ten times, twice daily.", "Sarah Okafor, physio", time.Hour)
+			cur := ver("exercise", 6, u5Exercise(), "Sarah Okafor, physio", time.Minute)
+			r.care.facts["ray"][2] = cur
+			r.care.setPending("ray", models.Announcement{ID: 20, Patient: "ray", Heard: &heard, Current: cur})
+			out, _ := r.turn(tick("tkL"))
+			if s := plain(out); !strings.HasPrefix(s, "Stop — your exercise instruction has changed.") || !strings.HasSuffix(s, MoreCue) {
+				t.Fatalf("the tick did not begin the long retraction: %.100q", s)
+			}
+			if _, raw := r.turn(tick("tkL")); string(raw) != `{"version":"1.0","response":{}}` {
+				t.Fatalf("the next tick: %.200s", raw)
+			}
+			if then == "more" {
+				out, _ = r.turn(reqOpts{Type: TypeIntent, Intent: IntentMore, Session: "tkL", APL: true})
+				if s := plain(out); strings.HasPrefix(s, "Stop") || !strings.HasPrefix(s, "Piece") {
+					t.Errorf("more after the tick = %.100q, want the rest", s)
+				}
+				return
+			}
+			out, _ = r.turn(reqOpts{Session: "tkM"})
+			if s := plain(out); !strings.HasPrefix(s, "Stop — "+models.RedeliveryPhrase+": your exercise instruction has changed.") {
+				t.Errorf("a new session = %.120q, want the retraction from the start, saying so", s)
+			}
+		})
 	}
 }
