@@ -201,7 +201,8 @@
 //     TestLinkDevice_ARefusalWhenTheNotesCannotBeConfirmedSaysNothingAsCurrent (U4),
 //     TestTick_ARetractionSpokenUnaskedIsOfferedNotHeard,
 //     TestTick_ALaterTickDoesNotRepeatWhatAnEarlierSpokeButSpeaksANewRevision,
-//     TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick (U10).
+//     TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick,
+//     TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn (U10).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

@@ -957,3 +957,41 @@ func TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised(t *testing.
 		t.Errorf("the exercise row, shown cut, is not withdrawn before the stop order: %q", said)
 	}
 }
+
+// Finding U10, whole-program, as the tester did it: an Echo Show left on
+// the care card speaks a revision at its next 5 s tick, to a room that may
+// be empty. That retraction is only offered: later ticks of the session
+// stay silent about it, Ray's next turn — a new session — still opens with
+// it, saying he may not have been told properly, and only then is it heard
+// ("what changed?" afterwards: nothing has changed).
+func TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn(t *testing.T) {
+	s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	if first := launchUntilStop(t, s, dev); !strings.Contains(first, "Your walking instruction from") {
+		t.Fatalf("first launch: %q", first)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	waitBacklog(t, s.URL)
+	const stop = "Stop — your walking instruction has changed."
+	if said := ask(t, s, dev.UserEvent("tick")).Speech(); !strings.HasPrefix(said, stop) || !strings.Contains(said, revision) {
+		t.Fatalf("the card's tick after the write: %q", said)
+	}
+	for i := 0; i < 2; i++ {
+		if said := ask(t, s, dev.UserEvent("tick")).Speech(); said != "" {
+			t.Fatalf("tick %d after the one that spoke said %q, want nothing", i+2, said)
+		}
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	if said := launch(t, s, dev); !strings.HasPrefix(said, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(said, revision) {
+		t.Fatalf("Ray's next turn after the tick spoke unasked: %q", said)
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	dev.Launch()
+	if said := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); !strings.Contains(said, "Nothing has changed") {
+		t.Errorf("what changed, once heard: %q", said)
+	}
+}
