@@ -142,3 +142,53 @@ func TestRepeat_ARepeatedContinuationAfterAnInsertedAnnouncementIsIntroducedAgai
 		})
 	}
 }
+
+// P-24, U5: wherever a retraction is cut, its rest said after something
+// else is introduced again, naming the changed instruction and which words
+// it continues — "what I told you before" while it is still in the words
+// withdrawn, "the new words" within the new ones — with its quotation
+// reopened, so that every quotation it says is closed and none is opened
+// without its words. Twin: the rest said first is left as it was cut.
+func TestResume_EveryCutOfARetractionIsIntroducedAgainWithItsQuotationsBalanced(t *testing.T) {
+	heard := ver("weight_bearing", 2, "Partial weight-bearing, about half your body weight, with crutches at all times.", "Mr Adeyemi, surgical team", 2*24*time.Hour)
+	cur := ver("weight_bearing", 3, "Full weight-bearing as tolerated; walk with one stick outdoors and none indoors.", "Sarah Okafor, physio", 0)
+	a := models.Announcement{ID: 7, Patient: "ray", Heard: &heard, Current: cur}
+	text, err := a.RenderShortened(t0, shortenWithdrawn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := annSegment(a, text)
+	seen := map[string]bool{}
+	for max := cost(whole) - 1; max > speechLen(renderSSML(nil, MoreCue))+40; max-- {
+		spoken, rest := fitSpeech([]segment{whole}, "", max)
+		if len(rest) == 0 || len(spoken) == 0 {
+			continue
+		}
+		tail := rest[0]
+		first := resume([]segment{tail})[0]
+		if first.Text != tail.Text {
+			t.Fatalf("max %d: the rest said first was changed: %q", max, first.Text)
+		}
+		got := resume([]segment{{Text: "Stop — your exercise instruction has changed."}, tail})[1]
+		kind := "the new words"
+		if tail.newFrom > 0 {
+			kind = "what I told you before"
+		}
+		if !strings.HasPrefix(got.Text, "Back to your changed walking instruction") {
+			t.Fatalf("max %d: the rest %q is not introduced again: %q", max, tail.Text, got.Text)
+		}
+		if strings.Contains(got.Text[:strings.IndexAny(got.Text, ":")], "continuing") && !strings.Contains(got.Text, kind) {
+			t.Errorf("max %d: the rest %q introduced as %q, want it to say it continues %s", max, tail.Text, got.Text, kind)
+		}
+		if o, c := strings.Count(got.Text, "“"), strings.Count(got.Text, "”"); o != c {
+			t.Errorf("max %d: %d quotations opened and %d closed in %q", max, o, c, got.Text)
+		}
+		if !got.carriesVersion() && tail.carriesVersion() {
+			t.Errorf("max %d: the introduction hid the new words of %q", max, tail.Text)
+		}
+		seen[kind] = true
+	}
+	if !seen["the new words"] || !seen["what I told you before"] {
+		t.Errorf("the cuts tried reached only %v", seen)
+	}
+}
