@@ -204,6 +204,8 @@
 //     TestTick_ARetractionSpokenUnaskedIsOfferedNotHeard,
 //     TestTick_ALaterTickDoesNotRepeatWhatAnEarlierSpokeButSpeaksANewRevision,
 //     TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick,
+//     TestTick_AnAskedResponseThatWasNotDeliveredIsSpokenByTheNextTick,
+//     TestRepeat_AfterATickSpokeARetractionItIsSaidOnce,
 //     TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn (U10).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is

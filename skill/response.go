@@ -150,7 +150,14 @@ func (s *Skill) build(t *turn, r reply) handled {
 		if r.forget {
 			s.sessions.delete(sid)
 		} else if hasText(spoken) || r.question != "" {
-			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt,
+			last, kept := spoken, rest
+			if unasked {
+				// What a tick speaks is flagged (and what it held back kept
+				// with it), so later ticks of the session hold it back.
+				last = append(append([]segment(nil), t.heldSegs...), flagUnasked(spoken)...)
+				kept = flagUnasked(rest)
+			}
+			s.sessions.put(sid, sessionState{patient: t.patient, last: last, rest: kept, question: r.question, reprompt: r.reprompt,
 				changes: t.changes(spoken)}, t.now)
 		} else if t.held {
 			// A tick that held back what an earlier tick spoke keeps the
@@ -159,6 +166,16 @@ func (s *Skill) build(t *turn, r reply) handled {
 		}
 	}
 	return h
+}
+
+// flagUnasked returns a copy of segs, each flagged as spoken by a tick.
+func flagUnasked(segs []segment) []segment {
+	out := make([]segment, len(segs))
+	for i, sg := range segs {
+		sg.unasked = true
+		out[i] = sg
+	}
+	return out
 }
 
 func ssmlSpeech(ssml string) *OutputSpeech { return &OutputSpeech{Type: "SSML", SSML: ssml} }

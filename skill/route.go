@@ -42,8 +42,10 @@ type turn struct {
 	revs    uint64
 
 	// held: a tick left unsaid an announcement an earlier tick of this
-	// session spoke at the same version (announce, U10).
-	held bool
+	// session spoke at the same version (announce, U10); heldSegs are the
+	// segments of the session's last response that spoke it.
+	held     bool
+	heldSegs []segment
 }
 
 // handled is a built response: the envelope, the marks of what it speaks
@@ -354,7 +356,7 @@ func (t *turn) announce() {
 		if t.isMore() && t.continues(a) {
 			continue
 		}
-		if t.unasked() && t.toldInSession(a) {
+		if t.unasked() && t.heldBack(a) {
 			// The card's tick spoke it before, at this version, and it
 			// is still owed (offered, never heard: U10): the card shows
 			// it; it is said again when he next asks, not every 5 s.
@@ -400,23 +402,25 @@ func (t *turn) unasked() bool {
 	return t.env.Request.Type == TypeAPLUserEvent && t.env.Request.FirstArgument() == apl.ArgTick
 }
 
-// toldInSession reports whether this session already spoke a at its
-// version: whole (its changes), or a part of it cut for "more" (its last
-// response, or the rest it holds).
-func (t *turn) toldInSession(a models.Announcement) bool {
-	for _, c := range t.session.changes {
-		if c.ID == a.ID && c.Current.N == a.Current.N {
-			return true
-		}
-	}
-	for _, segs := range [][]segment{t.session.last, t.session.rest} {
+// heldBack reports whether a tick of this session already spoke a at its
+// version, whole or a part of it cut for "more" (segments flagged unasked
+// in the session's last response or the rest it holds), and keeps the
+// last response's segments of it (heldSegs) for the session's record.
+// Only what a tick spoke is held back: a response he asked for whose
+// delivery failed is spoken again by the next tick, and its card drawn.
+func (t *turn) heldBack(a models.Announcement) bool {
+	found := false
+	for i, segs := range [][]segment{t.session.last, t.session.rest} {
 		for _, sg := range segs {
-			if sg.Ann == a.ID && sg.Version == a.Current.N {
-				return true
+			if sg.unasked && sg.Ann == a.ID && sg.Version == a.Current.N {
+				found = true
+				if i == 0 {
+					t.heldSegs = append(t.heldSegs, sg)
+				}
 			}
 		}
 	}
-	return false
+	return found
 }
 
 func (t *turn) isMore() bool {
@@ -555,12 +559,23 @@ func (t *turn) stillCurrent(segs []segment) []segment {
 		if !ok || cur.N != s.Version {
 			continue
 		}
-		if a, done := t.announced[s.Fact]; done && a.ID != s.Ann {
-			continue
+		if a, done := t.announced[s.Fact]; done && (a.ID != s.Ann || t.speaksNow(a.ID)) {
+			continue // superseded, or said again first this turn
 		}
 		out = append(out, t.rerender(s, cur))
 	}
 	return out
+}
+
+// speaksNow reports whether this turn's announcements say announcement id
+// (so an earlier response's segments of it are not said again after it).
+func (t *turn) speaksNow(id int64) bool {
+	for _, a := range t.anns {
+		if a.Ann == id {
+			return true
+		}
+	}
+	return false
 }
 
 // rerender renders a whole fact or announcement segment again at now from

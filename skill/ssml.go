@@ -61,6 +61,9 @@ type segment struct {
 	Audio    string
 	clip     *models.Version
 	clipLead string
+	// unasked: the open card's tick spoke it (U10); kept with the
+	// session's record, so later ticks hold it back (turn.heldBack).
+	unasked bool
 	// cont is set on the rest of a segment cut for "more" (fitSpeech):
 	// what it continues, so that a later response that says anything
 	// before it introduces it again (resumed, finding U5).

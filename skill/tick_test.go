@@ -1,7 +1,9 @@
 package skill
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +157,51 @@ func TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick(t *testing.T
 			out, _ = r.turn(reqOpts{Session: "tkM"})
 			if s := plain(out); !strings.HasPrefix(s, "Stop — "+models.RedeliveryPhrase+": your exercise instruction has changed.") {
 				t.Errorf("a new session = %.120q, want the retraction from the start, saying so", s)
+			}
+		})
+	}
+}
+
+// P-24, U10: only what a tick spoke is held back from later ticks. A
+// response he asked for on the screen that carried the retraction but was
+// not delivered (written after Alexa's deadline) is spoken by the next
+// tick, saying so, and its retraction card drawn — the screen never keeps
+// the old words for want of a delivery. Twin (TestTick_ALaterTick…): what
+// a tick spoke is not spoken by the next one.
+func TestTick_AnAskedResponseThatWasNotDeliveredIsSpokenByTheNextTick(t *testing.T) {
+	r := tkRig(t)
+	var once sync.Once
+	r.care.onTurn = func(context.Context) { once.Do(func() { r.setNow(t0.Add(AlexaResponseDeadline + time.Second)) }) }
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("contact", "ER_SUCCESS_MATCH"), APL: true, Session: "tkA2"})
+	r.care.onTurn = nil
+	if !strings.HasPrefix(plain(out), "Stop — your contact instruction has changed.") || heardSet(r.care.heardCalls())["care://ray/contact"] != 1 {
+		t.Fatalf("the test needs the asked retraction undelivered: %q, heard %v", plain(out), r.care.heardCalls())
+	}
+	out, _ = r.turn(tick("tkA2"))
+	if s := plain(out); !strings.HasPrefix(s, "Stop — "+models.RedeliveryPhrase+": your contact instruction has changed.") {
+		t.Fatalf("the tick after an undelivered answer = %q, want the retraction again", s)
+	}
+	if d := out.Response.Directives; len(d) != 1 || d[0].Token != apl.TokenRetraction {
+		t.Errorf("the tick did not draw the retraction card: %+v", d)
+	}
+}
+
+// P-24, U10: "repeat" right after a tick spoke a retraction says it once —
+// first, saying it may not have been told properly — never twice, and
+// marks it heard. Twin: "repeat" after he heard it asked says it once
+// again.
+func TestRepeat_AfterATickSpokeARetractionItIsSaidOnce(t *testing.T) {
+	for _, first := range []reqOpts{tick("tkA2"), {Type: TypeAPLUserEvent, Arguments: []any{apl.ArgWhatsChanged}, APL: true, Session: "tkA2"}} {
+		t.Run(first.Arguments[0].(string), func(t *testing.T) {
+			r := tkRig(t)
+			r.turn(first)
+			out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentRepeat, APL: true, Session: "tkA2"})
+			s := plain(out)
+			if n := strings.Count(s, "your contact instruction has changed."); n != 1 {
+				t.Fatalf("repeat said the retraction %d times: %q", n, s)
+			}
+			if heardSet(r.care.heardCalls())["care://ray/contact"] != 5 {
+				t.Errorf("repeat did not mark it heard: %v", r.care.heardCalls())
 			}
 		})
 	}
