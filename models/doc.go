@@ -201,7 +201,19 @@
 //     TestShortenWithdrawn_CutsLongWordsAtAWordOrClusterBoundaryAndKeepsShortOnesWhole,
 //     TestCutTextFrom_APartThatReachesTheNewWordsSaysSomeOfThem,
 //     TestAnnouncement_RenderShortenedSaysAShortenedWithdrawnQuoteWasShortened,
-//     TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold (T9: v9 begun in part 1).
+//     TestSpeechSafety_AnUnfinishedLongRetractionIsWithdrawnByTheWordsRayWasTold (T9: v9 begun in part 1),
+//     TestMore_TheRestOfACutAnswerAfterAnInsertedAnnouncementIsIntroducedAgain,
+//     TestRepeat_ARepeatedContinuationAfterAnInsertedAnnouncementIsIntroducedAgain,
+//     TestResume_EveryCutOfARetractionIsIntroducedAgainWithItsQuotationsBalanced,
+//     TestSpeechSafety_TheRestOfACutRetractionAfterANewRetractionIsIntroducedAgain (U5),
+//     TestLinkDevice_ARefusalOnAKnownPatientsDeviceSaysTheOwedRetractionFirst,
+//     TestLinkDevice_ARefusalWhenTheNotesCannotBeConfirmedSaysNothingAsCurrent (U4),
+//     TestTick_ARetractionSpokenUnaskedIsOfferedNotHeard,
+//     TestTick_ALaterTickDoesNotRepeatWhatAnEarlierSpokeButSpeaksANewRevision,
+//     TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick,
+//     TestTick_AnAskedResponseThatWasNotDeliveredIsSpokenByTheNextTick,
+//     TestRepeat_AfterATickSpokeARetractionItIsSaidOnce,
+//     TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn (U10).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

@@ -78,7 +78,9 @@ func (s *Skill) build(t *turn, r reply) handled {
 	if len(r.rest) > 0 {
 		closing = MoreCue // more follows in any case
 	}
-	all := limitClips(ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)) // clip.go: Alexa's audio limits
+	// resume: the rest of a cut answer said after anything else is
+	// introduced again (U5); limitClips (clip.go): Alexa's audio limits.
+	all := resume(limitClips(ahead(t.prefix, t.anns, r.segs, closing, MaxSSMLChars)))
 	spoken, rest := fitSpeech(all, closing, MaxSSMLChars)
 	rest = append(rest, r.rest...)
 	body := &h.out.Response
@@ -106,8 +108,16 @@ func (s *Skill) build(t *turn, r reply) handled {
 			body.ShouldEndSession = boolPtr(true)
 		}
 	}
+	unasked := t.env != nil && t.unasked()
 	for _, sg := range spoken {
-		h.marks = append(h.marks, sg.Marks...)
+		for _, m := range sg.Marks {
+			// What the card's tick speaks unasked is offered (below), never
+			// heard: the room may be empty, so his next turn says it again,
+			// saying it may not have been told properly (U10, P-24).
+			if !unasked || m.Told {
+				h.marks = append(h.marks, m)
+			}
+		}
 		// A part of an announcement that carries any of its version's words
 		// is an offer of that version: he may have heard them, and a later
 		// revision withdraws them (P-24). A part of a retraction that says
@@ -140,11 +150,32 @@ func (s *Skill) build(t *turn, r reply) handled {
 		if r.forget {
 			s.sessions.delete(sid)
 		} else if hasText(spoken) || r.question != "" {
-			s.sessions.put(sid, sessionState{patient: t.patient, last: spoken, rest: rest, question: r.question, reprompt: r.reprompt,
+			last, kept := spoken, rest
+			if unasked {
+				// What a tick speaks is flagged (and what it held back kept
+				// with it), so later ticks of the session hold it back.
+				last = append(append([]segment(nil), t.heldSegs...), flagUnasked(spoken)...)
+				kept = flagUnasked(rest)
+			}
+			s.sessions.put(sid, sessionState{patient: t.patient, last: last, rest: kept, question: r.question, reprompt: r.reprompt,
 				changes: t.changes(spoken)}, t.now)
+		} else if t.held {
+			// A tick that held back what an earlier tick spoke keeps the
+			// session's record of it: later ticks hold it back too.
+			s.sessions.put(sid, t.session, t.now)
 		}
 	}
 	return h
+}
+
+// flagUnasked returns a copy of segs, each flagged as spoken by a tick.
+func flagUnasked(segs []segment) []segment {
+	out := make([]segment, len(segs))
+	for i, sg := range segs {
+		sg.unasked = true
+		out[i] = sg
+	}
+	return out
 }
 
 func ssmlSpeech(ssml string) *OutputSpeech { return &OutputSpeech{Type: "SSML", SSML: ssml} }

@@ -40,6 +40,12 @@ type turn struct {
 	// confirmation began (counted: it has one and snap was confirmed).
 	counted bool
 	revs    uint64
+
+	// held: a tick left unsaid an announcement an earlier tick of this
+	// session spoke at the same version (announce, U10); heldSegs are the
+	// segments of the session's last response that spoke it.
+	held     bool
+	heldSegs []segment
 }
 
 // handled is a built response: the envelope, the marks of what it speaks
@@ -350,6 +356,13 @@ func (t *turn) announce() {
 		if t.isMore() && t.continues(a) {
 			continue
 		}
+		if t.unasked() && t.heldBack(a) {
+			// The card's tick spoke it before, at this version, and it
+			// is still owed (offered, never heard: U10): the card shows
+			// it; it is said again when he next asks, not every 5 s.
+			t.held = true
+			continue
+		}
 		t.anns = append(t.anns, annSegment(a, text))
 		if a.Current.Audio != nil { // "… Here is the new one." (a first hearing: "Here it is.") and the clip (clip.go)
 			lead := textClipHere
@@ -381,6 +394,33 @@ func newWordsAt(a models.Announcement, text string) int {
 		return 0
 	}
 	return utf8.RuneCountInString(text[:i]) + 1 // past the opening quotation mark
+}
+
+// unasked reports whether the turn is the open card's tick: whatever it
+// speaks, it speaks unasked, to a room that may be empty (U10).
+func (t *turn) unasked() bool {
+	return t.env.Request.Type == TypeAPLUserEvent && t.env.Request.FirstArgument() == apl.ArgTick
+}
+
+// heldBack reports whether a tick of this session already spoke a at its
+// version, whole or a part of it cut for "more" (segments flagged unasked
+// in the session's last response or the rest it holds), and keeps the
+// last response's segments of it (heldSegs) for the session's record.
+// Only what a tick spoke is held back: a response he asked for whose
+// delivery failed is spoken again by the next tick, and its card drawn.
+func (t *turn) heldBack(a models.Announcement) bool {
+	found := false
+	for i, segs := range [][]segment{t.session.last, t.session.rest} {
+		for _, sg := range segs {
+			if sg.unasked && sg.Ann == a.ID && sg.Version == a.Current.N {
+				found = true
+				if i == 0 {
+					t.heldSegs = append(t.heldSegs, sg)
+				}
+			}
+		}
+	}
+	return found
 }
 
 func (t *turn) isMore() bool {
@@ -519,12 +559,23 @@ func (t *turn) stillCurrent(segs []segment) []segment {
 		if !ok || cur.N != s.Version {
 			continue
 		}
-		if a, done := t.announced[s.Fact]; done && a.ID != s.Ann {
-			continue
+		if a, done := t.announced[s.Fact]; done && (a.ID != s.Ann || t.speaksNow(a.ID)) {
+			continue // superseded, or said again first this turn
 		}
 		out = append(out, t.rerender(s, cur))
 	}
 	return out
+}
+
+// speaksNow reports whether this turn's announcements say announcement id
+// (so an earlier response's segments of it are not said again after it).
+func (t *turn) speaksNow(id int64) bool {
+	for _, a := range t.anns {
+		if a.Ann == id {
+			return true
+		}
+	}
+	return false
 }
 
 // rerender renders a whole fact or announcement segment again at now from

@@ -61,6 +61,105 @@ type segment struct {
 	Audio    string
 	clip     *models.Version
 	clipLead string
+	// unasked: the open card's tick spoke it (U10); kept with the
+	// session's record, so later ticks hold it back (turn.heldBack).
+	unasked bool
+	// cont is set on the rest of a segment cut for "more" (fitSpeech):
+	// what it continues, so that a later response that says anything
+	// before it introduces it again (resumed, finding U5).
+	cont continuation
+}
+
+// continuation is what the rest of a cut segment continues: the topic of
+// its fact ("" when it speaks none), whether it is part of a retraction,
+// whether it begins in the words the retraction withdraws (old) and
+// whether it begins inside a quotation. resumed: its text already begins
+// with the introduction.
+type continuation struct {
+	cut, retraction, old, inQuote, resumed bool
+	topic                                  string
+}
+
+// resumeIntro is what a continuation is introduced with when something
+// else was said before it (U5, P-24): the instruction named again, and its
+// quotation reopened when it begins inside one — "Back to your changed
+// exercise instruction, continuing the new words: “" — so that heard after
+// an announcement it cannot be taken for that announcement's words.
+func resumeIntro(c continuation) string {
+	what := "where I left off"
+	if c.topic != "" {
+		what = "your " + c.topic + " instruction"
+		if c.retraction {
+			what = "your changed " + c.topic + " instruction"
+		}
+	}
+	var s string
+	switch {
+	case c.retraction && c.old:
+		s = "Back to " + what + ", continuing what I told you before:"
+	case c.retraction && c.inQuote:
+		s = "Back to " + what + ", continuing the new words:"
+	case c.inQuote:
+		s = "Back to " + what + ", continuing:"
+	default:
+		s = "Back to " + what + ":"
+	}
+	if c.inQuote {
+		return s + " “"
+	}
+	return s + " "
+}
+
+// resumed is s, the rest of a cut segment, introduced again (resumeIntro):
+// the words of its version still begin where they did, after the
+// introduction, which carries none of them.
+func (s segment) resumed() segment {
+	intro := resumeIntro(s.cont)
+	s.Text = intro + strings.TrimSpace(s.Text)
+	s.newFrom += utf8.RuneCountInString(intro)
+	s.cont.resumed = true
+	return s
+}
+
+// resume introduces again every continuation in segs that follows
+// something said (U5): the rest of a cut answer heard after an
+// announcement owed since, or after anything else, is named again. A
+// continuation said first is left as it is: it goes on from the part
+// before it.
+func resume(segs []segment) []segment {
+	said := false
+	for i, s := range segs {
+		if s.cont.cut && !s.cont.resumed && said && strings.TrimSpace(s.Text) != "" {
+			segs[i] = s.resumed()
+		}
+		said = said || strings.TrimSpace(s.Text) != "" || s.Audio != ""
+	}
+	return segs
+}
+
+// continuationOf is what the rest of s, cut after head, continues.
+func continuationOf(s segment, head string, tailFrom int) continuation {
+	c := s.cont
+	if head == "" {
+		return c // nothing of s was said: its rest is s itself
+	}
+	if !c.cut {
+		c = continuation{cut: true, retraction: s.ann != nil && s.ann.IsRetraction() || s.newFrom > 0}
+		if s.Fact != (models.URI{}) {
+			c.topic = models.Topic(s.Fact.Domain)
+		}
+	}
+	open := c.inQuote && !c.resumed // the head begins where s did
+	for _, r := range head {
+		switch r {
+		case '“':
+			open = true
+		case '”':
+			open = false
+		}
+	}
+	c.inQuote, c.old, c.resumed = open, c.retraction && tailFrom > 0, false
+	return c
 }
 
 // carriesVersion reports whether s carries any of the words of s.Version
@@ -310,7 +409,7 @@ func fitSpeech(segs []segment, closing string, max int) (spoken, rest []segment)
 		}
 		// The clip, if any, follows the words it closes: it goes with the rest.
 		rest = append(rest, segment{Text: tail, Marks: s.Marks, Fact: s.Fact, Version: s.Version, Ann: s.Ann, Pause: s.Pause,
-			Audio: s.Audio, clip: s.clip, clipLead: s.clipLead, newFrom: tailFrom})
+			Audio: s.Audio, clip: s.clip, clipLead: s.clipLead, newFrom: tailFrom, cont: continuationOf(s, head, tailFrom)})
 		rest = append(rest, segs[i+1:]...)
 		return spoken, rest
 	}

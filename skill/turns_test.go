@@ -214,7 +214,8 @@ func TestTick_EmptyWhenNothingNewElseSpeaksAndDraws(t *testing.T) {
 }
 
 // The clinician's timeline: every mark says when, on which kind of device,
-// and whether Ray asked or the open card spoke unasked.
+// and whether Ray asked or the open card showed it unasked (the tick's
+// care card: its rows are told; what the tick speaks is only offered, U10).
 func TestMarkHeard_SaysHowTheResponseReachedRay(t *testing.T) {
 	tests := []struct {
 		name string
@@ -229,7 +230,12 @@ func TestMarkHeard_SaysHowTheResponseReachedRay(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, nil)
-			r.care.setPending("ray", retractionWB())
+			if tt.want.Via == models.ViaCard {
+				// A first hearing: the tick draws the care card, whose rows it tells.
+				r.care.setPending("ray", models.Announcement{ID: 3, Patient: "ray", Current: ver("wound_care", 1, "Keep the dressing dry.", "Nurse Patel", 0)})
+			} else {
+				r.care.setPending("ray", retractionWB())
+			}
 			r.turn(tt.o)
 			r.care.mu.Lock()
 			hows := slices.Clone(r.care.hows)

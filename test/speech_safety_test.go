@@ -1111,3 +1111,84 @@ func TestSpeechSafety_ARowTheCareCardShowedCutIsWithdrawnWhenRevised(t *testing.
 		t.Errorf("the exercise row, shown cut, is not withdrawn before the stop order: %q", said)
 	}
 }
+
+// Finding U10, whole-program, as the tester did it: an Echo Show left on
+// the care card speaks a revision at its next 5 s tick, to a room that may
+// be empty. That retraction is only offered: later ticks of the session
+// stay silent about it, Ray's next turn — a new session — still opens with
+// it, saying he may not have been told properly, and only then is it heard
+// ("what changed?" afterwards: nothing has changed).
+func TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn(t *testing.T) {
+	s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	if first := launchUntilStop(t, s, dev); !strings.Contains(first, "Your walking instruction from") {
+		t.Fatalf("first launch: %q", first)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Write(ctx, "ray", "weight_bearing", revision, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	waitBacklog(t, s.URL)
+	const stop = "Stop — your walking instruction has changed."
+	if said := ask(t, s, dev.UserEvent("tick")).Speech(); !strings.HasPrefix(said, stop) || !strings.Contains(said, revision) {
+		t.Fatalf("the card's tick after the write: %q", said)
+	}
+	for i := 0; i < 2; i++ {
+		if said := ask(t, s, dev.UserEvent("tick")).Speech(); said != "" {
+			t.Fatalf("tick %d after the one that spoke said %q, want nothing", i+2, said)
+		}
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	if said := launch(t, s, dev); !strings.HasPrefix(said, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(said, revision) {
+		t.Fatalf("Ray's next turn after the tick spoke unasked: %q", said)
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	dev.Launch()
+	if said := ask(t, s, dev.Intent("WhatsChangedIntent", nil)).Speech(); !strings.Contains(said, "Nothing has changed") {
+		t.Errorf("what changed, once heard: %q", said)
+	}
+}
+
+// Finding U5, whole-program, as the tester did it: the exercise retraction
+// (a 5,900-character instruction) is cut for "more"; walking is revised
+// before Ray says "more". The next part says the walking retraction first
+// and then introduces the rest of the exercise instruction again — never
+// runs it on from the new walking words.
+func TestSpeechSafety_TheRestOfACutRetractionAfterANewRetractionIsIntroducedAgain(t *testing.T) {
+	s := startWith(t, safetyPart, harness.Options{Dir: t.TempDir(), Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+	dev := harness.NewDevice("ray")
+	if first := launchUntilStop(t, s, dev); !strings.Contains(first, "Your walking instruction from") {
+		t.Fatalf("first launch: %q", first)
+	}
+	ask(t, s, dev.SessionEnded("USER_INITIATED"))
+	var b strings.Builder
+	for i := 1; b.Len() < 5900; i++ {
+		fmt.Fprintf(&b, "Piece %d & heel & toe & knee a. ", i)
+	}
+	long := strings.TrimSpace(b.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Write(ctx, "ray", "exercise", long, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	waitBacklog(t, s.URL)
+	dev.Launch() // a new session (not sent)
+	topic := harness.Slot("topic", "exercise", "CareTopic", "exercise", "exercise")
+	part1 := ask(t, s, dev.Intent("CarePlanIntent", map[string]any{"topic": topic})).Speech()
+	if !strings.HasPrefix(part1, "Stop — your exercise instruction has changed.") || !strings.HasSuffix(part1, "Say more to continue.") {
+		t.Fatalf("part 1: %.200q … %.80q", part1, part1[max(0, len(part1)-80):])
+	}
+	const walk = "Touch-toe weight-bearing, frame at all times."
+	if _, err := s.Write(ctx, "ray", "weight_bearing", walk, "okafor", "Sarah Okafor, physio"); err != nil {
+		t.Fatal(err)
+	}
+	part2 := ask(t, s, dev.Intent("MoreIntent", nil)).Speech()
+	i := strings.Index(part2, "“"+walk+"”")
+	if !strings.HasPrefix(part2, "Stop — your walking instruction has changed.") || i < 0 {
+		t.Fatalf("part 2 does not open with the walking retraction: %.300q", part2)
+	}
+	if next := strings.TrimSpace(part2[i+len("“"+walk+"”"):]); !strings.HasPrefix(next, "Back to your changed exercise instruction, continuing the new words: “Piece ") {
+		t.Errorf("after the walking retraction part 2 says %.200q: want the exercise instruction introduced again", next)
+	}
+}
