@@ -46,6 +46,10 @@ type memDB struct {
 	offered  map[memKey][]int
 	baseline map[memKey]int
 	followed map[string]bool
+	// sent: per patient and Alexa session, the record of the last
+	// responses written on it, the last first (the store's
+	// speech_sent_response; made on first use).
+	sent     map[memKey][]models.LedgerSent
 	anns     []memAnn   // by id - 1
 	log      []memEvent // by id - 1
 }
@@ -341,6 +345,12 @@ func (l *memLedger) Observe(_ context.Context, patient, uri string, expect model
 }
 
 func (l *memLedger) Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error {
+	return l.offered(ctx, patient, offers, nil, at)
+}
+
+// offered is Offered, recording sent (when not nil) in its write
+// (OfferedResponse, memledger_sent_test.go).
+func (l *memLedger) offered(ctx context.Context, patient string, offers []models.LedgerOffer, sent *models.LedgerSent, at time.Time) error {
 	heard, _ := l.HeardOf(ctx, patient)
 	need := slices.DeleteFunc(slices.Clone(offers), func(o models.LedgerOffer) bool { return o.Told && heard[o.URI] >= o.Version })
 	if len(need) == 0 {
@@ -367,6 +377,7 @@ func (l *memLedger) Offered(ctx context.Context, patient string, offers []models
 				d.logOnce(k, o.Version, models.DeliveryOffered, stampMS(at), "", "")
 			}
 		}
+		d.recordSent(patient, sent, at)
 	})
 	return nil
 }
