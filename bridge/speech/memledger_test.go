@@ -46,12 +46,13 @@ type memDB struct {
 	offered  map[memKey][]int
 	baseline map[memKey]int
 	followed map[string]bool
+	anns     []memAnn   // by id - 1
+	log      []memEvent // by id - 1
+
 	// sent: per patient and Alexa session, the record of the last
 	// responses written on it, the last first (the store's
 	// speech_sent_response; made on first use).
-	sent     map[memKey][]models.LedgerSent
-	anns     []memAnn   // by id - 1
-	log      []memEvent // by id - 1
+	sent map[memKey][]models.LedgerSent
 }
 
 type memKey struct{ patient, uri string }
