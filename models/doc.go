@@ -186,7 +186,8 @@
 //     TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo,
 //     TestNotPlayed_AReportOnAnInstanceThatDidNotWriteTheResponseReopensItsMarksFromTheLedger,
 //     TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName,
-//     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried
+//     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried,
+//     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction
 //     (U8: the record of each response's marks is the heard ledger's, written with its
 //     offers; the ledger contract's AResponsesRecordIsReadOnAnotherInstanceWithItsMarks,
 //     TheRecordKeepsTheLastTwoResponsesOfEachSession, TheRecordOfAResponseExpiresAfterADay),
