@@ -186,6 +186,7 @@
 //     TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo,
 //     TestNotPlayed_AReportOnAnInstanceThatDidNotWriteTheResponseReopensItsMarksFromTheLedger,
 //     TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName,
+//     TestNotPlayed_AnAttemptOvertakenBeforeItsWriteLeavesNoRecordOfItsOwn,
 //     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried,
 //     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction
 //     (U8: the record of each response's marks is the heard ledger's, written with its

@@ -172,3 +172,38 @@ func TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName(t *testing
 		t.Fatalf("a response marking nothing was recorded: %+v", again)
 	}
 }
+
+// Finding U8: a response overtaken by a revision after its offers (and its
+// record) were written is built again; the record of the attempt never
+// written is replaced by the rebuilt one's, so the ledger's two responses
+// of the session are the one Alexa got and the one before it. Twin: with
+// no revision the record is the one response's (TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName).
+func TestNotPlayed_AnAttemptOvertakenBeforeItsWriteLeavesNoRecordOfItsOwn(t *testing.T) {
+	r := newRig(t, nil)
+	told, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("weight_bearing", "ER_SUCCESS_MATCH"), Session: "sT"})
+	first := attributesOf(t, told)[AttrResponse]
+	r.care.setPending("ray", retractionWB())
+	r.care.facts["ray"][0] = retractionWB().Current
+	r.care.onOffered = once(func() {
+		a := retractionWB()
+		a.Current, a.Again = ver("weight_bearing", 4, wbV4Text, "Sarah Okafor, physio", 0), true
+		r.care.setPending("ray", a)
+		r.care.mu.Lock()
+		r.care.facts["ray"][0] = a.Current
+		r.care.mu.Unlock()
+		r.care.revs.Add(1)
+	})
+	out, _ := r.turn(reqOpts{Session: "sT"})
+	if !strings.Contains(r.logs.String(), "overtaken by a revision") {
+		t.Fatalf("no rebuild: %q", plain(out))
+	}
+	attrs := attributesOf(t, out)
+	got, _ := r.care.SentResponses(context.Background(), "ray", "sT")
+	var ids []any
+	for _, g := range got {
+		ids = append(ids, g.ID)
+	}
+	if want := []any{attrs[AttrResponse], first}; !slices.Equal(ids, want) {
+		t.Fatalf("the session's record holds responses %v; want %v (the one written, then the telling before it)", ids, want)
+	}
+}
