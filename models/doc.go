@@ -187,6 +187,7 @@
 //     TestNotPlayed_AReportOnAnInstanceThatDidNotWriteTheResponseReopensItsMarksFromTheLedger,
 //     TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName,
 //     TestNotPlayed_AnAttemptOvertakenBeforeItsWriteLeavesNoRecordOfItsOwn,
+//     TestNotPlayed_AMalformedSessionIDIsRecordedInMemoryOnlyAndTheResponseStillSent,
 //     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried,
 //     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction
 //     (U8: the record of each response's marks is the heard ledger's, written with its

@@ -264,8 +264,8 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 // written on sid for patient (mergeSent), and whether either has one. When
 // the ledger cannot be read it is rec, logged.
 func (s *Skill) ledgerRecord(ctx context.Context, patient, sid string, rec sentRecord, recorded bool) (sentRecord, bool) {
-	if sid == "" {
-		return rec, recorded
+	if !models.ValidSessionID(sid) {
+		return rec, recorded // never recorded there (offer)
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,8 +17,12 @@ import (
 
 // OfferedResponse is Offered, recording sent — when it has a session and
 // marks and Offered succeeded — as its session's last response (the last
-// two kept, sent.Replaces replaced), as the heard ledger does.
+// two kept, sent.Replaces replaced), as the heard ledger does; a malformed
+// session id is refused, as the speech principal refuses it.
 func (f *fakeCare) OfferedResponse(ctx context.Context, patient string, offers []models.Offer, sent models.SentResponse) error {
+	if sent.Session != "" && len(sent.Marks) > 0 && !models.ValidSessionID(sent.Session) {
+		return errors.New("fake care: invalid session id") // as the speech principal refuses it
+	}
 	if err := f.Offered(ctx, patient, offers); err != nil {
 		return err
 	}
@@ -205,5 +210,33 @@ func TestNotPlayed_AnAttemptOvertakenBeforeItsWriteLeavesNoRecordOfItsOwn(t *tes
 	}
 	if want := []any{attrs[AttrResponse], first}; !slices.Equal(ids, want) {
 		t.Fatalf("the session's record holds responses %v; want %v (the one written, then the telling before it)", ids, want)
+	}
+}
+
+// A session id the ledger would refuse (models.ValidSessionID: here one
+// with a space) never turns a response into the apology: the response is
+// sent and marked as always, recorded in memory only. Twin: a well-formed
+// id is recorded in the ledger too.
+func TestNotPlayed_AMalformedSessionIDIsRecordedInMemoryOnlyAndTheResponseStillSent(t *testing.T) {
+	for _, tt := range []struct {
+		session  string
+		recorded bool
+	}{
+		{"s with space", false},
+		{"twin:sT", true},
+	} {
+		t.Run(tt.session, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", retractionWB())
+			r.care.facts["ray"][0] = retractionWB().Current
+			out, _ := r.turn(reqOpts{Session: tt.session})
+			if !strings.HasPrefix(plain(out), "Stop — your walking instruction has changed.") {
+				t.Fatalf("launch: %q", plain(out))
+			}
+			got, _ := r.care.SentResponses(context.Background(), "ray", tt.session)
+			if (len(got) == 1) != tt.recorded {
+				t.Fatalf("ledger record %+v, want recorded = %v", got, tt.recorded)
+			}
+		})
 	}
 }

@@ -401,8 +401,8 @@ func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled, atte
 	if offers := append(append(h.offered, h.cardOffered...), toldOffers(h.marks)...); len(offers) > 0 {
 		lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 		sent := models.SentResponse{ID: h.sent.id, Marks: h.sent.marks, At: h.sent.at, Replaces: attempt}
-		if turnLike(env) {
-			sent.Session = env.SessionID()
+		if sid := env.SessionID(); turnLike(env) && models.ValidSessionID(sid) {
+			sent.Session = sid // else recorded in memory only: a malformed id never costs the response
 		}
 		err := s.care.OfferedResponse(lctx, h.patient, offers, sent)
 		cancel()
