@@ -36,8 +36,10 @@ type CareSource interface {
 	// session's last response, shared by every instance and kept across a
 	// restart, so Alexa's error report of it finds what it marked
 	// wherever it arrives (SentResponses; P-24, finding U8). When Offered
-	// writes nothing, nothing is recorded (no transaction of its own). A
-	// sent without Session or Marks is Offered alone.
+	// writes nothing (every fact told at the version he heard), it is
+	// recorded only by a telling that will confirm a version not yet
+	// confirmed (its report must undo that), never a transaction per
+	// turn. A sent without Session or Marks is Offered alone.
 	OfferedResponse(ctx context.Context, patient string, offers []models.Offer, sent models.SentResponse) error
 	// SentResponses returns what OfferedResponse recorded for session and
 	// patient: the last two responses at most, the last first, within a

@@ -362,7 +362,9 @@ func (l *HeardLedger) offered(ctx context.Context, patient string, offers []mode
 		need = append(need, o)
 	}
 	if len(need) == 0 {
-		return nil
+		if alone, err := l.recordAlone(ctx, patient, sent); err != nil || !alone {
+			return err
+		}
 	}
 	atMS := l.stamp(at).UnixMilli()
 	return l.write(ctx, func(tx *sql.Tx) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/unsay/unsay/models"
@@ -38,9 +39,10 @@ type sentMark struct {
 // OfferedResponse is Offered, and in the same transaction it records sent
 // as the last response written on its session for patient (the one before
 // it stays, older ones go: models.SentPerSession), replacing the record of
-// sent.Replaces. When Offered writes nothing (no offer, or every offer a
-// fact told at a version he heard) nothing is recorded either: never a
-// transaction of its own (issue 17).
+// sent.Replaces. When Offered writes nothing (every offer a fact told at a
+// version he heard) sent is recorded only when this telling will confirm a
+// version (recordAlone) — once per version marked heard, never per turn
+// (issue 17) — and else not at all.
 func (l *HeardLedger) OfferedResponse(ctx context.Context, patient string, offers []models.LedgerOffer, sent models.LedgerSent, at time.Time) error {
 	return l.offered(ctx, patient, offers, &sent, at)
 }
@@ -118,4 +120,43 @@ WHERE patient = ? AND session = ? AND at_ms >= ? ORDER BY id DESC LIMIT ?`), pat
 		return nil, fmt.Errorf("store: heard ledger: sent responses: %w", err)
 	}
 	return out, nil
+}
+
+// recordAlone reports whether sent (nil: no) must be recorded although its
+// offers write nothing: one of its Confirmed marks tells the version he
+// heard while that version is still reopenable (speech_heard.reopenable ≠
+// 0: no later telling has confirmed it), so this telling will confirm it
+// (MarkTold) and its own not-played report must be able to undo that on
+// any instance, after any restart — else a double failure, the
+// retraction's response and this telling's both not played, would lose the
+// retraction (P-24, finding B1 with U8). The first telling after each
+// marking pays one transaction (as its MarkTold does); later ones, and a
+// response without Confirmed marks, only this read or nothing.
+func (l *HeardLedger) recordAlone(ctx context.Context, patient string, sent *models.LedgerSent) (bool, error) {
+	if sent == nil || !slices.ContainsFunc(sent.Marks, func(m models.LedgerMark) bool { return m.Confirmed }) {
+		return false, nil
+	}
+	rows, err := l.s.queryPrepared(ctx, l.q("SELECT uri, version FROM speech_heard WHERE patient = ? AND reopenable <> 0"), patient)
+	if err != nil {
+		return false, fmt.Errorf("store: heard ledger: record response: reopenable: %w", err)
+	}
+	defer rows.Close()
+	open := map[string]int{}
+	for rows.Next() {
+		var uri string
+		var v int
+		if err := rows.Scan(&uri, &v); err != nil {
+			return false, fmt.Errorf("store: heard ledger: record response: reopenable: %w", err)
+		}
+		open[uri] = v
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("store: heard ledger: record response: reopenable: %w", err)
+	}
+	for _, m := range sent.Marks {
+		if v, ok := open[m.URI]; ok && m.Confirmed && v == m.Version {
+			return true, nil
+		}
+	}
+	return false, nil
 }

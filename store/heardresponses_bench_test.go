@@ -50,3 +50,45 @@ func BenchmarkHeardLedger_OfferedWithTheResponsesRecord(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeardLedger_OfferedAPlainTellingOfWhatHeHeard measures the
+// plainest turn's offers — a fact told at the version he heard, confirmed
+// already — with and without the response's record: no transaction either
+// way; the record adds one read (recordAlone: is a version still to be
+// confirmed?).
+func BenchmarkHeardLedger_OfferedAPlainTellingOfWhatHeHeard(b *testing.B) {
+	for _, withRecord := range []bool{false, true} {
+		name := "offers"
+		if withRecord {
+			name = "offers+record"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, _ := openTest(b, nil)
+			l := s.HeardLedger()
+			ctx := context.Background()
+			const uri = "care://bench/weight_bearing"
+			for range 2 { // heard, then confirmed
+				if _, err := l.MarkTold(ctx, "bench", uri, 3, models.Hearing{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			offers := []models.LedgerOffer{{URI: uri, Version: 3, Told: true}}
+			sent := models.LedgerSent{Session: "amzn1.echo-api.session.bench", Response: fmt.Sprintf("%032x", 1),
+				Marks: []models.LedgerMark{{URI: uri, Version: 3, Confirmed: true, Response: fmt.Sprintf("%032x", 1)}}}
+			for b.Loop() {
+				var err error
+				if withRecord {
+					err = l.OfferedResponse(ctx, "bench", offers, sent, time.Time{})
+				} else {
+					err = l.Offered(ctx, "bench", offers, time.Time{})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got, err := l.SentResponses(ctx, "bench", sent.Session, time.Time{}); err != nil || len(got) != 0 {
+				b.Fatalf("recorded %v, %v; want nothing", got, err)
+			}
+		})
+	}
+}

@@ -69,8 +69,11 @@ type LedgerStore interface {
 	// sent as the last response written on its session for patient (the
 	// one before it kept, older ones dropped: models.SentPerSession), in
 	// place of the record of sent.Replaces (P-24, finding U8). When Offered
-	// writes nothing it records nothing either: never a transaction of
-	// its own. Records go after models.SentMemory.
+	// writes nothing (every offer a fact told at a version he heard) it
+	// records sent only if one of its Confirmed marks tells the heard
+	// version before any telling confirmed it (this telling will: its
+	// report must undo that) — a transaction once per version marked,
+	// never per turn — else nothing. Records go after models.SentMemory.
 	OfferedResponse(ctx context.Context, patient string, offers []models.LedgerOffer, sent models.LedgerSent, at time.Time) error
 	// SentResponses returns the record of the responses written on session
 	// for patient, the last first (at most models.SentPerSession), those

@@ -64,3 +64,21 @@ func (l *memLedger) SentResponses(_ context.Context, patient, session string, at
 	})
 	return out, nil
 }
+
+// recordAlone: sent has a Confirmed mark of the version he heard, not yet
+// confirmed (the store's speech_heard.reopenable ≠ 0).
+func (l *memLedger) recordAlone(patient string, sent *models.LedgerSent) bool {
+	if sent == nil {
+		return false
+	}
+	alone := false
+	l.read(func(d *memDB) {
+		for _, m := range sent.Marks {
+			k := memKey{patient, m.URI}
+			if h, ok := d.heard[k]; ok && m.Confirmed && h == m.Version && !d.confirmed[k] {
+				alone = true
+			}
+		}
+	})
+	return alone
+}

@@ -354,7 +354,7 @@ func (l *memLedger) Offered(ctx context.Context, patient string, offers []models
 func (l *memLedger) offered(ctx context.Context, patient string, offers []models.LedgerOffer, sent *models.LedgerSent, at time.Time) error {
 	heard, _ := l.HeardOf(ctx, patient)
 	need := slices.DeleteFunc(slices.Clone(offers), func(o models.LedgerOffer) bool { return o.Told && heard[o.URI] >= o.Version })
-	if len(need) == 0 {
+	if len(need) == 0 && !l.recordAlone(patient, sent) {
 		return nil
 	}
 	l.write(func(d *memDB) {

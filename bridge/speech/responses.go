@@ -14,7 +14,9 @@ import (
 // instance and after a restart, finds what it marked (SentResponses),
 // whatever session attributes Alexa echoes. One more row in the
 // transaction Offered opens anyway; when Offered writes nothing (every
-// offer a fact told at a version he heard), nothing is recorded. A sent
+// offer a fact told at a version he heard), it is recorded only by the
+// first telling of a version marked heard (the one that will confirm it;
+// LedgerStore.OfferedResponse), never a transaction per turn. A sent
 // without Session or Marks is recorded nowhere (Offered alone). A
 // malformed patient, offer, session id (models.ValidSessionID), response
 // id (models.ValidID; Replaces "" or of that form) or mark (as NotPlayed

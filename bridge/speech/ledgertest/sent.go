@@ -49,8 +49,10 @@ func sentIDs(t *testing.T, l Ledger, patient, session string, when time.Time) []
 // AResponsesRecordIsReadOnAnotherInstanceWithItsMarks: the record written
 // with a response's offers is read, marks and all, through another handle
 // (another instance, or this one after a restart); a response whose offers
-// write nothing (a fact told at the version he heard) records nothing —
-// no transaction of its own.
+// write nothing (a fact told at the version he heard) is recorded only when
+// it will confirm that version (the first telling after the marking: its
+// report must undo the confirmation on any instance), else not — no
+// transaction of its own.
 func AResponsesRecordIsReadOnAnotherInstanceWithItsMarks(t *testing.T, newDB NewDB) {
 	open := newDB(t)
 	a, b := open(), open()
@@ -84,15 +86,24 @@ func AResponsesRecordIsReadOnAnotherInstanceWithItsMarks(t *testing.T, newDB New
 			t.Fatalf("another session has %v", got)
 		}
 	})
-	t.Run("offers that write nothing record nothing", func(t *testing.T) {
-		markTold(t, a, 3)
-		sent := models.LedgerSent{Session: "amzn1.echo-api.session.s3", Response: respID(3), At: at(3),
-			Marks: []models.LedgerMark{{URI: WB, Version: 3, Confirmed: true, Response: respID(3)}}}
-		if err := a.OfferedResponse(ctx, "ray", []models.LedgerOffer{{URI: WB, Version: 3, Told: true}}, sent, at(3)); err != nil {
-			t.Fatal(err)
+	t.Run("a telling that will confirm the version he heard is recorded though its offers write nothing", func(t *testing.T) {
+		markTold(t, a, 3) // heard v3, not yet confirmed by a later telling
+		tell := func(n int) models.LedgerSent {
+			sent := models.LedgerSent{Session: "amzn1.echo-api.session.s3", Response: respID(n), At: at(n),
+				Marks: []models.LedgerMark{{URI: WB, Version: 3, Confirmed: true, Response: respID(n)}}}
+			if err := a.OfferedResponse(ctx, "ray", []models.LedgerOffer{{URI: WB, Version: 3, Told: true}}, sent, at(n)); err != nil {
+				t.Fatal(err)
+			}
+			return sent
 		}
-		if got := sentIDs(t, b, "ray", sent.Session, at(3)); got != nil {
-			t.Fatalf("a response whose offers wrote nothing was recorded: %v", got)
+		first := tell(3)
+		if got := sentIDs(t, b, "ray", first.Session, at(3)); !slices.Equal(got, []string{respID(3)}) {
+			t.Fatalf("the first telling after the marking: recorded %v; want it (its report undoes its confirmation)", got)
+		}
+		markTold(t, a, 3) // that telling delivered: the version is confirmed
+		tell(4)
+		if got := sentIDs(t, b, "ray", first.Session, at(4)); !slices.Equal(got, []string{respID(3)}) {
+			t.Fatalf("twin: a telling of a version already confirmed, whose offers write nothing, was recorded: %v (no transaction of its own)", got)
 		}
 	})
 }
