@@ -136,8 +136,9 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 // re-opens, under the patient's turn lock, in one CareSource.NotPlayed
 // call —
 //
-//  1. the marks of the last response this instance wrote on the session
-//     (its record, sessionStore.sentOf), first: Alexa's report is of the
+//  1. the marks of the last response written on the session (its record:
+//     this instance's, sessionStore.sentOf, merged with the heard
+//     ledger's, below), first: Alexa's report is of the
 //     session's last response, and for ENDPOINT_TIMEOUT (Alexa never got
 //     it) or INVALID_RESPONSE (Alexa refused it) Alexa cannot echo that
 //     response's session attributes — it echoes those it held: the
