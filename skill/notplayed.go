@@ -148,8 +148,8 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 //     as the record holds them — attributes that disagree with the record
 //     of the same response are logged and the record is trusted (finding
 //     T3; Alexa's signature protects them in production, development mode
-//     does not); otherwise (attributes of a response this instance did not
-//     write, or without an id) as the attributes give them, each entry
+//     does not); otherwise (attributes of a response neither record
+//     holds, or without an id) as the attributes give them, each entry
 //     checked (malformed ones logged and ignored).
 //
 // The rule errs toward a repeat, never toward losing a retraction: the
