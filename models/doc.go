@@ -188,6 +188,7 @@
 //     TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName,
 //     TestNotPlayed_AnAttemptOvertakenBeforeItsWriteLeavesNoRecordOfItsOwn,
 //     TestNotPlayed_AMalformedSessionIDIsRecordedInMemoryOnlyAndTheResponseStillSent,
+//     TestOfferedResponse_RefusesAMalformedRecordWholeAndKeepsAWellFormedOne,
 //     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried,
 //     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction
 //     (U8: the record of each response's marks is the heard ledger's, written with its
