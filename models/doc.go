@@ -191,6 +191,16 @@
 //     TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt,
 //     TestSpeechSafety_AnErrorReportWithoutTheFailedResponsesAttributesStillBringsItsRetractionBack,
 //     TestSpeechSafety_AnErrorReportEchoingAnEarlierResponseReopensTheLastOneToo,
+//     TestNotPlayed_AReportOnAnInstanceThatDidNotWriteTheResponseReopensItsMarksFromTheLedger,
+//     TestNotPlayed_TheLedgersRecordOfAResponseIsWhatItsAttributesName,
+//     TestNotPlayed_AnAttemptOvertakenBeforeItsWriteLeavesNoRecordOfItsOwn,
+//     TestNotPlayed_AMalformedSessionIDIsRecordedInMemoryOnlyAndTheResponseStillSent,
+//     TestOfferedResponse_RefusesAMalformedRecordWholeAndKeepsAWellFormedOne,
+//     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried,
+//     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction
+//     (U8: the record of each response's marks is the heard ledger's, written with its
+//     offers; the ledger contract's AResponsesRecordIsReadOnAnotherInstanceWithItsMarks,
+//     TheRecordKeepsTheLastTwoResponsesOfEachSession, TheRecordOfAResponseExpiresAfterADay),
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
 //     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth,
 //     TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent (the Echo Show card and

@@ -232,3 +232,62 @@ func Decide(o Observation) Verdict {
 	}
 	return Verdict{Kind: Extend, At: want}
 }
+
+// SentMemory is how long the heard ledger keeps the record of the
+// responses written on an Alexa session (LedgerSent; finding U8): a day,
+// like NotPlayedMemory — Alexa's error report of a response comes within
+// seconds of it, on whichever instance, after whatever restart.
+const SentMemory = 24 * time.Hour
+
+// SentPerSession is how many responses of one session the ledger keeps
+// the record of: the last and the one before it (the session attributes an
+// error report echoes are those of one of the two).
+const SentPerSession = 2
+
+// MaxSessionID bounds an Alexa session id the ledger records (Alexa's are
+// "amzn1.echo-api.session." and a UUID, about 60 bytes).
+const MaxSessionID = 256
+
+// ValidSessionID reports whether s is an Alexa session id the ledger may
+// record: 1 to MaxSessionID bytes of printable ASCII, no space.
+func ValidSessionID(s string) bool {
+	if s == "" || len(s) > MaxSessionID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// SentResponse is the record of one response written on an Alexa session
+// that marked something heard (P-24, finding U8): the session (Alexa's
+// session id), the response's id (Marked.Response, the AttrResponse its
+// session attributes carry), its marks (each with that Response) and when
+// the skill wrote it (its clock). The skill hands it to the care source
+// with the response's offers (CareSource.OfferedResponse), which keeps it
+// in the heard ledger in the same transaction, so that Alexa's error
+// report of the response finds what it marked on any instance and after a
+// restart, whatever session attributes Alexa echoes. Replaces is the id of
+// the attempt at the same response it replaces ("" for none): one built
+// again because a revision overtook it, never written.
+type SentResponse struct {
+	Session  string
+	ID       string
+	Marks    []Marked
+	At       time.Time
+	Replaces string
+}
+
+// LedgerSent is one SentResponse as the ledger keeps it (marks as
+// LedgerMark): patient-scoped, at most SentPerSession per session, for
+// SentMemory after At.
+type LedgerSent struct {
+	Session  string
+	Response string
+	Marks    []LedgerMark
+	At       time.Time
+	Replaces string
+}

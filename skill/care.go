@@ -28,6 +28,23 @@ type CareSource interface {
 	// saying so (models.Announcement.Again, P-24). A fact told at a version
 	// he already heard, or newer, changes nothing.
 	Offered(ctx context.Context, patient string, offers []models.Offer) error
+	// OfferedResponse is Offered for a response about to be written on an
+	// Alexa session that marks something (sent: the session id, the
+	// response's id, its marks as its session attributes name them, the
+	// skill's time, and the id of the attempt it replaces when it was
+	// built again): in the same transaction it records sent as the
+	// session's last response, shared by every instance and kept across a
+	// restart, so Alexa's error report of it finds what it marked
+	// wherever it arrives (SentResponses; P-24, finding U8). When Offered
+	// writes nothing (every fact told at the version he heard), it is
+	// recorded only by a telling that will confirm a version not yet
+	// confirmed (its report must undo that), never a transaction per
+	// turn. A sent without Session or Marks is Offered alone.
+	OfferedResponse(ctx context.Context, patient string, offers []models.Offer, sent models.SentResponse) error
+	// SentResponses returns what OfferedResponse recorded for session and
+	// patient: the last two responses at most, the last first, within a
+	// day (models.SentMemory), each mark's Response its response's id.
+	SentResponses(ctx context.Context, patient, session string) ([]models.SentResponse, error)
 	// MarkHeard records that the patient heard the announcement (a
 	// retraction or a first hearing) of the fact uri (unversioned) at
 	// version — called only for what a response carried in full, and only

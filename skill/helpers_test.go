@@ -172,6 +172,9 @@ type fakeCare struct {
 	// notPlayed is every NotPlayed call's entries, in order; each
 	// re-opened entry is owed again (an announcement from From, Again).
 	notPlayed [][]models.Marked
+	// sent is what OfferedResponse recorded, per patient and session, the
+	// last first (the heard ledger's record; sent_test.go).
+	sent map[[2]string][]models.SentResponse
 
 	// together, when > 0, holds each Turn until that many are in flight at
 	// once (or 5 s pass): whether concurrent turns of one patient overlap.

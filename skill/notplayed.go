@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/unsay/unsay/models"
 )
@@ -135,8 +136,9 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 // re-opens, under the patient's turn lock, in one CareSource.NotPlayed
 // call —
 //
-//  1. the marks of the last response this instance wrote on the session
-//     (its record, sessionStore.sentOf), first: Alexa's report is of the
+//  1. the marks of the last response written on the session (its record:
+//     this instance's, sessionStore.sentOf, merged with the heard
+//     ledger's, below), first: Alexa's report is of the
 //     session's last response, and for ENDPOINT_TIMEOUT (Alexa never got
 //     it) or INVALID_RESPONSE (Alexa refused it) Alexa cannot echo that
 //     response's session attributes — it echoes those it held: the
@@ -146,8 +148,8 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 //     as the record holds them — attributes that disagree with the record
 //     of the same response are logged and the record is trusted (finding
 //     T3; Alexa's signature protects them in production, development mode
-//     does not); otherwise (attributes of a response this instance did not
-//     write, or without an id) as the attributes give them, each entry
+//     does not); otherwise (attributes of a response neither record
+//     holds, or without an id) as the attributes give them, each entry
 //     checked (malformed ones logged and ignored).
 //
 // The rule errs toward a repeat, never toward losing a retraction: the
@@ -166,9 +168,18 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 // being written when the report arrives (Alexa's clock ran out before
 // ours) records itself before its write and holds the lock, if it owes
 // something, until it has marked what it carried, so the report re-opens
-// it. The record is this instance's memory (SessionStateTTL, SessionStateMax):
-// a report that reaches another instance — or this one after a restart —
-// has only the echoed attributes, as before the record.
+// it. The record is read from the heard ledger too, always
+// (CareSource.SentResponses: every response that marked something recorded
+// it there with its offers, in the same transaction), and merged with
+// this instance's memory (mergeSent): a report that reaches another
+// instance, or this one after a restart, finds the reported response's
+// marks all the same (finding U8) — and so does one that reaches this
+// instance after another instance wrote a later response of the session,
+// which this instance's memory alone would miss. That is why the ledger is
+// read even when the memory has a record: the report path is rare, the
+// read is one indexed query, and the memory may be stale. When the
+// ledger cannot be read, the memory and the echoed attributes are used
+// (logged).
 //
 // It logs the report once (T14): WARN naming how many facts were re-opened
 // (their announcements owed again) when any were, INFO saying nothing
@@ -205,6 +216,7 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 	if again, ok := s.sessions.sentOf(sid, s.now()); ok && again.patient == patient {
 		rec, recorded = again, true
 	}
+	rec, recorded = s.ledgerRecord(ctx, patient, sid, rec, recorded)
 	if !recorded && !echoes {
 		return patient
 	}
@@ -246,6 +258,63 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 		s.log.Warn("alexa did not play a response; its facts are re-opened and their announcements owed again", "patient", patient, "session", sid, "facts", n, "marks", len(ms))
 	}
 	return patient
+}
+
+// ledgerRecord is rec, this instance's record of session sid (when
+// recorded), merged with the heard ledger's record of the responses
+// written on sid for patient (mergeSent), and whether either has one. When
+// the ledger cannot be read it is rec, logged.
+func (s *Skill) ledgerRecord(ctx context.Context, patient, sid string, rec sentRecord, recorded bool) (sentRecord, bool) {
+	if !models.ValidSessionID(sid) {
+		return rec, recorded // never recorded there (offer)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+	defer cancel()
+	kept, err := s.care.SentResponses(lctx, patient, sid)
+	if err != nil {
+		s.log.Warn("alexa error report: the ledger's record of the session's responses not read; this instance's memory and the echoed attributes are used",
+			"patient", patient, "session", sid, "err", err)
+		return rec, recorded
+	}
+	return mergeSent(rec, recorded, patient, kept)
+}
+
+// mergeSent is the record of a session's last two responses for patient
+// from this instance's memory (rec, when recorded) and the ledger's (kept,
+// the last first): every response either names, once by id — the
+// memory's copy first (it knows a write that failed: no marks) — the
+// latest by when it was built (to the millisecond, the ledger's
+// precision; ties keep the memory's order, then the ledger's) as last,
+// the next as prev. The ledger holds only responses that marked
+// something, the memory every response this instance wrote: a later
+// response that marked nothing, in memory, stays last. Instances' clocks
+// order their responses; one session's turns are seconds apart.
+func mergeSent(rec sentRecord, recorded bool, patient string, kept []models.SentResponse) (sentRecord, bool) {
+	var all []sentResponse
+	if recorded {
+		for _, r := range []sentResponse{rec.last, rec.prev} {
+			if r.id != "" {
+				all = append(all, r)
+			}
+		}
+	}
+	for _, k := range kept {
+		if slices.ContainsFunc(all, func(r sentResponse) bool { return r.id == k.ID }) {
+			continue
+		}
+		all = append(all, sentResponse{id: k.ID, marks: k.Marks, at: k.At})
+	}
+	if len(all) == 0 {
+		return rec, recorded
+	}
+	slices.SortStableFunc(all, func(a, b sentResponse) int {
+		return b.at.Truncate(time.Millisecond).Compare(a.at.Truncate(time.Millisecond))
+	})
+	out := sentRecord{patient: patient, last: all[0], expires: rec.expires}
+	if len(all) > 1 {
+		out.prev = all[1]
+	}
+	return out, true
 }
 
 // echoedMarks reads the marks a report's session attributes name for

@@ -53,6 +53,7 @@ type liveSession struct {
 type sentResponse struct {
 	id    string
 	marks []models.Marked
+	at    time.Time // when it was built to be written (the skill's clock): orders it among the ledger's records (mergeSent)
 }
 
 // sentRecord is a session's record of the responses this instance wrote

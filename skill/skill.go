@@ -267,13 +267,14 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	// Alexa has its answer: each step within ledgerTimeout of its own.
 	ledgerCtx := context.WithoutCancel(ctx)
 	var b []byte
+	var attempt string // the id of the attempt built before, if overtaken (its ledger record is replaced)
 	for rebuilt := 0; ; rebuilt++ {
 		if s.overtaken(h) { // before anything is recorded as offered
 			h = s.rebuild(h, rebuilt)
 			continue
 		}
 		var err error
-		if h, b, err = s.offer(ledgerCtx, env, h); err != nil {
+		if h, b, err = s.offer(ledgerCtx, env, h, attempt); err != nil {
 			s.log.Error("alexa response", "err", err)
 			http.Error(w, "cannot build response", http.StatusInternalServerError)
 			return
@@ -284,14 +285,14 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 		if !s.overtaken(h) { // the last moment before the write
 			break
 		}
+		attempt = h.sent.id
 		h = s.rebuild(h, rebuilt)
 	}
 	carries := len(h.marks) > 0
 	// The session's record of its last response, kept before the write:
 	// Alexa's error report may overtake the marking below (notplayed.go).
 	sid := env.SessionID()
-	turnLike := env.Request.Type == TypeLaunch || env.Request.Type == TypeIntent || env.Request.Type == TypeAPLUserEvent
-	if turnLike {
+	if turnLike(env) {
 		s.sessions.recordSent(sid, h.patient, h.sent, s.now())
 	}
 	// Go's server cancels the request's context when the client closes
@@ -338,6 +339,12 @@ func (s *Skill) respond(w http.ResponseWriter, r *http.Request, env *RequestEnve
 	}
 }
 
+// turnLike reports whether env is a turn whose response is recorded as
+// its session's last (a launch, an intent, a touch or tick of the card).
+func turnLike(env *RequestEnvelope) bool {
+	return env.Request.Type == TypeLaunch || env.Request.Type == TypeIntent || env.Request.Type == TypeAPLUserEvent
+}
+
 // undelivered logs (WARN) a response Alexa did not get, or got too late
 // to play, once (T14): what happened (what), what that left — what it
 // offered stays offered and nothing is marked heard, or that it carried
@@ -361,13 +368,17 @@ func (s *Skill) undelivered(env *RequestEnvelope, h handled, what string, attrs 
 // APL runtime, its marks in the session attributes, without the marks of a
 // care card that was not sent; then it records what h offers — its
 // announcements and the facts it tells (toldOffers) — in one ledger
-// transaction within ledgerTimeout. When that fails, h becomes the fixed
-// apology, marking and offering nothing. err: the response cannot be
-// encoded. ctx is not canceled when Alexa hangs up (the ledger's).
-func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (handled, []byte, error) {
+// transaction within ledgerTimeout — with, for a turn of an Alexa session,
+// the record of what h marks as the session's last response
+// (CareSource.OfferedResponse, replacing the record of attempt, the id of
+// the attempt overtaken before it: finding U8). When that fails, h becomes
+// the fixed apology, marking and offering nothing. err: the response
+// cannot be encoded. ctx is not canceled when Alexa hangs up (the
+// ledger's).
+func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled, attempt string) (handled, []byte, error) {
 	h = s.deliverable(h)
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
-	h.sent = sentResponse{id: newResponseID()}
+	h.sent = sentResponse{id: newResponseID(), at: s.now()}
 	h.sent.marks = responseMarks(h.marks, h.heardBefore, h.from, h.sent.id) // notplayed.go
 	h.out.SessionAttributes = markedAttributes(h.sent.marks, h.sent.id)
 	b, directives, err := encodeResponse(h.out)
@@ -389,7 +400,11 @@ func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled) (han
 	}
 	if offers := append(append(h.offered, h.cardOffered...), toldOffers(h.marks)...); len(offers) > 0 {
 		lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-		err := s.care.Offered(lctx, h.patient, offers)
+		sent := models.SentResponse{ID: h.sent.id, Marks: h.sent.marks, At: h.sent.at, Replaces: attempt}
+		if sid := env.SessionID(); turnLike(env) && models.ValidSessionID(sid) {
+			sent.Session = sid // else recorded in memory only: a malformed id never costs the response
+		}
+		err := s.care.OfferedResponse(lctx, h.patient, offers, sent)
 		cancel()
 		if err != nil {
 			// Unrecorded, a response that was then lost would leave the

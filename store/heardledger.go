@@ -362,6 +362,12 @@ func (l *HeardLedger) Observe(ctx context.Context, patient, uri string, expect m
 // what he heard), and never while a retraction of it is pending — MarkTold
 // never touches that one either (P-19).
 func (l *HeardLedger) Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error {
+	return l.offered(ctx, patient, offers, nil, at)
+}
+
+// offered is Offered, writing sent (when not nil) in its transaction
+// (recordSent; OfferedResponse).
+func (l *HeardLedger) offered(ctx context.Context, patient string, offers []models.LedgerOffer, sent *models.LedgerSent, at time.Time) error {
 	if len(offers) == 0 {
 		return nil
 	}
@@ -377,7 +383,9 @@ func (l *HeardLedger) Offered(ctx context.Context, patient string, offers []mode
 		need = append(need, o)
 	}
 	if len(need) == 0 {
-		return nil
+		if alone, err := l.recordAlone(ctx, patient, sent); err != nil || !alone {
+			return err
+		}
 	}
 	atMS := l.stamp(at).UnixMilli()
 	return l.write(ctx, func(tx *sql.Tx) error {
@@ -399,7 +407,7 @@ ON CONFLICT (patient, uri, version, event) DO NOTHING`), o.Version, atMS, o.ID, 
 				return fmt.Errorf("store: heard ledger: offered: %w", err)
 			}
 		}
-		return nil
+		return l.recordSent(ctx, tx, patient, sent, atMS)
 	})
 }
 

@@ -65,6 +65,21 @@ type LedgerStore interface {
 	// is written only when he has not heard that version or newer and no
 	// retraction of it is pending.
 	Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error
+	// OfferedResponse is Offered, and in the same transaction it records
+	// sent as the last response written on its session for patient (the
+	// one before it kept, older ones dropped: models.SentPerSession), in
+	// place of the record of sent.Replaces (P-24, finding U8). When Offered
+	// writes nothing (every offer a fact told at a version he heard) it
+	// records sent only if one of its Confirmed marks tells the heard
+	// version before any telling confirmed it (this telling will: its
+	// report must undo that) — a transaction once per version marked,
+	// never per turn — else nothing. Records go after models.SentMemory.
+	OfferedResponse(ctx context.Context, patient string, offers []models.LedgerOffer, sent models.LedgerSent, at time.Time) error
+	// SentResponses returns the record of the responses written on session
+	// for patient, the last first (at most models.SentPerSession), those
+	// recorded within models.SentMemory before at; each mark's Response is
+	// its response's id. Every instance reads the same record.
+	SentResponses(ctx context.Context, patient, session string, at time.Time) ([]models.LedgerSent, error)
 	// MarkHeard records that the announcement of uri at version was
 	// delivered: version is what he heard last, even if older than the
 	// ledger's; every offer up to it is confirmed; a pending announcement
@@ -145,6 +160,19 @@ func (l ledger) Offered(ctx context.Context, patient string, offers []offer) err
 		return nil
 	}
 	return l.LedgerStore.Offered(ctx, patient, offers, l.now())
+}
+
+// OfferedResponse is LedgerStore.OfferedResponse at the principal's now.
+func (l ledger) OfferedResponse(ctx context.Context, patient string, offers []offer, sent models.LedgerSent) error {
+	if len(offers) == 0 {
+		return nil
+	}
+	return l.LedgerStore.OfferedResponse(ctx, patient, offers, sent, l.now())
+}
+
+// SentResponses is LedgerStore.SentResponses at the principal's now.
+func (l ledger) SentResponses(ctx context.Context, patient, session string) ([]models.LedgerSent, error) {
+	return l.LedgerStore.SentResponses(ctx, patient, session, l.now())
 }
 
 // MarkHeard is LedgerStore.MarkHeard, how.At zero meaning the principal's now.

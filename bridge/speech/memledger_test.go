@@ -55,6 +55,11 @@ type memDB struct {
 	followed map[string]bool
 	anns     []memAnn   // by id - 1
 	log      []memEvent // by id - 1
+
+	// sent: per patient and Alexa session, the record of the last
+	// responses written on it, the last first (the store's
+	// speech_sent_response; made on first use).
+	sent map[memKey][]models.LedgerSent
 }
 
 type memKey struct{ patient, uri string }
@@ -380,9 +385,15 @@ func (l *memLedger) Observe(_ context.Context, patient, uri string, expect model
 }
 
 func (l *memLedger) Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error {
+	return l.offered(ctx, patient, offers, nil, at)
+}
+
+// offered is Offered, recording sent (when not nil) in its write
+// (OfferedResponse, memledger_sent_test.go).
+func (l *memLedger) offered(ctx context.Context, patient string, offers []models.LedgerOffer, sent *models.LedgerSent, at time.Time) error {
 	heard, _ := l.HeardOf(ctx, patient)
 	need := slices.DeleteFunc(slices.Clone(offers), func(o models.LedgerOffer) bool { return o.Told && heard[o.URI] >= o.Version })
-	if len(need) == 0 {
+	if len(need) == 0 && !l.recordAlone(patient, sent) {
 		return nil
 	}
 	l.write(func(d *memDB) {
@@ -406,6 +417,7 @@ func (l *memLedger) Offered(ctx context.Context, patient string, offers []models
 				d.logOnce(k, o.Version, models.DeliveryOffered, stampMS(at), "", "")
 			}
 		}
+		d.recordSent(patient, sent, at)
 	})
 	return nil
 }

@@ -33,6 +33,8 @@ type Ledger interface {
 	Follow(ctx context.Context, patient string, facts map[string]int) error
 	Observe(ctx context.Context, patient, uri string, expect models.HeardState, latest int, sameHeard bool, unlike int, at time.Time) (bool, error)
 	Offered(ctx context.Context, patient string, offers []models.LedgerOffer, at time.Time) error
+	OfferedResponse(ctx context.Context, patient string, offers []models.LedgerOffer, sent models.LedgerSent, at time.Time) error
+	SentResponses(ctx context.Context, patient, session string, at time.Time) ([]models.LedgerSent, error)
 	MarkHeard(ctx context.Context, patient, uri string, version int, how models.Hearing) error
 	MarkTold(ctx context.Context, patient, uri string, version int, how models.Hearing) (bool, error)
 	NotPlayed(ctx context.Context, patient string, ms []models.LedgerMark, at time.Time) (int, error)
@@ -77,6 +79,9 @@ func Run(t *testing.T, newDB NewDB) {
 		{"DeliveryLogMarksUnchangedWordsAndKeepsFactsApart", DeliveryLogMarksUnchangedWordsAndKeepsFactsApart},
 		{"DeliveryChangesFollowTheLogFromACursor", DeliveryChangesFollowTheLogFromACursor},
 		{"DeliveryChangesAreSharedAcrossInstances", DeliveryChangesAreSharedAcrossInstances},
+		{"AResponsesRecordIsReadOnAnotherInstanceWithItsMarks", AResponsesRecordIsReadOnAnotherInstanceWithItsMarks},
+		{"TheRecordKeepsTheLastTwoResponsesOfEachSession", TheRecordKeepsTheLastTwoResponsesOfEachSession},
+		{"TheRecordOfAResponseExpiresAfterADay", TheRecordOfAResponseExpiresAfterADay},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newDB) })
 	}
