@@ -379,8 +379,12 @@ var glossary = []GlossEntry{
 var (
 	qualifierRE = matcher{regexp.MustCompile(`(?i)\b(?:not|never|avoid|until|unless|except|instead|rather than|no longer)\b|n['’]t\b`),
 		[]string{"not", "never", "avoid", "until", "unless", "except", "instead", "rather than", "no longer", "n't"}}
-	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|stopped|stopping|hold|wait|before|after|cancel|withdraw|suspend|pause|revoke|reverse|delay|switch|switched|switching|swap|replace|replaced|change|changed|changing)\b`),
-		[]string{"stop", "hold", "wait", "before", "after", "cancel", "withdraw", "suspend", "pause", "revoke", "reverse", "delay", "switch", "swap", "replace", "chang"}}
+	// actionRE matches stems, so inflections fail safe too ("cancelled",
+	// "withdrawn", "discontinued"; finding V1), and the words of a stop
+	// without a verb ("no more", "none", a zero dose, "error", "mistake").
+	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|hold|wait|before|after|cancel|withdr[ae]w|suspend|pause|revok|revers|delay|switch|swap|replac|chang|discontinu|ceas|quit|end|omit|drop|remov|no more|none|nil|zero|0 ?mg|error|mistake|wrong|instead)\w*`),
+		[]string{"stop", "hold", "wait", "before", "after", "cancel", "withdr", "suspend", "pause", "revok", "revers", "delay", "switch", "swap", "replac", "chang",
+			"discontinu", "ceas", "quit", "end", "omit", "drop", "remov", "no more", "none", "nil", "zero", "0", "error", "mistake", "wrong", "instead"}}
 	// levelREs name the distinct weight-bearing levels; two in one text make it ambiguous.
 	levelREs = []matcher{
 		{regexp.MustCompile(`(?i)\bfull weight[- ]bearing\b`), []string{"full weight"}},
@@ -393,8 +397,10 @@ var (
 // Glosses returns the glossary entries that apply to text, in glossary
 // order. It fails safe, returning none, when the text carries a qualifier
 // (not, never, avoid, until, unless, except, instead, rather than, no longer,
-// n't), an action word (stop, hold, wait, before, after, cancel, withdraw,
-// suspend, pause, revoke, reverse, delay, switch, swap, replace, change:
+// n't), an action word or its inflection (stop, hold, wait, before, after,
+// cancel, withdraw, suspend, pause, revoke, reverse, delay, switch, swap,
+// replace, change, discontinue, cease, quit, end, omit, drop, remove, and
+// "no more", "none", a zero dose, "error", "mistake", "wrong":
 // "Stop rivaroxaban. Start apixaban …" must not end on what rivaroxaban
 // is — finding U11) or names more than one weight-bearing level; a
 // weight-bearing entry applies only when the text starts with its term.

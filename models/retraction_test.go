@@ -152,12 +152,17 @@ func TestGlosses_FailSafeOnActionWords(t *testing.T) {
 			}
 		}
 	}
-	for _, text := range []string{"Stop rivaroxaban. Start apixaban 5 mg twice a day.", "Switch from rivaroxaban to apixaban.", "Rivaroxaban is replaced by apixaban."} {
+	for _, text := range []string{"Stop rivaroxaban. Start apixaban 5 mg twice a day.", "Switch from rivaroxaban to apixaban.", "Rivaroxaban is replaced by apixaban.",
+		// V1: inflections and stops without a verb.
+		"Rivaroxaban discontinued.", "Rivaroxaban: withdrawn by the surgeon.", "No more rivaroxaban.", "Quit rivaroxaban.", "End rivaroxaban now.",
+		"Omit rivaroxaban tonight.", "Rivaroxaban: none.", "Rivaroxaban 0 mg.", "Rivaroxaban was an error.", "Rivaroxaban is cancelled; take apixaban.",
+		"Partial weight-bearing: cancelled.", "Partial weight-bearing was a mistake; put no weight on it."} {
 		if g := GlossSentence(text); g != "" {
 			t.Errorf("%q: %q, want no gloss", text, g)
 		}
 	}
-	for text, n := range map[string]int{"Partial weight-bearing with the frame.": 1, "Rivaroxaban 10 mg once a day.": 1, "Keep hip flexion under 90 degrees.": 1} {
+	for text, n := range map[string]int{"Partial weight-bearing with the frame.": 1, "Rivaroxaban 10 mg once a day.": 1, "Keep hip flexion under 90 degrees.": 1,
+		"Ankle pumps every hour while awake; heel slides ten times, twice a day; keep hip flexion under 90 degrees.": 1} {
 		if g := Glosses(text); len(g) != n {
 			t.Errorf("no action word in %q: %d glosses, want %d", text, len(g), n)
 		}

@@ -121,6 +121,18 @@ func isVisible(r rune) bool {
 	return true
 }
 
+// isWordChar reports whether r is a visible letter or number: a speakable
+// value needs one (finding V7).
+func isWordChar(r rune) bool {
+	return isVisible(r) && (unicode.IsLetter(r) || unicode.IsNumber(r))
+}
+
+// wordlessReason is why a speakable value of punctuation, symbols or emoji
+// alone is refused: a retraction would end "changed it just now: “.”",
+// silence said as the new instruction.
+const wordlessReason = "a speakable value must hold a word (a letter or number in any script): punctuation, symbols or emoji alone " +
+	"would be spoken as nothing, or as a symbol's name, as Ray's new instruction"
+
 // invisibleReason is why a value or label of no visible character is
 // refused (isVisible).
 const invisibleReason = "must hold at least one visible character (a letter, number, punctuation or symbol): spaces, " +
@@ -168,7 +180,9 @@ func bidiOverrideReason(s string) string {
 //   - value: not blank, and at least one visible character (isVisible: a
 //     value of only spaces, format characters such as U+200B or U+00AD,
 //     fillers such as U+3164 or U+2800, variation selectors or combining
-//     marks would be spoken and shown as nothing); characters XML 1.0 allows (ReasonXMLForbidden)
+//     marks would be spoken and shown as nothing), and for a speakable
+//     (user) value a letter or number (isWordChar: ".", "…" or an emoji
+//     alone would be said as the new instruction); characters XML 1.0 allows (ReasonXMLForbidden)
 //     and no control character but tab, LF and CR (DEL and C1 included);
 //     and no bidirectional embedding, override or isolate (the card and the
 //     clinician's page must show the words in the order they are spoken);
@@ -216,6 +230,8 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("value", "must not be empty")
 	case !strings.ContainsFunc(in.Value, isVisible):
 		return bad("value", invisibleReason)
+	case in.Audience == models.AudienceUser && !strings.ContainsFunc(in.Value, isWordChar):
+		return bad("value", wordlessReason)
 	case strings.ContainsFunc(in.Value, isOtherControl):
 		return bad("value", otherControlReason(in.Value))
 	case strings.ContainsFunc(in.Value, isBidiOverride):

@@ -135,14 +135,15 @@ func TestPublish_SpeakableValueOverOneResponseIsRefusedNamingTheLimit(t *testing
 
 // TestValidate_SpeakableLimitIsCharactersInEveryScript: the speakable limit
 // counts characters, so 6,000 characters are accepted whether each takes 1,
-// 2, 3 or 4 bytes of UTF-8 (a 6,000-emoji value was refused as "at most
+// 2, 3 or 4 bytes of UTF-8 (a 6,000-emoji value — now refused as holding
+// no word, V7 — was refused as "at most
 // 16384 bytes" when the byte cap was smaller than the character limit
 // allows). One character more is refused naming the character limit, and
 // a value over the byte cap, of either audience, is refused naming the
 // byte cap and its unit; nothing is written for a refusal.
 func TestValidate_SpeakableLimitIsCharactersInEveryScript(t *testing.T) {
 	for _, tc := range []struct{ script, char string }{
-		{"ASCII", "a"}, {"Latin with accents", "é"}, {"Chinese", "护"}, {"emoji", "🦵"},
+		{"ASCII", "a"}, {"Latin with accents", "é"}, {"Chinese", "护"}, {"a 4-byte letter (CJK Extension B)", "𠀀"},
 	} {
 		at := strings.Repeat(tc.char, models.MaxSpeakableValueRunes)
 		if _, err := Validate(in("weight_bearing", models.AudienceUser, at)); err != nil {
@@ -307,7 +308,9 @@ func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCh
 	}
 	for _, value := range []string{"0", "\u200b1\u200b", "\u00ad-", "ﷺ", "e\u0301", "😀", "❤\ufe0f", "👩\u200d⚕\ufe0f", "خذ", "٣",
 		"한국어", "\u1100\u1161", "\u3164\u3164가", "⠁", "\u2800⠃", "नमस्ते", "日本語", ".", "+", "©"} {
-		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); err != nil {
+		// A speakable value also needs a word (V7); an assistant-only one
+		// needs only a visible character.
+		if _, err := Validate(in("gait_note", models.AudienceAssistant, value)); err != nil {
 			t.Errorf("value %+q: Validate = %v, want accepted (it has a visible character)", value, err)
 		}
 		label := in("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.")
@@ -346,6 +349,27 @@ func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing
 	} {
 		if got := NormalizeWords(raw); got != want {
 			t.Errorf("NormalizeWords(%+q) = %+q, want %+q", raw, got, want)
+		}
+	}
+}
+
+// V7: a speakable value of punctuation, symbols or emoji alone is refused
+// — a retraction would end "changed it just now: “.”", silence said as
+// Ray's new instruction; an assistant-only one is not spoken and stays
+// accepted. Twins: one letter or number in any script is enough.
+func TestValidate_ASpeakableValueNeedsAWord(t *testing.T) {
+	for _, value := range []string{".", "…", "-", "+", "©", "😀", "❤\ufe0f", "👩\u200d⚕\ufe0f", "?!", "⠁", "- . -"} {
+		var ve *ValidationError
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, "must hold a word") {
+			t.Errorf("speakable %+q: Validate = %v, want refused as holding no word", value, err)
+		}
+		if _, err := Validate(in("gait_note", models.AudienceAssistant, value)); err != nil {
+			t.Errorf("assistant-only %+q: Validate = %v, want accepted", value, err)
+		}
+	}
+	for _, value := range []string{"0", "Walk.", "ﷺ", "e\u0301", "خذ", "٣", "한국어", "\u1100\u1161", "\u3164\u3164가", "नमस्ते", "日本語", "😀 walk", "10 mg"} {
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); err != nil {
+			t.Errorf("speakable %+q: Validate = %v, want accepted", value, err)
 		}
 	}
 }

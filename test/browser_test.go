@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -135,5 +136,30 @@ func TestBrowser_AReviewDateThatPassesWhileTheCardIsOpenIsMarked(t *testing.T) {
 	reader := token(t, s, part, "care.read.user")
 	runChecks(t, node, "browser-review.mjs", []string{
 		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "WRITE_SECRET=" + harness.WriteSecret,
+	}, 2*time.Minute)
+}
+
+// TestBrowser_AHalfOpenEventStreamIsGivenUpAndTheCardReadsAgain: with the
+// card's event stream stalled without a FIN (a Wi-Fi stall, a NAT drop),
+// a revision sent into it was lost for good and the card said "Live" over
+// the old words (finding V3). In headless Chromium
+// (js/browser-halfopen.mjs), through a proxy that freezes the stream's
+// connection, the card gives the silent stream up, opens it again, reads
+// every fact again and shows the new words with the old struck through,
+// then "Live" (P-24).
+func TestBrowser_AHalfOpenEventStreamIsGivenUpAndTheCardReadsAgain(t *testing.T) {
+	const part = "6 headless Chromium"
+	node := needNode(t, part, "playwright-core")
+	chrome, ok := chromium()
+	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, part, "--allowed-origin", fmt.Sprintf("http://127.0.0.1:%d", port))
+	reader := token(t, s, part, "care.read.user")
+	runChecks(t, node, "browser-halfopen.mjs", []string{
+		"UNSAY_E2E_URL=" + s.URL, "PROXY_PORT=" + fmt.Sprint(port), "CHROMIUM=" + chrome, "TOKEN_READER=" + reader,
+		"WRITE_SECRET=" + harness.WriteSecret,
 	}, 2*time.Minute)
 }
