@@ -381,8 +381,10 @@ var (
 		[]string{"not", "never", "avoid", "until", "unless", "except", "instead", "rather than", "no longer", "n't"}}
 	// actionRE matches stems, so inflections fail safe too ("cancelled",
 	// "withdrawn", "discontinued"; finding V1), and the words of a stop
-	// without a verb ("no more", "none", a zero dose, "error", "mistake").
-	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|hold|wait|before|after|cancel|withdr[ae]w|suspend|pause|revok|revers|delay|switch|swap|replac|chang|discontinu|ceas|quit|end|omit|drop|remov|no more|none|nil|zero|0 ?mg|error|mistake|wrong|instead)\w*`),
+	// without a verb ("no more", "none", a zero dose, "error", "mistake");
+	// "end" only as a command at the start of a sentence ("End rivaroxaban
+	// now."), not "a course due to end on 28 November".
+	actionRE = matcher{regexp.MustCompile(`(?i)\b(?:stop|hold|wait|before|after|cancel|withdr[ae]w|suspend|pause|revok|revers|delay|switch|swap|replac|chang|discontinu|ceas|quit|omit|drop|remov|no more|none|nil|zero|0 ?mg|error|mistake|wrong|instead)\w*|(?:^|[.;:!?]\s*)end\b`),
 		[]string{"stop", "hold", "wait", "before", "after", "cancel", "withdr", "suspend", "pause", "revok", "revers", "delay", "switch", "swap", "replac", "chang",
 			"discontinu", "ceas", "quit", "end", "omit", "drop", "remov", "no more", "none", "nil", "zero", "0", "error", "mistake", "wrong", "instead"}}
 	// levelREs name the distinct weight-bearing levels; two in one text make it ambiguous.

@@ -162,7 +162,8 @@ func TestGlosses_FailSafeOnActionWords(t *testing.T) {
 		}
 	}
 	for text, n := range map[string]int{"Partial weight-bearing with the frame.": 1, "Rivaroxaban 10 mg once a day.": 1, "Keep hip flexion under 90 degrees.": 1,
-		"Ankle pumps every hour while awake; heel slides ten times, twice a day; keep hip flexion under 90 degrees.": 1} {
+		"Ankle pumps every hour while awake; heel slides ten times, twice a day; keep hip flexion under 90 degrees.": 1,
+		"Rivaroxaban 10 mg once a day, for a course due to end on 28 November 2026.": 1} {
 		if g := Glosses(text); len(g) != n {
 			t.Errorf("no action word in %q: %d glosses, want %d", text, len(g), n)
 		}
