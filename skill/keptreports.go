@@ -32,6 +32,10 @@ const (
 	keptPatients   = 1024
 	keptRetryFirst = time.Second
 	keptRetryMax   = 30 * time.Second
+	// keptTurnTimeout bounds the attempt before a turn, so that the turn
+	// still answers within Alexa's deadline (AlexaResponseDeadline, 8 s)
+	// when the store is still locked.
+	keptTurnTimeout = 2 * time.Second
 )
 
 // errReportKept is what a turn's load answers while a report of the
@@ -119,10 +123,10 @@ func (s *Skill) keepReport(patient, sid string, ms []models.Marked, err error) {
 }
 
 // applyKept applies patient's kept reports, oldest first, each in one
-// CareSource.NotPlayed call within ledgerTimeout, until one fails for the
+// CareSource.NotPlayed call within timeout, until one fails for the
 // store; it reports whether any is still kept. The caller holds the
 // patient's turn lock.
-func (s *Skill) applyKept(ctx context.Context, patient string) (kept bool) {
+func (s *Skill) applyKept(ctx context.Context, patient string, timeout time.Duration) (kept bool) {
 	k := &s.kept
 	for {
 		k.mu.Lock()
@@ -133,7 +137,7 @@ func (s *Skill) applyKept(ctx context.Context, patient string) (kept bool) {
 		}
 		r := q.reports[0]
 		k.mu.Unlock()
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		n, err := s.care.NotPlayed(lctx, patient, r.marks)
 		cancel()
 		if err != nil && !errors.Is(err, models.ErrReportRefused) {
@@ -164,7 +168,7 @@ func (s *Skill) applyKept(ctx context.Context, patient string) (kept bool) {
 // again at twice the delay (at most keptRetryMax).
 func (s *Skill) retryKept(patient string) {
 	defer s.lockPatient(patient)() // keepReport, which arms it too, holds it
-	kept := s.applyKept(context.Background(), patient)
+	kept := s.applyKept(context.Background(), patient, ledgerTimeout)
 	k := &s.kept
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -181,14 +185,14 @@ func (s *Skill) retryKept(patient string) {
 }
 
 // applyKeptFirst applies patient's kept reports, if he has any, before
-// his turn (under his turn lock, released again).
+// his turn (under his turn lock, released again; within keptTurnTimeout).
 func (s *Skill) applyKeptFirst(ctx context.Context, patient string) {
 	if _, kept := s.kept.withdrawn(patient); !kept {
 		return
 	}
 	release := s.lockPatient(patient)
 	defer release()
-	s.applyKept(ctx, patient)
+	s.applyKept(ctx, patient, keptTurnTimeout)
 }
 
 // LostReports is how many error reports were lost: not applied, because

@@ -251,7 +251,7 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 		return patient
 	}
 	// Recorded whatever the request's context does once Alexa has its answer.
-	if s.applyKept(ctx, patient) {
+	if s.applyKept(ctx, patient, ledgerTimeout) {
 		// Earlier reports are still kept: this one waits behind them, in
 		// the order they came (keptreports.go, finding V5).
 		s.keepReport(patient, sid, ms, nil)
