@@ -223,7 +223,14 @@
 //     TestTick_ALongRetractionATickBeganIsNotBegunAgainByTheNextTick,
 //     TestTick_AnAskedResponseThatWasNotDeliveredIsSpokenByTheNextTick,
 //     TestRepeat_AfterATickSpokeARetractionItIsSaidOnce,
-//     TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn (U10).
+//     TestSpeechSafety_ARetractionTheCardsTickSpokeUnaskedIsSaidAgainAtRaysNextTurn (U10),
+//     TestKeptReports_AReportTheStoreCouldNotTakeIsAppliedOnceItCommitsAndNothingIsSaidAsCurrentMeanwhile,
+//     TestKeptReports_AKeptReportIsAppliedByItsRetryTimerWithoutATurn,
+//     TestKeptReports_AReportWhoseMarksWereRefusedIsNotKept,
+//     TestKeptReports_ReportsBeyondTheBoundOrKeptAtCloseAreCountedLost,
+//     TestSpeechSafety_AnErrorReportThatMeetsALockedDatabaseStillOwesTheRetraction
+//     (V5: an error report the store cannot commit is kept and applied once it commits;
+//     meanwhile nothing is said as current).
 //   - P-25. No client delays another: each session has its own bounded
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:

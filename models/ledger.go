@@ -16,6 +16,14 @@ import (
 // caller re-reads and decides again. Match with errors.Is.
 var ErrHeardMoved = errors.New("speech: heard version moved")
 
+// ErrReportRefused is wrapped by a not-played report's error (the skill's
+// CareSource.NotPlayed) when its marks themselves were refused — a
+// malformed patient or entry: trying again changes nothing. Any other
+// error of that call is the store's (busy, locked, down), and the skill
+// keeps the report and applies it again once the store commits (P-24,
+// finding V5). Match with errors.Is.
+var ErrReportRefused = errors.New("not-played report refused")
+
 // HeardState is what Ray heard of one fact: the version he heard for
 // certain (Heard; 0 for none) and every version he may have heard
 // (Offered: each put in a response whose delivery was never confirmed,

@@ -159,6 +159,12 @@ type fakeCare struct {
 	onTurn func(ctx context.Context)
 	// onNotPlayed, when set, runs at the start of NotPlayed (a slow ledger).
 	onNotPlayed func()
+	// failNotPlayed, while not empty, is what the next NotPlayed calls
+	// return, one each, the first first, recording nothing (a store that
+	// cannot commit, finding V5); a nil entry fails nothing. notPlayedTries
+	// counts every NotPlayed call.
+	failNotPlayed  []error
+	notPlayedTries int
 	// afterTurn, when set, runs once Turn has taken its snapshot, and
 	// onOffered at the start of Offered (a revision landing after the
 	// confirmation, before the offers are recorded or while the
@@ -247,6 +253,14 @@ func (f *fakeCare) NotPlayed(_ context.Context, patient string, ms []models.Mark
 	reopened := 0
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.notPlayedTries++
+	if len(f.failNotPlayed) > 0 {
+		err := f.failNotPlayed[0]
+		f.failNotPlayed = f.failNotPlayed[1:]
+		if err != nil {
+			return 0, err
+		}
+	}
 	f.notPlayed = append(f.notPlayed, ms)
 	for _, m := range ms {
 		if m.Confirmed {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -184,8 +185,12 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 // It logs the report once (T14): WARN naming how many facts were re-opened
 // (their announcements owed again) when any were, INFO saying nothing
 // became owed when none were (a repeated report, or heard since), ERROR
-// when the ledger refused it — each with the patient and session. It
-// returns the patient it re-opened for ("" when there was none).
+// when the ledger refused its marks — each with the patient and session.
+// A report the store could not commit (any other error) is kept and
+// applied again until it commits, after any kept before it, and the
+// patient's turns say nothing as current meanwhile (keptreports.go,
+// finding V5); keepReport and applyKept log it. It returns the patient it
+// re-opened for ("" when there was none).
 func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient string) {
 	if env.Session == nil {
 		return ""
@@ -246,10 +251,20 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 		return patient
 	}
 	// Recorded whatever the request's context does once Alexa has its answer.
+	if s.applyKept(ctx, patient, ledgerTimeout) {
+		// Earlier reports are still kept: this one waits behind them, in
+		// the order they came (keptreports.go, finding V5).
+		s.keepReport(patient, sid, ms, nil)
+		return patient
+	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
 	n, err := s.care.NotPlayed(lctx, patient, ms)
 	switch {
+	case err != nil && !errors.Is(err, models.ErrReportRefused):
+		// The store could not commit it (busy, locked, down): kept and
+		// applied again until it commits (finding V5).
+		s.keepReport(patient, sid, ms, err)
 	case err != nil:
 		s.log.Error("alexa error report: nothing re-opened, the ledger refused it", "patient", patient, "session", sid, "marks", len(ms), "err", err)
 	case n == 0:

@@ -127,6 +127,7 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 		s.offerAccountLinking(&h.out) // accountlink.go
 		return h
 	}
+	s.applyKeptFirst(ctx, patient) // an error report the ledger could not take yet (keptreports.go)
 	t := s.newTurn(ctx, env, now, patient)
 	r := t.route()
 	release := noop
@@ -283,6 +284,12 @@ func (t *turn) help() reply {
 // load asks the care source for this turn's confirmed snapshot, keeping
 // only audience-user versions of this patient (defence in depth for P-1).
 func (t *turn) load() error {
+	if changed, kept := t.s.kept.withdrawn(t.patient); kept {
+		// The facts a kept error report re-opens may owe a retraction the
+		// ledger does not know yet (P-24, finding V5).
+		t.snap = models.Snapshot{Withdrawn: changed}
+		return errReportKept
+	}
 	rc := t.s.revisions
 	if rc != nil {
 		t.revs = rc.Revisions(t.patient) // before the confirmation's reads begin

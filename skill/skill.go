@@ -115,6 +115,9 @@ type Skill struct {
 	// revisions is care's RevisionCounter, nil when it has none: then no
 	// response is checked for a revision that overtook it (overtaken).
 	revisions RevisionCounter
+
+	// kept holds error reports the ledger could not take yet (keptreports.go).
+	kept keptReports
 }
 
 // New returns a Skill. care is required; links may be nil (then no device

@@ -687,6 +687,9 @@ func (a *App) Close() {
 		if a.api != nil {
 			a.api.Close() // the batched audit rows of rate-limited attempts
 		}
+		if a.Skill != nil {
+			a.Skill.Close() // error reports still kept are lost, logged (finding V5)
+		}
 		for _, ln := range []net.Listener{a.ln, a.adminLn} {
 			if ln != nil {
 				_ = ln.Close()

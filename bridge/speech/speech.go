@@ -244,9 +244,16 @@ func (p *Principal) MarkTold(ctx context.Context, patient string, uri models.URI
 // unversioned care:// fact of patient, Version < 1, HeardBefore or From
 // negative or not below Version, not 0 with Confirmed, or a Response not
 // "" nor of models.ValidID's form) is ErrInvalidArgument and nothing is
-// changed. It reports how many facts it re-opened; the caller (the skill)
-// logs the report, once (T14).
+// changed; that error wraps models.ErrReportRefused too, so the skill
+// drops the report rather than keeping it for a retry as it keeps one the
+// store could not commit (finding V5). It reports how many facts it
+// re-opened; the caller (the skill) logs the report, once (T14).
 func (p *Principal) NotPlayed(ctx context.Context, patient string, ms []models.Marked) (reopened int, err error) {
+	defer func() {
+		if errors.Is(err, ErrInvalidArgument) {
+			err = fmt.Errorf("%w: %w", models.ErrReportRefused, err) // never worth a retry (finding V5)
+		}
+	}()
 	if !models.ValidID(patient) {
 		return 0, fmt.Errorf("%w: patient id", ErrInvalidArgument)
 	}
