@@ -161,11 +161,15 @@ func TestGlosses_FailSafeOnActionWords(t *testing.T) {
 			t.Errorf("%q: %q, want no gloss", text, g)
 		}
 	}
-	for text, n := range map[string]int{"Partial weight-bearing with the frame.": 1, "Rivaroxaban 10 mg once a day.": 1, "Keep hip flexion under 90 degrees.": 1,
-		"Ankle pumps every hour while awake; heel slides ten times, twice a day; keep hip flexion under 90 degrees.": 1,
-		"Rivaroxaban 10 mg once a day, for a course due to end on 28 November 2026.": 1} {
-		if g := Glosses(text); len(g) != n {
-			t.Errorf("no action word in %q: %d glosses, want %d", text, len(g), n)
+	for _, text := range []string{
+		"Partial weight-bearing with the frame.",
+		"Rivaroxaban 10 mg once a day.",
+		"Keep hip flexion under 90 degrees.",
+		"Ankle pumps every hour while awake; heel slides ten times, twice a day; keep hip flexion under 90 degrees.",
+		"Rivaroxaban 10 mg once a day, for a course due to end on 28 November 2026.",
+	} {
+		if g := Glosses(text); len(g) != 1 {
+			t.Errorf("no action word in %q: %d glosses, want 1", text, len(g))
 		}
 	}
 }
