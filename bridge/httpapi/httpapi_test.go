@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/caretopic"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/store/envelope"
@@ -1237,6 +1238,21 @@ func TestExactKeys_LinkBodyRefusesRepeatedAndCaseVariantPatient(t *testing.T) {
 	for _, body := range []string{`{"patient":"ray","patient":"bob"}`, `{"Patient":"bob"}`} {
 		if ve := exactKeys([]byte(body), linkKeys); ve == nil {
 			t.Errorf("accepted %s", body)
+		}
+	}
+}
+
+// The cost of the V2 check on a write creating a topic of a patient with
+// ten topics on record (besides the one Topics query).
+func BenchmarkTopicCollision(b *testing.B) {
+	m := caretopic.Default()
+	var topics []store.Topic
+	for _, d := range []string{"adherence", "anticoagulant", "blood_test", "contact", "diet", "exercise", "exercise_clip", "gait_note", "risk", "weight_bearing"} {
+		topics = append(topics, store.Topic{Domain: d, Audience: models.AudienceUser})
+	}
+	for b.Loop() {
+		if _, _, _, ok := topicCollision(m, "wound_care", topics); ok {
+			b.Fatal("wound_care collides")
 		}
 	}
 }
