@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -27,11 +26,6 @@ type topicIndex struct {
 
 // careTopics is the index of the skill package's interaction models.
 var careTopics = sync.OnceValue(func() *topicIndex { return fromModel(caretopic.Default()) })
-
-// loadTopics reads CareTopic from every interactionModels/custom/*.json of
-// fsys. A model that does not parse leaves err set and the others' phrases
-// in place.
-func loadTopics(fsys fs.FS) *topicIndex { return fromModel(caretopic.Load(fsys)) }
 
 func fromModel(m *caretopic.Model) *topicIndex {
 	return &topicIndex{phrase: m.Phrase, name: m.Name, err: m.Err}
