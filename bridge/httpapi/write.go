@@ -107,7 +107,9 @@ type WriteRequest struct {
 	// or write), nothing written — a mistyped "walkng" would otherwise be
 	// spoken to him at once beside the instruction it meant to revise
 	// (finding U12). `unsay write` sets it unless --new-topic is given.
-	// Absent or false: a new topic is created, as before.
+	// Absent or false: a new topic is created, as before. Either way a
+	// new topic whose spoken name is another topic's is refused 409
+	// (finding V2, newTopicRefusal).
 	ExistingTopic bool `json:"existingTopic,omitempty"`
 }
 
