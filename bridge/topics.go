@@ -1,28 +1,23 @@
 package bridge
 
 import (
-	"encoding/json"
-	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
-	"unicode"
 
+	"github.com/unsay/unsay/bridge/caretopic"
 	"github.com/unsay/unsay/models"
-	skillpackage "github.com/unsay/unsay/skill-package"
 )
 
 // CareTopicSlotType is the custom slot type of CarePlanIntent's topic in
-// the skill's interaction models: its values' ids are domains, their names
-// and synonyms what people call them ("crutches" → weight_bearing).
-const CareTopicSlotType = "CareTopic"
+// the skill's interaction models (caretopic.SlotType).
+const CareTopicSlotType = caretopic.SlotType
 
 // topicIndex resolves a topic in a person's words to a domain with the
 // same names and synonyms the custom skill's interaction models give
-// CareTopic (every locale the skill package ships), so care_instruction
-// understands what CarePlanIntent understands. It is built once and never
-// changed.
+// CareTopic (every locale the skill package ships, read by caretopic), so
+// care_instruction understands what CarePlanIntent understands. It is
+// built once and never changed.
 type topicIndex struct {
 	phrase map[string]string // normalized name or synonym → domain
 	name   map[string]string // domain → its spoken name (the value's name)
@@ -30,70 +25,10 @@ type topicIndex struct {
 }
 
 // careTopics is the index of the skill package's interaction models.
-var careTopics = sync.OnceValue(func() *topicIndex { return loadTopics(skillpackage.FS()) })
+var careTopics = sync.OnceValue(func() *topicIndex { return fromModel(caretopic.Default()) })
 
-// loadTopics reads CareTopic from every interactionModels/custom/*.json of
-// fsys. A model that does not parse leaves err set and the others' phrases
-// in place.
-func loadTopics(fsys fs.FS) *topicIndex {
-	ix := &topicIndex{phrase: map[string]string{}, name: map[string]string{}}
-	files, err := fs.Glob(fsys, "interactionModels/custom/*.json")
-	if err != nil || len(files) == 0 {
-		ix.err = fmt.Errorf("bridge: no interaction models in the skill package (%v)", err)
-		return ix
-	}
-	slices.Sort(files)
-	for _, f := range files {
-		raw, err := fs.ReadFile(fsys, f)
-		if err != nil {
-			ix.err = fmt.Errorf("bridge: %s: %w", f, err)
-			continue
-		}
-		var doc struct {
-			InteractionModel struct {
-				LanguageModel struct {
-					Types []struct {
-						Name   string `json:"name"`
-						Values []struct {
-							ID   string `json:"id"`
-							Name struct {
-								Value    string   `json:"value"`
-								Synonyms []string `json:"synonyms"`
-							} `json:"name"`
-						} `json:"values"`
-					} `json:"types"`
-				} `json:"languageModel"`
-			} `json:"interactionModel"`
-		}
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			ix.err = fmt.Errorf("bridge: %s: %w", f, err)
-			continue
-		}
-		for _, t := range doc.InteractionModel.LanguageModel.Types {
-			if t.Name != CareTopicSlotType {
-				continue
-			}
-			for _, v := range t.Values {
-				if !models.ValidID(v.ID) {
-					continue
-				}
-				if _, ok := ix.name[v.ID]; !ok && v.Name.Value != "" {
-					ix.name[v.ID] = v.Name.Value
-				}
-				for _, p := range append([]string{v.Name.Value}, v.Name.Synonyms...) {
-					if k := normalizeTopic(p); k != "" {
-						if _, taken := ix.phrase[k]; !taken {
-							ix.phrase[k] = v.ID
-						}
-					}
-				}
-			}
-		}
-	}
-	if len(ix.phrase) == 0 && ix.err == nil {
-		ix.err = fmt.Errorf("bridge: no %s slot type in the interaction models", CareTopicSlotType)
-	}
-	return ix
+func fromModel(m *caretopic.Model) *topicIndex {
+	return &topicIndex{phrase: m.Phrase, name: m.Name, err: m.Err}
 }
 
 // fillerWords are dropped from a topic that matched nothing as said
@@ -150,25 +85,8 @@ func (ix *topicIndex) spokenTopics(domains map[string]bool) []string {
 	return slices.Compact(out)
 }
 
-// normalizeTopic lower-cases s, turns every run of characters other than
-// letters and digits into one space, and trims: "Who do I call?" → "who do
-// i call", "weight_bearing" → "weight bearing", "what's" → "what s".
-func normalizeTopic(s string) string {
-	var b strings.Builder
-	space := false
-	for _, r := range strings.ToLower(s) {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if space && b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			space = false
-			b.WriteRune(r)
-			continue
-		}
-		space = true
-	}
-	return b.String()
-}
+// normalizeTopic is caretopic.Normalize: "weight_bearing" → "weight bearing".
+func normalizeTopic(s string) string { return caretopic.Normalize(s) }
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))

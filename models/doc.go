@@ -197,7 +197,10 @@
 //     TestNotPlayed_AMalformedSessionIDIsRecordedInMemoryOnlyAndTheResponseStillSent,
 //     TestOfferedResponse_RefusesAMalformedRecordWholeAndKeepsAWellFormedOne,
 //     TestSpeechSafety_AnErrorReportAfterARestartStillOwesTheRetractionItsResponseCarried,
-//     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction
+//     TestTwoInstances_AnErrorReportOnTheOtherInstanceStillOwesTheRetraction,
+//     TestWrite_ANewTopicWhoseSpokenNameIsAnotherTopicsIsRefused,
+//     TestCarePlan_TwoStoredTopicsOfOneSpokenNameAreNeverBothSaid (V2: two instructions Ray
+//     calls by one name are never both said as current)
 //     (U8: the record of each response's marks is the heard ledger's, written with its
 //     offers; the ledger contract's AResponsesRecordIsReadOnAnotherInstanceWithItsMarks,
 //     TheRecordKeepsTheLastTwoResponsesOfEachSession, TheRecordOfAResponseExpiresAfterADay),

@@ -46,6 +46,10 @@ type turn struct {
 	// segments of the session's last response that spoke it.
 	held     bool
 	heldSegs []segment
+
+	// added: distinctAdded's domains, computed once a turn (addedDone).
+	added     []string
+	addedDone bool
 }
 
 // handled is a built response: the envelope, the marks of what it speaks
@@ -486,11 +490,12 @@ func (t *turn) launch() reply {
 func (t *turn) carePlan() reply {
 	slot := t.env.Request.Intent.Slots[SlotTopic]
 	domain, ok := slot.ResolvedID()
+	var matched []string
 	if !ok {
-		domain, ok = t.namedTopic(slot.Value) // a topic the care team added (topics.go)
+		domain, matched, ok = t.namedTopic(slot.Value) // a topic the care team added (topics.go)
 	}
 	if !ok || !models.ValidID(domain) {
-		q := t.topicsQuestion()
+		q := t.topicsQuestionOf(matched)
 		return reply{question: q, reprompt: q, card: cardCare}
 	}
 	for _, v := range t.facts {

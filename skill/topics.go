@@ -41,38 +41,87 @@ func modelTopics() []modelTopic {
 const MaxAddedTopics = 3
 
 // addedTopics are the domains of this turn's speakable facts that
-// CareTopic does not name, in the facts' order, at most MaxAddedTopics.
-// The exercises' recording (exercise_clip) is not one: the exercises'
-// answer offers it (clip.go).
+// CareTopic does not name, in the facts' order, each spoken name once
+// (distinctAdded), at most MaxAddedTopics. The exercises' recording
+// (exercise_clip) is not one: the exercises' answer offers it (clip.go).
 func (t *turn) addedTopics() []string {
 	var out []string
-	for _, v := range t.facts {
-		if isModelTopic(v.Domain) || v.Domain == domainExerciseClip || slices.Contains(out, v.Domain) {
+	for _, d := range t.distinctAdded() {
+		if d == domainExerciseClip {
 			continue
 		}
-		if out = append(out, v.Domain); len(out) == MaxAddedTopics {
+		if out = append(out, d); len(out) == MaxAddedTopics {
 			break
 		}
 	}
 	return out
 }
 
+// distinctAdded are the domains of this turn's speakable facts that
+// CareTopic does not name (exercise_clip included), in the facts' order,
+// without the duplicates of a spoken name (finding V2): a domain whose
+// spoken name, as topicWords, is a model topic's ("blood_thinner" is
+// "blood thinner", the anticoagulant's) or an earlier added one's
+// ("wound-care" before "wound_care") is dropped after the first. Entity
+// resolution answers a model topic's words with the model topic, and the
+// words of two same-named topics cannot say which is meant, so the
+// dropped one is never offered or answered (two instructions of one name
+// would otherwise both be said as current); each is logged at WARN, once
+// a turn. The write API refuses such a topic (httpapi newTopicRefusal):
+// only data stored before that gets here.
+func (t *turn) distinctAdded() []string {
+	if t.addedDone {
+		return t.added
+	}
+	t.addedDone = true
+	keys := map[string]string{} // spoken name → the topic that has it
+	for _, m := range modelTopics() {
+		for _, n := range []string{m.domain, models.Topic(m.domain), strings.TrimPrefix(m.choice, "your ")} {
+			keys[topicKey(n)] = m.domain
+		}
+	}
+	for _, v := range t.facts {
+		if isModelTopic(v.Domain) || slices.Contains(t.added, v.Domain) {
+			continue
+		}
+		k := topicKey(models.Topic(v.Domain))
+		if first, dup := keys[k]; dup {
+			if t.s != nil && t.s.log != nil {
+				t.s.log.Warn("alexa added topic not offered or answered: another topic has its spoken name",
+					"patient", t.patient, "domain", v.Domain, "name", k, "other", first)
+			}
+			continue
+		}
+		keys[k] = v.Domain
+		t.added = append(t.added, v.Domain)
+	}
+	return t.added
+}
+
+// topicKey is a spoken name as topics are compared: its topicWords joined
+// by spaces ("wound_care", "wound-care" and "Wound care" are "wound care").
+func topicKey(s string) string { return strings.Join(topicWords(s), " ") }
+
 func isModelTopic(domain string) bool {
 	return slices.ContainsFunc(modelTopics(), func(m modelTopic) bool { return m.domain == domain })
 }
 
-// offered returns f of each model topic with the added topics' own
-// (from add) before "who to call".
-func (t *turn) offered(f func(modelTopic) string, add func(topic string) string) []string {
+// offered returns f of each model topic with added's own (from add)
+// before "who to call".
+func offered(added []string, f func(modelTopic) string, add func(topic string) string) []string {
 	mt := modelTopics()
 	var out []string
 	for _, m := range mt[:len(mt)-1] {
 		out = append(out, f(m))
 	}
-	for _, d := range t.addedTopics() {
+	for _, d := range added {
 		out = append(out, add(models.Topic(d)))
 	}
 	return append(out, f(mt[len(mt)-1]))
+}
+
+func (t *turn) offered(f func(modelTopic) string, add func(topic string) string) []string {
+	return offered(t.addedTopics(), f, add)
 }
 
 // topicsQuestion asks which topic he wants: "I can tell you about your
@@ -88,9 +137,23 @@ func (t *turn) topicsPrompt() string {
 	return "You can ask about " + orList(t.choices()) + "."
 }
 
-func (t *turn) choices() []string {
-	return t.offered(func(m modelTopic) string { return m.choice }, func(topic string) string { return "your " + topic })
+// topicsQuestionOf is the topic question after words that named several
+// added topics ("wound" beside wound care and wound drain): it offers
+// those (at most MaxAddedTopics) where the question offers the first
+// added topics, so his answer can name one (finding V2).
+func (t *turn) topicsQuestionOf(matched []string) string {
+	if len(matched) < 2 {
+		return t.topicsQuestion()
+	}
+	matched = matched[:min(len(matched), MaxAddedTopics)]
+	return "I can tell you about " + orList(offered(matched, choice, yourTopic)) + ". Which would you like?"
 }
+
+func (t *turn) choices() []string { return t.offered(choice, yourTopic) }
+
+func choice(m modelTopic) string { return m.choice }
+
+func yourTopic(topic string) string { return "your " + topic }
 
 // helpText is the help: "You can ask me: what's my walking instruction;
 // …; what's my wound care instruction; or who do I call. You can also
@@ -136,35 +199,33 @@ func topicWords(s string) []string {
 	return out
 }
 
-// namedTopic finds the speakable fact whose added topic (a domain
-// CareTopic does not name, exercise_clip included) his words name, when
-// entity resolution matched nothing: the words, as topicWords, equal the
-// topic's, or are some of its words — not only "care" — and name no other
-// such fact. A model
-// topic is never matched here (Alexa's resolution is the judge of those),
-// and no words, or words naming two facts, match nothing. It returns the
-// domain.
-func (t *turn) namedTopic(said string) (string, bool) {
+// namedTopic finds the speakable fact whose added topic (distinctAdded: a
+// domain CareTopic does not name, exercise_clip included, each spoken
+// name once) his words name, when entity resolution matched nothing: the
+// words, as topicWords, equal the topic's, or are some of its words — not
+// only "care" — and name no other such fact. A model topic is never
+// matched here (Alexa's resolution is the judge of those), and no words,
+// or words naming two facts, match nothing. It returns the domain, or the
+// added topics the words partly named (several: the topic question offers
+// them, topicsQuestionOf).
+func (t *turn) namedTopic(said string) (string, []string, bool) {
 	words := topicWords(said)
 	if len(words) == 0 {
-		return "", false
+		return "", nil, false
 	}
 	partial := slices.ContainsFunc(words, func(w string) bool { return w != "care" })
 	var some []string
-	for _, v := range t.facts {
-		if isModelTopic(v.Domain) {
-			continue
-		}
-		tw := topicWords(models.Topic(v.Domain))
+	for _, d := range t.distinctAdded() {
+		tw := topicWords(models.Topic(d))
 		if slices.Equal(words, tw) {
-			return v.Domain, true
+			return d, nil, true
 		}
-		if partial && !slices.Contains(some, v.Domain) && !slices.ContainsFunc(words, func(w string) bool { return !slices.Contains(tw, w) }) {
-			some = append(some, v.Domain)
+		if partial && !slices.ContainsFunc(words, func(w string) bool { return !slices.Contains(tw, w) }) {
+			some = append(some, d)
 		}
 	}
 	if len(some) == 1 {
-		return some[0], true
+		return some[0], nil, true
 	}
-	return "", false
+	return "", some, false
 }

@@ -180,3 +180,78 @@ func TestHelp_NamesAtMostMaxAddedTopicsButAnswersEveryOne(t *testing.T) {
 		t.Errorf("an added topic beyond the help's list is not answered: %q", plain(out))
 	}
 }
+
+// V2: an added topic whose spoken name is a model topic's (blood_thinner,
+// walking) or an earlier added topic's (wound-care beside wound_care) is
+// not offered: the help, its card and the topic question name each spoken
+// topic once. Twin: an added topic with a name of its own (blood test) is
+// still offered beside them.
+func TestHelp_NamesEachSpokenTopicOnce(t *testing.T) {
+	r := newRig(t, nil)
+	for _, d := range []string{"blood_thinner", "walking", "wound_care", "wound-care", "blood_test"} {
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(d, 1, "About "+d+".", "Ward 4 nurse", time.Hour))
+	}
+	help, raw := r.turn(reqOpts{Type: TypeIntent, Intent: IntentHelp, APL: true})
+	question, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: saidSlot("dinner")})
+	card := strings.Join(helpPhrasesOf(t, raw), "|")
+	for _, s := range []struct{ what, text string }{
+		{"help", plain(help)}, {"reprompt", reprompt(help)}, {"card", card}, {"question", plain(question)},
+	} {
+		low := strings.ReplaceAll(strings.ToLower(s.text), "-", " ")
+		for _, name := range []string{"blood thinner", "walking", "wound care"} {
+			if n := strings.Count(low, name); n != 1 {
+				t.Errorf("%s names %q %d times, want once: %q", s.what, name, n, s.text)
+			}
+		}
+		if !strings.Contains(low, "blood test") {
+			t.Errorf("%s does not offer the distinctly named blood test: %q", s.what, s.text)
+		}
+	}
+}
+
+// V2: words naming two stored topics of one spoken name (wound_care and
+// wound-care) answer one of them, never both as current, every time; an
+// added topic named like a model topic (blood_thinner) is never answered
+// by its words. Twin: a distinctly named added topic (blood test) is
+// answered by its words.
+func TestCarePlan_TwoStoredTopicsOfOneSpokenNameAreNeverBothSaid(t *testing.T) {
+	r := newRig(t, nil)
+	for _, d := range []string{"wound_care", "wound-care", "blood_thinner", "blood_test"} {
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(d, 1, "About "+d+".", "Ward 4 nurse", time.Hour))
+	}
+	for _, said := range []string{"wound care", "wound", "my wound care instructions"} {
+		got := plain(first(r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: saidSlot(said)})))
+		if n := strings.Count(got, "About wound_care.") + strings.Count(got, "About wound-care."); n != 1 {
+			t.Errorf("%q: %d wound care instructions said, want one: %q", said, n, got)
+		}
+	}
+	if got := plain(first(r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: saidSlot("blood thinner")}))); strings.Contains(got, "About blood_thinner.") {
+		t.Errorf("the added blood_thinner was answered by the model topic's words: %q", got)
+	}
+	if got := plain(first(r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: saidSlot("blood test")}))); !strings.Contains(got, "About blood_test.") {
+		t.Errorf("the distinctly named blood test is not answered: %q", got)
+	}
+}
+
+// V2: words that name several added topics ("wound") get the topic
+// question offering those topics, not the first MaxAddedTopics added ones,
+// so his answer can name one. Twin: words naming none get the question
+// with the first added topics.
+func TestCarePlan_AWordNamingSeveralAddedTopicsAsksWithThem(t *testing.T) {
+	r := newRig(t, nil)
+	for _, d := range []string{"diet", "dressing", "driving", "wound_care", "wound_drain"} {
+		r.care.facts["ray"] = append(r.care.facts["ray"], ver(d, 1, "About "+d+".", "Ward 4 nurse", time.Hour))
+	}
+	out, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: saidSlot("wound")})
+	want := "I can tell you about your walking, your blood thinner, your exercises, your wound care, your wound drain, or who to call. Which would you like?"
+	if got := plain(out); !strings.Contains(got, want) || strings.Contains(got, "About ") || !strings.Contains(reprompt(out), "your wound drain") {
+		t.Errorf("\"wound\": %q (reprompt %q), want %q", got, reprompt(out), want)
+	}
+	out, _ = r.turn(reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: saidSlot("dinner")})
+	want = "I can tell you about your walking, your blood thinner, your exercises, your diet, your dressing, your driving, or who to call. Which would you like?"
+	if got := plain(out); !strings.Contains(got, want) {
+		t.Errorf("\"dinner\": %q, want %q", got, want)
+	}
+}
+
+func first(out ResponseEnvelope, _ []byte) ResponseEnvelope { return out }

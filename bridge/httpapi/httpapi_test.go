@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/caretopic"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/store/envelope"
@@ -391,6 +392,85 @@ func TestWrite_ExistingTopicRefusesATopicThePatientHasNoNotesOf(t *testing.T) {
 		var e struct{ Error, Field string }
 		if err := json.Unmarshal(a.body, &e); err != nil || e.Field != "domain" || !strings.Contains(e.Error, "weight_bearing") || !strings.Contains(e.Error, "nothing was saved") {
 			t.Errorf("%s: refusal %s, want field domain naming ray's topics", tc.name, a.body)
+		}
+		topics, err := f.st.Topics(context.Background(), tc.patient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(topics, func(tp store.Topic) bool { return tp.Domain == tc.domain }) {
+			t.Errorf("%s: the refused topic was written", tc.name)
+		}
+		if row := f.oneAuditRow(seq); row.Outcome == "accepted" || row.Reason != store.ReasonInvalid {
+			t.Errorf("%s: audit row %+v, want a refusal", tc.name, row)
+		}
+	}
+}
+
+// V2: a write that would create a topic whose spoken name is another
+// topic's — one of the patient's ("wound-care" beside "wound_care") or a
+// CareTopic value's name or synonym ("blood_thinner", "walking",
+// "crutches"), on record or not — is refused 409 (field domain, naming the
+// topic it collides with, nothing written, an audit row), with or without
+// existingTopic: two topics Ray calls by one name cannot both be asked for
+// and would both be said as current. An assistant-only topic is not named
+// to a care.write-only writer (P-1). Twins: a new topic with a name of its
+// own, a revision of a CareTopic value, and a new patient's own topic are
+// saved.
+func TestWrite_ANewTopicWhoseSpokenNameIsAnotherTopicsIsRefused(t *testing.T) {
+	f := newFixture(t)
+	careWrite := f.token("okafor", []string{"ray"}, models.ScopeWrite)
+	for _, tc := range []struct {
+		name            string
+		patient, domain string
+		existing        bool
+		token           string // empty: signed
+		status          int
+		names           []string // in the refusal
+		hides           string   // not in the refusal
+	}{
+		{"a new topic of its own", "ray", "wound_care", false, "", http.StatusCreated, nil, ""},
+		{"another new topic of its own", "ray", "blood_test", false, "", http.StatusCreated, nil, ""},
+		{"a revision of the anticoagulant", "ray", "anticoagulant", true, "", http.StatusCreated, nil, ""},
+		{"a new patient's own topic", "sam", "wound_care", true, "", http.StatusCreated, nil, ""},
+		{"blood_thinner, --new-topic", "ray", "blood_thinner", false, "", http.StatusConflict, []string{"anticoagulant", "blood thinner"}, ""},
+		{"blood_thinner, existingTopic", "ray", "blood_thinner", true, "", http.StatusConflict, []string{"anticoagulant", "blood thinner"}, ""},
+		{"walking", "ray", "walking", false, "", http.StatusConflict, []string{"weight_bearing", "walking"}, ""},
+		{"a synonym: crutches", "ray", "crutches", false, "", http.StatusConflict, []string{"weight_bearing", "crutches"}, ""},
+		{"wound-care beside wound_care", "ray", "wound-care", false, "", http.StatusConflict, []string{"wound_care", "wound care"}, ""},
+		{"wound.care beside wound_care", "ray", "wound.care", false, "", http.StatusConflict, []string{"wound_care", "wound care"}, ""},
+		{"a CareTopic value a new patient has not", "sam2", "blood_thinner", false, "", http.StatusConflict, []string{"anticoagulant", "blood thinner"}, ""},
+		{"an assistant-only topic's name, care.write only", "ray", "gait-note", false, careWrite, http.StatusConflict, []string{"gait note"}, "gait_note"},
+	} {
+		seq := f.auditSeq()
+		body := writeBody(func(m map[string]any) {
+			m["patient"], m["domain"], m["value"] = tc.patient, tc.domain, "Words for "+tc.name+"."
+			if tc.existing {
+				m["existingTopic"] = true
+			}
+		})
+		var a answer
+		if tc.token != "" {
+			a = f.bearer(body, tc.token)
+		} else {
+			a = f.signed(body, f.now.Unix())
+		}
+		if a.status != tc.status {
+			t.Fatalf("%s: status %d, want %d; body %s", tc.name, a.status, tc.status, a.body)
+		}
+		if tc.status != http.StatusConflict {
+			continue
+		}
+		var e struct{ Error, Field string }
+		if err := json.Unmarshal(a.body, &e); err != nil || e.Field != "domain" || !strings.Contains(e.Error, "nothing was saved") {
+			t.Errorf("%s: refusal %s, want field domain saying nothing was saved", tc.name, a.body)
+		}
+		for _, n := range tc.names {
+			if !strings.Contains(e.Error, n) {
+				t.Errorf("%s: refusal %q does not name %q", tc.name, e.Error, n)
+			}
+		}
+		if tc.hides != "" && strings.Contains(e.Error, tc.hides) {
+			t.Errorf("%s: refusal %q names the assistant-only %q (P-1)", tc.name, e.Error, tc.hides)
 		}
 		topics, err := f.st.Topics(context.Background(), tc.patient)
 		if err != nil {
@@ -1158,6 +1238,21 @@ func TestExactKeys_LinkBodyRefusesRepeatedAndCaseVariantPatient(t *testing.T) {
 	for _, body := range []string{`{"patient":"ray","patient":"bob"}`, `{"Patient":"bob"}`} {
 		if ve := exactKeys([]byte(body), linkKeys); ve == nil {
 			t.Errorf("accepted %s", body)
+		}
+	}
+}
+
+// The cost of the V2 check on a write creating a topic of a patient with
+// ten topics on record (besides the one Topics query).
+func BenchmarkTopicCollision(b *testing.B) {
+	m := caretopic.Default()
+	var topics []store.Topic
+	for _, d := range []string{"adherence", "anticoagulant", "blood_test", "contact", "diet", "exercise", "exercise_clip", "gait_note", "risk", "weight_bearing"} {
+		topics = append(topics, store.Topic{Domain: d, Audience: models.AudienceUser})
+	}
+	for b.Loop() {
+		if _, _, _, ok := topicCollision(m, "wound_care", topics); ok {
+			b.Fatal("wound_care collides")
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/unsay/unsay/bridge/auth"
+	"github.com/unsay/unsay/bridge/caretopic"
 	"github.com/unsay/unsay/models"
 	"github.com/unsay/unsay/store"
 )
@@ -106,7 +107,9 @@ type WriteRequest struct {
 	// or write), nothing written — a mistyped "walkng" would otherwise be
 	// spoken to him at once beside the instruction it meant to revise
 	// (finding U12). `unsay write` sets it unless --new-topic is given.
-	// Absent or false: a new topic is created, as before.
+	// Absent or false: a new topic is created, as before. Either way a
+	// new topic whose spoken name is another topic's is refused 409
+	// (finding V2, newTopicRefusal).
 	ExistingTopic bool `json:"existingTopic,omitempty"`
 }
 
@@ -314,7 +317,7 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 		in.IdempotencyKey = idempotencyKey
 	}
 
-	if req.ExistingTopic && replay == nil {
+	if replay == nil {
 		if msg, ok := a.newTopicRefusal(r.Context(), principal, req); !ok {
 			a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonInvalid, msg, "domain")
 			return
@@ -516,29 +519,96 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 	return a.cfg.Verifier.FromRequest(r)
 }
 
-// newTopicRefusal checks an ExistingTopic write (finding U12): ok when the
-// patient has no facts on record (a new patient) or has one of req's
-// domain; else the refusal's message, naming the patient's topics the
-// principal may read or write (P-1: an assistant-only topic is not named
-// to a care.write-only writer). A store error lets the write through (it
-// is no worse than a write without ExistingTopic) and is logged.
+// newTopicRefusal checks a write that would create a topic: ok when req's
+// domain is one of the patient's topics on record (a revision: nothing
+// more is checked). Else, whatever ExistingTopic says, it is refused when
+// the new domain's spoken name — or a CareTopic name or synonym of it — is
+// one of another topic's (one of the patient's, or a CareTopic value): two
+// topics Ray calls by the same name can never both be asked for, and both
+// would be said as current (finding V2; see topicCollision). Then, for an
+// ExistingTopic write, when the patient has facts on record it is refused
+// naming them (finding U12). A refusal's message names only topics the
+// principal may read or write (P-1: an assistant-only topic is not named to
+// a care.write-only writer). One Topics query; a store error lets the
+// write through unless it collides with a CareTopic value (it is no worse
+// than a write without ExistingTopic) and is logged.
 func (a *API) newTopicRefusal(ctx context.Context, principal models.Principal, req *WriteRequest) (string, bool) {
 	topics, err := a.cfg.Store.Topics(ctx, req.Patient)
 	if err != nil {
-		a.log.WarnContext(ctx, "write: topics not read; the existingTopic check is skipped", "patient", req.Patient, "err", err)
+		a.log.WarnContext(ctx, "write: topics not read; only the interaction model's topics are checked", "patient", req.Patient, "err", err)
+		topics = nil
+	}
+	if slices.ContainsFunc(topics, func(t store.Topic) bool { return t.Domain == req.Domain }) {
 		return "", true
 	}
-	if len(topics) == 0 || slices.ContainsFunc(topics, func(t store.Topic) bool { return t.Domain == req.Domain }) {
+	visible := func(t store.Topic) bool {
+		return principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience)
+	}
+	if other, name, onRecord, ok := topicCollision(caretopic.Default(), req.Domain, topics); ok {
+		switch {
+		case !onRecord:
+			return fmt.Sprintf("%q is how %s asks for %q, a topic the skill knows; nothing was saved. Write that domain to give %s a %s instruction, "+
+				"or choose a domain with another name", name, req.Patient, other.Domain, req.Patient, name), false
+		case visible(other):
+			return fmt.Sprintf("%s already has %q, which %s calls %q; nothing was saved. Revise that one, or choose a domain with another name",
+				req.Patient, other.Domain, req.Patient, name), false
+		default:
+			return fmt.Sprintf("%q is already the name of another of %s's topics; nothing was saved. Choose a domain with another name",
+				name, req.Patient), false
+		}
+	}
+	if !req.ExistingTopic || len(topics) == 0 {
 		return "", true
 	}
 	var names []string
 	for _, t := range topics {
-		if principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience) {
+		if visible(t) {
 			names = append(names, t.Domain)
 		}
 	}
 	return fmt.Sprintf("%s has no %q notes; existing topics: %s; nothing was saved. To revise one, write it with that domain; "+
 		"to create this topic, send existingTopic false (unsay write --new-topic)", req.Patient, req.Domain, strings.Join(names, ", ")), false
+}
+
+// topicCollision finds the topic a new domain would share a spoken name
+// with (finding V2): among topics (the patient's, none of them domain) and
+// then CareTopic's values, the first other whose Names (caretopic: spoken
+// name, normalized — "wound_care" and "wound-care" are both "wound care" —
+// and a CareTopic value's names and synonyms) share one with domain's.
+// onRecord says other is one of topics. Two CareTopic values never
+// collide (entity resolution tells them apart by id).
+func topicCollision(m *caretopic.Model, domain string, topics []store.Topic) (other store.Topic, name string, onRecord, ok bool) {
+	names := m.Names(domain)
+	shared := func(d string) (string, bool) {
+		if m.IsValue(domain) && m.IsValue(d) {
+			return "", false
+		}
+		for _, n := range m.Names(d) {
+			if slices.Contains(names, n) {
+				return n, true
+			}
+		}
+		return "", false
+	}
+	for _, t := range topics {
+		if n, ok := shared(t.Domain); ok {
+			return t, n, true, true
+		}
+	}
+	values := make([]string, 0, len(m.Name))
+	for d := range m.Name {
+		values = append(values, d)
+	}
+	slices.Sort(values)
+	for _, d := range values {
+		if d == domain || slices.ContainsFunc(topics, func(t store.Topic) bool { return t.Domain == d }) {
+			continue
+		}
+		if n, ok := shared(d); ok {
+			return store.Topic{Domain: d}, n, false, true
+		}
+	}
+	return store.Topic{}, "", false, false
 }
 
 // parseWriteRequest decodes body for shape only: one JSON object, each key
