@@ -468,6 +468,7 @@ type fakeLinks struct {
 	blocked bool
 	paused  time.Time // non-zero: every redemption is refused with a *LinkPausedError
 	redeems []string  // "user|endpoint|code"
+	lookErr error     // non-nil: LinkedPatient fails with it (a locked store)
 }
 
 func (l *fakeLinks) RedeemLinkCode(_ context.Context, user, endpoint, code string, _ time.Time) (string, error) {
@@ -495,6 +496,9 @@ func (l *fakeLinks) RedeemLinkCode(_ context.Context, user, endpoint, code strin
 func (l *fakeLinks) LinkedPatient(_ context.Context, user string) (string, string, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lookErr != nil {
+		return "", "", false, l.lookErr
+	}
 	p, ok := l.linked[user]
 	return p, "https://api.eu.amazonalexa.com", ok, nil
 }

@@ -124,6 +124,11 @@ func (s *Skill) handle(ctx context.Context, env *RequestEnvelope) handled {
 	patient, err := s.patientFor(ctx, env)
 	if err != nil {
 		s.log.Error("alexa linked patient", "err", err)
+		if req.Type == TypeIntent && isLeaving(req.Intent.Name) {
+			// He asked to stop: the session ends as asked, marking nothing
+			// (finding V6d; what is owed stays owed).
+			return s.build(&turn{s: s, ctx: ctx, env: env, now: now}, reply{segs: say(textGoodbye), end: endLeave, forget: true})
+		}
 		return s.build(&turn{s: s, ctx: ctx, env: env, now: now}, reply{segs: say(textSorry), end: endLeave})
 	}
 	if patient == "" {

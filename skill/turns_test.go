@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -346,6 +347,30 @@ func TestStopCancelNavigateHome_SayGoodbyeAndEnd(t *testing.T) {
 		out, raw := r.turn(reqOpts{Type: TypeIntent, Intent: intent, APL: true})
 		if ssml(out) != "<speak>Goodbye.</speak>" || endState(raw) != "true" || len(out.Response.Directives) != 0 || out.Response.Reprompt != nil {
 			t.Errorf("%s: %s", intent, raw)
+		}
+	}
+}
+
+// V6d: when the device's patient cannot be looked up (the store locked),
+// "stop", "cancel" and "go home" still say "Goodbye." and end the session,
+// marking nothing; the twin, any other request, says it cannot reach the
+// notes.
+func TestStop_WhenThePatientCannotBeLookedUpSaysGoodbye(t *testing.T) {
+	for _, o := range []reqOpts{{Type: TypeIntent, Intent: IntentStop}, {Type: TypeIntent, Intent: IntentCancel},
+		{Type: TypeIntent, Intent: IntentNavigateHome}, {Type: TypeLaunch}, {Type: TypeIntent, Intent: IntentHelp}} {
+		r := newRig(t, nil)
+		r.care.setPending("ray", retractionWB())
+		r.links.lookErr = errors.New("database is locked")
+		out, raw := r.turn(o)
+		want := textSorry
+		if isLeaving(o.Intent) {
+			want = textGoodbye
+		}
+		if plain(out) != want || endState(raw) != "true" {
+			t.Errorf("%s %s: %s, want %q and the session ended", o.Type, o.Intent, raw, want)
+		}
+		if len(r.care.heardCalls()) != 0 {
+			t.Errorf("%s %s marked facts heard", o.Type, o.Intent)
 		}
 	}
 }

@@ -183,10 +183,11 @@ func cmdWrite(ctx context.Context, args []string) error {
 	audioFile := fs.String("audio", "", "a clip the fact carries (.mp3 or .wav, at most 1 MiB; a speakable one must be an MP3 Alexa plays); --value describes it")
 	audioType := fs.String("audio-type", "", "the clip's MIME type (audio/mpeg or audio/wav); default from the file's extension")
 	newTopic := fs.Bool("new-topic", false, "create a topic the patient has no notes of (without it such a write is refused, naming his topics: a mistyped --domain is not saved)")
+	newPatient := fs.Bool("new-patient", false, "write a patient's first note (without it a --patient with no notes on record is refused: a mistyped id is not saved)")
 	if _, err := parseFlags(c, fs, args); err != nil {
 		return err
 	}
-	req.ExistingTopic = !*newTopic
+	req.ExistingTopic, req.ExistingPatient = !*newTopic, !*newPatient
 	if *audioFile != "" {
 		clip, typ, err := readClip(*audioFile, *audioType)
 		if err != nil {
@@ -202,6 +203,9 @@ func cmdWrite(ctx context.Context, args []string) error {
 		if strings.TrimSpace(f.v) == "" {
 			return usageErr("write", "--%s is required, e.g. %s", f.name, f.example)
 		}
+	}
+	if err := patientIDErr("write", req.Patient); err != nil {
+		return err
 	}
 	req.Audience = models.Audience(*audience)
 	if !req.Audience.Valid() {

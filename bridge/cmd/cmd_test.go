@@ -497,6 +497,37 @@ func TestWrite_AMistypedTopicIsRefusedNamingTheTopicsAndNewTopicCreatesIt(t *tes
 	}
 }
 
+// V6a: `unsay write --patient rayy` (a patient with no notes) is refused,
+// naming --new-patient, and nothing is saved (the next one is refused too);
+// "Ray" is refused before sending, naming ray; the twin, with --new-patient,
+// saves the new patient's first note and says so.
+func TestWrite_AMistypedPatientIsRefusedAndNewPatientCreatesIt(t *testing.T) {
+	s := startServe(t)
+	args := []string{"write", "--url", s.url, "--patient", "rayy", "--domain", "weight_bearing",
+		"--value", "Full weight-bearing.", "--author", "okafor", "--author-label", "Sarah Okafor, physio"}
+	for range 2 {
+		r := unsay(t, nil, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "409") || !strings.Contains(r.stderr, `"rayy" has no care notes`) ||
+			!strings.Contains(r.stderr, "--new-patient") || !strings.Contains(r.stderr, "nothing was saved") || r.stdout != "" {
+			t.Fatalf("write --patient rayy: exit %d, %q %q; want refused naming --new-patient", r.code, r.stdout, r.stderr)
+		}
+	}
+	upper := unsay(t, nil, "write", "--url", s.url, "--patient", "Ray", "--domain", "weight_bearing",
+		"--value", "Full weight-bearing.", "--author", "okafor", "--author-label", "Sarah Okafor, physio")
+	if upper.code != 2 || !strings.Contains(upper.stderr, "did you mean ray?") {
+		t.Errorf("write --patient Ray: exit %d, %q; want 2 naming ray", upper.code, upper.stderr)
+	}
+	known := unsay(t, nil, "write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing",
+		"--value", "Full weight-bearing.", "--author", "okafor", "--author-label", "Sarah Okafor, physio")
+	if known.code != 0 || !strings.Contains(known.stdout, "saved care://ray/weight_bearing as version") {
+		t.Errorf("write --patient ray: exit %d, %q %s", known.code, known.stdout, known.stderr)
+	}
+	ok := unsay(t, nil, append(args, "--new-patient")...)
+	if ok.code != 0 || !strings.Contains(ok.stdout, `saved care://rayy/weight_bearing as version 1, but "rayy" had no care notes before this`) {
+		t.Errorf("write --new-patient: exit %d, %q %s", ok.code, ok.stdout, ok.stderr)
+	}
+}
+
 func TestWriteAndLink_TellAPersonWhatHappened(t *testing.T) {
 	s := startServe(t)
 	w := unsay(t, nil, "write", "--url", s.url, "--patient", "ray", "--domain", "weight_bearing",
@@ -637,6 +668,36 @@ func TestGrantsList_ATokenMintedForAPatientIsListedUnderThatPatient(t *testing.T
 		if tc.patient == "ray" && !regexp.MustCompile(regexp.QuoteMeta(one)+`\s+internal\s+\S+\s+ray\s`).MatchString(r.stdout) {
 			t.Errorf("grants list --patient ray does not show ray in the PATIENT column: %q", r.stdout)
 		}
+	}
+}
+
+// `grants revoke --db FILE ID` revokes ID like `grants revoke ID --db FILE`
+// (flags may come first, as in every other command; finding V6b): each
+// order revokes its own grant, which `grants list` then no longer shows;
+// two ids are a usage error that revokes nothing.
+func TestGrantsRevoke_TakesTheIdBeforeOrAfterTheFlags(t *testing.T) {
+	s := startServe(t)
+	grantOf := func(sub string) string {
+		r := unsay(t, nil, "token", "--db", s.db, "--public-url", s.url, "--patient", "ray", "--scope", "care.read.user", "--sub", sub)
+		m := regexp.MustCompile(`grant (internal:cli:\S+);`).FindStringSubmatch(r.stderr)
+		if r.code != 0 || m == nil {
+			t.Fatalf("token: exit %d, %q", r.code, r.stderr)
+		}
+		time.Sleep(2 * time.Millisecond) // grant ids carry the millisecond
+		return m[1]
+	}
+	first, after, kept := grantOf("carer2"), grantOf("carer3"), grantOf("carer4")
+	if r := unsay(t, nil, "grants", "revoke", "--db", s.db, first, kept); r.code != 2 || !strings.Contains(r.stderr, "takes one id") {
+		t.Errorf("grants revoke with two ids: exit %d, %q; want 2 saying it takes one id", r.code, r.stderr)
+	}
+	for _, args := range [][]string{{"revoke", first, "--db", s.db}, {"revoke", "--db", s.db, after}} {
+		if r := unsay(t, nil, append([]string{"grants"}, args...)...); r.code != 0 {
+			t.Errorf("grants %v: exit %d, %q", args, r.code, r.stderr)
+		}
+	}
+	r := unsay(t, nil, "grants", "list", "--db", s.db, "--patient", "ray")
+	if r.code != 0 || strings.Contains(r.stdout, first) || strings.Contains(r.stdout, after) || !strings.Contains(r.stdout, kept) {
+		t.Errorf("grants list after revoking %s and %s: %q; want only %s left", first, after, r.stdout, kept)
 	}
 }
 

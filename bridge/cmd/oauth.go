@@ -40,6 +40,24 @@ func splitSubcommand(args []string, subs ...string) (sub, id string, rest []stri
 	return sub, id, rest, nil
 }
 
+// idAfterFlags is the subcommand's id: id when it came first ("revoke ID
+// --db …"), else the one argument that followed the flags ("revoke --db …
+// ID"; finding V6b), else "". Two ids, or one after an id, are a usage
+// error naming them.
+func idAfterFlags(cmd, sub, id string, extra []string) (string, error) {
+	switch {
+	case len(extra) == 0:
+		return id, nil
+	case id == "" && len(extra) == 1:
+		return extra[0], nil
+	}
+	ids := extra
+	if id != "" {
+		ids = append([]string{id}, extra...)
+	}
+	return "", usageErr(cmd, "%s takes one id; got %q", sub, ids)
+}
+
 // needID refuses a missing id where one is needed, and a stray one elsewhere.
 func needID(sub, id string, needed bool, cmd string) error {
 	switch {
@@ -97,7 +115,11 @@ func cmdClient(ctx context.Context, args []string) error {
 		}
 		return usageErr("client", "%v", err)
 	}
-	if _, err := parseFlags(c, fs, rest); err != nil {
+	extra, err := parseFlags(c, fs, rest)
+	if err != nil {
+		return err
+	}
+	if id, err = idAfterFlags("client", sub, id, extra); err != nil {
 		return err
 	}
 	if err := needID(sub, id, sub == "approve" || sub == "remove", "client"); err != nil {
@@ -228,6 +250,8 @@ func cmdGrants(ctx context.Context, args []string) error {
 		if err := grantsListArgs(*patient, extra); err != nil {
 			return err
 		}
+	} else if id, err = idAfterFlags("grants", sub, id, extra); err != nil {
+		return err
 	} else if err := needID(sub, id, true, "grants"); err != nil {
 		return err
 	}

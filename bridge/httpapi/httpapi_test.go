@@ -406,6 +406,49 @@ func TestWrite_ExistingTopicRefusesATopicThePatientHasNoNotesOf(t *testing.T) {
 	}
 }
 
+// V6a: a write that says existingPatient is refused 409 (field patient,
+// nothing written, an audit row) when the patient has no facts on record —
+// a mistyped "rayy" would otherwise be saved for nobody while Ray kept the
+// old words. Twins: the same write for ray (on record) is saved, and so is
+// one for the new patient without existingPatient.
+func TestWrite_ExistingPatientRefusesAPatientWithNoNotes(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name     string
+		patient  string
+		existing bool
+		status   int
+	}{
+		{"a mistyped patient", "rayy", true, http.StatusConflict},
+		{"a patient on record", "ray", true, http.StatusCreated},
+		{"a new patient, meant (no existingPatient)", "rayy", false, http.StatusCreated},
+	} {
+		seq := f.auditSeq()
+		a := f.signed(writeBody(func(m map[string]any) {
+			m["patient"], m["value"] = tc.patient, "Words for "+tc.name+"."
+			if tc.existing {
+				m["existingPatient"] = true
+			}
+		}), f.now.Unix())
+		if a.status != tc.status {
+			t.Fatalf("%s: status %d, want %d; body %s", tc.name, a.status, tc.status, a.body)
+		}
+		if tc.status != http.StatusConflict {
+			continue
+		}
+		var e struct{ Error, Field string }
+		if err := json.Unmarshal(a.body, &e); err != nil || e.Field != "patient" || !strings.Contains(e.Error, "no care notes") || !strings.Contains(e.Error, "nothing was saved") {
+			t.Errorf("%s: refusal %s, want field patient saying he has no notes", tc.name, a.body)
+		}
+		if topics, err := f.st.Topics(context.Background(), tc.patient); err != nil || len(topics) != 0 {
+			t.Errorf("%s: topics %v (%v) after the refusal, want none", tc.name, topics, err)
+		}
+		if row := f.oneAuditRow(seq); row.Outcome == "accepted" || row.Reason != store.ReasonInvalid {
+			t.Errorf("%s: audit row %+v, want a refusal", tc.name, row)
+		}
+	}
+}
+
 // V2: a write that would create a topic whose spoken name is another
 // topic's — one of the patient's ("wound-care" beside "wound_care") or a
 // CareTopic value's name or synonym ("blood_thinner", "walking",

@@ -111,6 +111,13 @@ type WriteRequest struct {
 	// new topic whose spoken name is another topic's is refused 409
 	// (finding V2, newTopicRefusal).
 	ExistingTopic bool `json:"existingTopic,omitempty"`
+	// ExistingPatient says the writer means a patient on record: a patient
+	// with no facts on record is then refused 409 (field "patient"), nothing
+	// written — a mistyped "rayy" would otherwise be saved as a new patient
+	// while Ray kept the instruction it meant to revise (finding V6a).
+	// `unsay write` sets it unless --new-patient is given. Absent or false:
+	// a write may create a patient's first fact, as before.
+	ExistingPatient bool `json:"existingPatient,omitempty"`
 }
 
 // WriteResponse is the answer to an accepted (201), unchanged (200) or
@@ -318,8 +325,8 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if replay == nil {
-		if msg, ok := a.newTopicRefusal(r.Context(), principal, req); !ok {
-			a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonInvalid, msg, "domain")
+		if msg, field, ok := a.newTopicRefusal(r.Context(), principal, req); !ok {
+			a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonInvalid, msg, field)
 			return
 		}
 	}
@@ -521,7 +528,9 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 
 // newTopicRefusal checks a write that would create a topic: ok when req's
 // domain is one of the patient's topics on record (a revision: nothing
-// more is checked). Else, whatever ExistingTopic says, it is refused when
+// more is checked). Else, for an ExistingPatient write, a patient with no
+// facts on record is refused (field "patient", finding V6a). Else,
+// whatever ExistingTopic says, it is refused (field "domain") when
 // the new domain's spoken name — or a CareTopic name or synonym of it — is
 // one of another topic's (one of the patient's, or a CareTopic value): two
 // topics Ray calls by the same name can never both be asked for, and both
@@ -531,16 +540,29 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 // principal may read or write (P-1: an assistant-only topic is not named to
 // a care.write-only writer). One Topics query; a store error lets the
 // write through unless it collides with a CareTopic value (it is no worse
-// than a write without ExistingTopic) and is logged.
-func (a *API) newTopicRefusal(ctx context.Context, principal models.Principal, req *WriteRequest) (string, bool) {
+// than a write without ExistingTopic or ExistingPatient) and is logged.
+// It returns the refusal's message and field, or ok.
+func (a *API) newTopicRefusal(ctx context.Context, principal models.Principal, req *WriteRequest) (msg, field string, ok bool) {
 	topics, err := a.cfg.Store.Topics(ctx, req.Patient)
 	if err != nil {
 		a.log.WarnContext(ctx, "write: topics not read; only the interaction model's topics are checked", "patient", req.Patient, "err", err)
 		topics = nil
 	}
 	if slices.ContainsFunc(topics, func(t store.Topic) bool { return t.Domain == req.Domain }) {
-		return "", true
+		return "", "", true
 	}
+	if req.ExistingPatient && err == nil && len(topics) == 0 {
+		return fmt.Sprintf("%q has no care notes; nothing was saved. Check the patient id (ids are exact and lower case); "+
+			"to write a new patient's first note, send existingPatient false (unsay write --new-patient)", req.Patient), "patient", false
+	}
+	msg, ok = a.topicRefusal(principal, req, topics)
+	return msg, "domain", ok
+}
+
+// topicRefusal is newTopicRefusal's check of the domain of a write that
+// would create a topic of req's patient, whose topics on record are topics
+// (none of them req.Domain): the message of its refusal, or ok.
+func (a *API) topicRefusal(principal models.Principal, req *WriteRequest, topics []store.Topic) (string, bool) {
 	visible := func(t store.Topic) bool {
 		return principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience)
 	}
@@ -719,7 +741,7 @@ func requestURI(q *WriteRequest) string {
 
 // writeKeys are the body's fields, spelled exactly.
 var writeKeys = map[string]bool{"patient": true, "domain": true, "audience": true, "value": true,
-	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true, "audio": true, "audioType": true, "existingTopic": true}
+	"authorId": true, "authorLabel": true, "staleAfter": true, "priority": true, "audio": true, "audioType": true, "existingTopic": true, "existingPatient": true}
 
 // exactKeys refuses a top-level key that is repeated or not spelled exactly
 // as documented, and a value that is not valid UTF-8 or holds a lone

@@ -22,7 +22,10 @@ const MaxClientNameRunes = 100
 // U+2066–U+2069, U+200E, U+200F, U+061C) that can make "Unsay" display as
 // another name — except U+200C and U+200D (zero-width non-joiner and
 // joiner), which Persian and Indic scripts and emoji sequences need and
-// which reorder nothing. The error is the RFC 7591 error_description of an
+// which reorder nothing — and no blank-looking filler (the Hangul fillers
+// U+115F, U+1160, U+3164, U+FFA0 and the other default-ignorable code
+// points, U+2800 BRAILLE PATTERN BLANK, U+FFFC), which can pad "Dr Mensah,
+// GP (NHS)" past a trimmed end (finding V6c). The error is the RFC 7591 error_description of an
 // invalid_client_metadata answer; it names the character by its code
 // point, never echoes it.
 func checkClientName(name string) error {
@@ -55,6 +58,8 @@ func nameCharProblem(r rune) string {
 		return "a line or paragraph separator"
 	case unicode.Is(unicode.Co, r):
 		return "a private-use character"
+	case r == 0x2800 || r == 0xFFFC || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
+		return "a blank-looking filler, which can pad a name to look like another"
 	}
 	return ""
 }

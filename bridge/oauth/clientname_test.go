@@ -27,6 +27,10 @@ var spoofNames = []struct{ name, value, codePoint string }{
 	{"newline", "Unsay\nAllowed by your care team", "U+000A"},
 	{"line separator", "Unsay\u2028Care", "U+2028"},
 	{"private use", "Unsay \uE000", "U+E000"},
+	{"Hangul filler after spaces (V6c)", "Dr Mensah, GP (NHS)   \u3164", "U+3164"},
+	{"halfwidth Hangul filler", "Unsay\uFFA0Care", "U+FFA0"},
+	{"braille pattern blank", "Unsay \u2800", "U+2800"},
+	{"object replacement character", "Unsay \uFFFC", "U+FFFC"},
 	{"101 characters", strings.Repeat("a", 101), "at most 100 characters"},
 	{"101 four-byte characters", strings.Repeat("🦵", 101), "at most 100 characters"},
 }
@@ -41,6 +45,7 @@ var fairNames = []string{
 	strings.Repeat("护", 100),       // 100 three-byte characters
 	strings.Repeat("🦵", 100),       // 100 four-byte characters
 	"Ürün Asistanı — Sağlık (2.0)", // punctuation and accents
+	"돌봄 도우미",                       // Korean, Hangul syllables (not fillers)
 }
 
 // TestDynamicRegistration_RefusesClientNamesThatDoNotReadAsWritten: a

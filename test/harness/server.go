@@ -342,11 +342,12 @@ func (s *Server) Token(ctx context.Context, patient string, scopes []string, ext
 
 // Write signs and posts a clinician's revision with `unsay write` and
 // returns the JSON answer it prints. It creates the topic when the patient
-// has none of it (--new-topic: fixtures write new topics on purpose; the
+// has none of it, and the patient when he has no notes (--new-topic,
+// --new-patient: fixtures write new topics and patients on purpose; the
 // refusal of a mistyped one is tested by calling `unsay write` itself).
 func (s *Server) Write(ctx context.Context, patient, domain, value, author, authorLabel string, extra ...string) (string, error) {
 	args := []string{"write", "--url", s.URL, "--patient", patient, "--domain", domain,
-		"--value", value, "--author", author, "--author-label", authorLabel, "--new-topic"}
+		"--value", value, "--author", author, "--author-label", authorLabel, "--new-topic", "--new-patient"}
 	return Run(ctx, s.opts.Bin, append(args, extra...)...)
 }
 
