@@ -146,7 +146,8 @@ func TestBrowser_AReviewDateThatPassesWhileTheCardIsOpenIsMarked(t *testing.T) {
 // (js/browser-halfopen.mjs), through a proxy that freezes the stream's
 // connection, the card gives the silent stream up, opens it again, reads
 // every fact again and shows the new words with the old struck through,
-// then "Live" (P-24).
+// then "Live" (P-24); within 20 s of the stream's last byte, before it is
+// given up, it stops saying "Live" and shows "This card is out of date".
 func TestBrowser_AHalfOpenEventStreamIsGivenUpAndTheCardReadsAgain(t *testing.T) {
 	const part = "6 headless Chromium"
 	node := needNode(t, part, "playwright-core")

@@ -8,7 +8,10 @@
 // and read its facts again before it says "Live": the new words show, with
 // the old ones struck through (P-24). Before, it said "Live" over the old
 // words for as long as the socket stayed half-open, and after re-opening
-// the same session's stream it never read again.
+// the same session's stream it never read again. Within 20 s of the
+// stream's last byte, before the stream is given up, the card stops saying
+// "Live" and hides its instructions as out of date (it said "Live" for the
+// whole 25 s).
 //
 // env: UNSAY_E2E_URL (the server), PROXY_PORT, CHROMIUM, TOKEN_READER, WRITE_SECRET.
 import net from 'node:net';
@@ -67,6 +70,14 @@ await step('the stream\'s connection is frozen and a revision goes into it', asy
   frozen = freeze();
   if (frozen === 0) return 'no connection carried the event stream';
   await write(NEW);
+});
+await step('within 20 s of the stream\'s last byte the card stops saying Live and hides its instructions as out of date', async () => {
+  // The last byte came at most 15 s (the keep-alive) before the freeze.
+  try { await p.locator('[data-testid="outdated"]').waitFor({ state: 'visible', timeout: 22000 }); } catch {
+    return `22 s after the freeze the card shows no "out of date" notice; status ${JSON.stringify(await status())}`;
+  }
+  if ((await status()) === 'Live') return 'the out-of-date card still says Live';
+  if (!(await p.locator('#card').evaluate((el) => el.classList.contains('outdated')))) return 'the card is not marked outdated';
 });
 await step('the card gives the silent stream up, reads again and shows the new words with the old struck through, then Live', async () => {
   try { await walkingRow().getByText(NEW).waitFor({ state: 'visible', timeout: 45000 }); } catch {
