@@ -36,11 +36,14 @@ const AttrMarked = "marked"
 // told plainly at the version he had heard for certain: a list of
 // {"uri": unversioned care:// URI, "version": that version}, at most
 // MaxMarkedAttributes entries. Written in full, such a telling confirms
-// the version against an earlier response's error report (MarkTold;
-// finding B1), so its own error report must undo that confirmation
-// (models.Marked.Confirmed): otherwise a double failure — the retraction's
-// response and the telling's both not played — would lose the retraction
-// (P-24).
+// a first hearing — the version, with nothing withdrawn — against an
+// earlier response's error report (MarkTold; finding B1): that report's
+// rollback is then held back. Its own error report must undo that
+// confirmation (models.Marked.Confirmed), or a double failure — both
+// responses not played — would leave the version heard that he never
+// heard (P-24). A retraction's report is never held back by a plain
+// telling (finding U2: a telling does not say the words changed), so for
+// a retraction the confirmation changes nothing.
 const AttrConfirmed = "confirmed"
 
 // AttrResponse is the session attribute holding the id of the response
