@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -180,5 +181,71 @@ func TestVerify_ATurnSignedBeforeARestartIsRefusedAndOneSignedAfterIsAccepted(t 
 		if _, err := restarted.Verify(context.Background(), signed(o), envelope(o)); !errors.Is(err, ErrReplay) {
 			t.Errorf("%s: its replay was accepted: %v", o.RequestID, err)
 		}
+	}
+}
+
+// sharedMemory is a SharedReplayMemory in a map, as several instances'
+// database holds it; err, if set, is every call's answer.
+type sharedMemory struct {
+	mu   sync.Mutex
+	seen map[[32]byte]time.Time
+	err  error
+}
+
+func (m *sharedMemory) RememberAlexaRequest(_ context.Context, digest [32]byte, _, until time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return false, m.err
+	}
+	if m.seen == nil {
+		m.seen = map[[32]byte]time.Time{}
+	}
+	if _, ok := m.seen[digest]; ok {
+		return false, nil
+	}
+	m.seen[digest] = until
+	return true, nil
+}
+
+// P-22 behind a load balancer: two skills (two instances) sharing a replay
+// memory — a request one accepted is refused by the other, which never saw
+// it, before any care source is asked; another id is accepted by either.
+// When the shared memory cannot be reached the request is served (its
+// database holds the heard ledger too, so a replay can mark nothing then)
+// and the failure is logged. Twin: without a shared memory the other
+// instance accepts the replay (the gap the shared memory closes).
+func TestVerifier_ARequestAnotherInstanceAcceptedIsRefusedThroughTheSharedMemory(t *testing.T) {
+	shared := &sharedMemory{}
+	withShared := func(c *Config) { c.SharedReplays = shared }
+	a, b, alone := newRig(t, withShared), newRig(t, withShared), newRig(t, nil)
+	ctx := context.Background()
+	captured := envelope(reqOpts{RequestID: "amzn1.echo-api.request.shared-1"})
+	if _, err := a.skill.verifier.Verify(ctx, a.signedHeader(captured), captured); err != nil {
+		t.Fatalf("on A: %v", err)
+	}
+	if _, err := b.skill.verifier.Verify(ctx, b.signedHeader(captured), captured); !errors.Is(err, ErrReplay) || !strings.Contains(err.Error(), "another instance") {
+		t.Fatalf("replayed to B: %v, want ErrReplay naming another instance", err)
+	}
+	if code, _ := b.post(captured, testCertURL, ""); code != http.StatusBadRequest || b.care.calls.Load() != 0 {
+		t.Fatalf("replayed to B over HTTP: %d, %d care turns; want 400 and none", code, b.care.calls.Load())
+	}
+	if _, err := alone.skill.verifier.Verify(ctx, alone.signedHeader(captured), captured); err != nil {
+		t.Fatalf("twin, an instance without the shared memory: %v, want accepted", err)
+	}
+	other := envelope(reqOpts{RequestID: "amzn1.echo-api.request.shared-2"})
+	if _, err := b.skill.verifier.Verify(ctx, b.signedHeader(other), other); err != nil {
+		t.Fatalf("another id on B: %v", err)
+	}
+	shared.err = errors.New("connection refused")
+	down := envelope(reqOpts{RequestID: "amzn1.echo-api.request.shared-3"})
+	if _, err := a.skill.verifier.Verify(ctx, a.signedHeader(down), down); err != nil {
+		t.Fatalf("with the shared memory unreachable: %v, want served", err)
+	}
+	if !strings.Contains(a.logs.String(), "replay memory shared by the instances not reached") {
+		t.Errorf("the shared memory's failure is not logged: %s", a.logs.String())
+	}
+	if _, err := a.skill.verifier.Verify(ctx, a.signedHeader(down), down); !errors.Is(err, ErrReplay) {
+		t.Errorf("the same request again on A while the shared memory is down: %v, want ErrReplay (A's own memory)", err)
 	}
 }

@@ -69,6 +69,10 @@ type Config struct {
 	DefaultPatient string
 	// Logger receives refusals, session ends and errors; nil discards.
 	Logger *slog.Logger
+	// SharedReplays is the replay memory the instances serving the skill
+	// share (set when they share a Postgres database); nil: each
+	// instance's own memory only (VerifierConfig.Shared).
+	SharedReplays SharedReplayMemory
 	// HTTPClient fetches certificate chains; nil is a client with a 5 s timeout.
 	HTTPClient *http.Client
 	// Fetcher, if set, replaces HTTPClient for chain downloads (tests).
@@ -167,7 +171,7 @@ func New(cfg Config, care CareSource, links Links) (*Skill, error) {
 			}
 			f.pem[norm] = b
 		}
-		v, err := NewVerifier(VerifierConfig{SkillID: cfg.SkillID, Roots: roots, Fetcher: f, Clock: s.now})
+		v, err := NewVerifier(VerifierConfig{SkillID: cfg.SkillID, Roots: roots, Fetcher: f, Clock: s.now, Shared: cfg.SharedReplays, Logger: s.log})
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -241,6 +242,24 @@ type VerifierConfig struct {
 	Roots   *x509.CertPool   // trust anchors; nil: system roots
 	Fetcher CertFetcher      // nil: HTTPCertFetcher with a 5 s timeout
 	Clock   func() time.Time // nil: time.Now
+	// Shared is the replay memory the instances serving this skill share
+	// (several instances on one Postgres database); nil: this process's
+	// memory only.
+	Shared SharedReplayMemory
+	// Logger takes a failure of Shared (WARN); nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// SharedReplayMemory is a replay memory several instances share, so that a
+// captured request replayed to another instance than the one that accepted
+// it is refused too (P-22). The store's implementation is a table in the
+// database the instances share (store.Store.RememberAlexaRequest).
+type SharedReplayMemory interface {
+	// RememberAlexaRequest records digest (SHA-256 of a verified request's
+	// request.requestId) until until, and reports whether no instance had
+	// recorded it before; now lets it forget digests whose until has
+	// passed. An error says nothing was learnt.
+	RememberAlexaRequest(ctx context.Context, digest [sha256.Size]byte, now, until time.Time) (first bool, err error)
 }
 
 // Verifier checks that a request comes from Alexa, for this skill, now,
@@ -257,7 +276,9 @@ type VerifierConfig struct {
 // before the Verifier was made is refused too (signedSince), so a restart,
 // which empties the memory, lets no replay through. The memory is per
 // instance: several instances behind a load balancer each refuse a replay
-// they receive twice, not one first accepted by another.
+// they receive twice, not one first accepted by another — unless
+// VerifierConfig.Shared is given: a request this instance's memory takes as
+// new is then refused if another instance accepted it.
 type Verifier struct {
 	skillID string
 	roots   *x509.CertPool
@@ -272,6 +293,8 @@ type Verifier struct {
 	failures map[string]*failedURL
 
 	replays replayMemory
+	shared  SharedReplayMemory // nil: none
+	log     *slog.Logger
 	// since is when this Verifier began remembering request ids, to the
 	// second (Alexa's timestamps have no fraction): a speech request
 	// signed earlier may have been accepted by a process that remembered
@@ -298,7 +321,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.SkillID == "" {
 		return nil, errors.New("skill: a verifier needs the skill id")
 	}
-	v := &Verifier{skillID: cfg.SkillID, roots: cfg.Roots, fetch: cfg.Fetcher, now: cfg.Clock,
+	v := &Verifier{skillID: cfg.SkillID, roots: cfg.Roots, fetch: cfg.Fetcher, now: cfg.Clock, shared: cfg.Shared, log: cfg.Logger,
 		chains: map[string]*chainEntry{}, failures: map[string]*failedURL{},
 		slots:   make(chan struct{}, CertFetchesInFlight),
 		limiter: rate.NewLimiter(rate.Every(CertFetchEvery), CertFetchBurst)}
@@ -314,6 +337,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	}
 	if v.now == nil {
 		v.now = time.Now
+	}
+	if v.log == nil {
+		v.log = slog.Default()
 	}
 	v.since = v.now().Truncate(time.Second)
 	return v, nil
@@ -370,10 +396,35 @@ func (v *Verifier) Verify(ctx context.Context, h http.Header, body []byte) (*Req
 	if err := v.signedSince(env.Request, signed); err != nil {
 		return nil, err
 	}
-	if err := v.replays.accept(env.Request, now); err != nil {
+	digest, until, err := v.replays.accept(env.Request, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.sharedAccept(ctx, env.Request, digest, now, until); err != nil {
 		return nil, err
 	}
 	return env, nil
+}
+
+// sharedAccept refuses (ErrReplay) a request another instance accepted,
+// by v.shared (none: nil). When the shared memory cannot be reached the
+// request is let through, logged: it is a table in the database that
+// holds the heard ledger too, so a replay let through then cannot mark
+// anything heard — its turn answers "I can't reach your care notes", which
+// Ray should hear rather than Alexa's error for a refused request.
+func (v *Verifier) sharedAccept(ctx context.Context, r Request, key [sha256.Size]byte, now, until time.Time) error {
+	if v.shared == nil {
+		return nil
+	}
+	first, err := v.shared.RememberAlexaRequest(ctx, key, now, until)
+	switch {
+	case err != nil:
+		v.log.Warn("alexa replay memory shared by the instances not reached; this instance's memory alone checked the request", "requestId", r.RequestID, "err", err)
+		return nil
+	case !first:
+		return fmt.Errorf("%w: %s (accepted by another instance)", ErrReplay, r.RequestID)
+	}
+	return nil
 }
 
 // signedSince refuses (ErrReplay) a request other than an
@@ -406,20 +457,21 @@ type replayMemory struct {
 }
 
 // accept remembers r's requestId, or refuses it: seen within its window,
-// missing, or no room left.
-func (m *replayMemory) accept(r Request, now time.Time) error {
+// missing, or no room left. It returns the id's SHA-256 digest and the end
+// of the window it is remembered for.
+func (m *replayMemory) accept(r Request, now time.Time) (key [sha256.Size]byte, until time.Time, err error) {
 	if r.RequestID == "" {
-		return fmt.Errorf("%w: no request.requestId", ErrReplay)
+		return key, until, fmt.Errorf("%w: no request.requestId", ErrReplay)
 	}
 	ts, err := time.Parse(time.RFC3339, r.Timestamp)
 	if err != nil { // checked before; defence in depth
-		return fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
+		return key, until, fmt.Errorf("%w: timestamp %q unparsable", ErrTimestamp, r.Timestamp)
 	}
 	tol := TimestampTolerance
 	if r.IsSkillEvent() {
 		tol = SkillEventTolerance
 	}
-	key := sha256.Sum256([]byte(r.RequestID))
+	key = sha256.Sum256([]byte(r.RequestID))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.until == nil {
@@ -433,14 +485,14 @@ func (m *replayMemory) accept(r Request, now time.Time) error {
 		}
 	}
 	if u, ok := m.until[key]; ok && u > nowNs {
-		return fmt.Errorf("%w: %s", ErrReplay, r.RequestID)
+		return key, until, fmt.Errorf("%w: %s", ErrReplay, r.RequestID)
 	}
 	max := m.max
 	if max <= 0 {
 		max = ReplayMemoryMax
 	}
 	if len(m.until) >= max {
-		return fmt.Errorf("%w: replay memory full (%d request ids within the window)", ErrReplay, max)
+		return key, until, fmt.Errorf("%w: replay memory full (%d request ids within the window)", ErrReplay, max)
 	}
 	at := ts.Add(tol)
 	if at.Before(now) {
@@ -449,7 +501,7 @@ func (m *replayMemory) accept(r Request, now time.Time) error {
 	end := at.Add(time.Second).UnixNano() // the window's edge, with a second to spare
 	m.until[key] = end
 	heap.Push(&m.expires, expiry{at: end, key: key})
-	return nil
+	return key, time.Unix(0, end), nil
 }
 
 // expiry is when a remembered request id may be forgotten.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -91,6 +92,9 @@ type Store struct {
 	// Publish), taken before writeMu and never while holding it.
 	factMu [factLocks]sync.Mutex
 	links  linkCache // LinkedPatient's answers on SQLite (linkcache.go)
+	// replayCalls counts RememberAlexaRequest calls, to prune now and then
+	// (alexareplay.go).
+	replayCalls atomic.Uint64
 
 	// group queues Publishes for the write lock: those that reach it
 	// together commit together (group.go), taken before writeMu.

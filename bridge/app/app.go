@@ -286,6 +286,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
 	skillCfg.TestPause = pause
+	if a.Store.Backend() == "postgres" {
+		// Several instances may serve the skill: a request one accepted is
+		// refused by every other (P-22; store/alexareplay.go).
+		skillCfg.SharedReplays = a.Store
+	}
 	if skillCfg.TestPause.For > 0 {
 		a.notes = append(a.notes, "TEST PAUSE "+skillCfg.TestPause.At+" "+skillCfg.TestPause.For.String()+" on Alexa responses ("+TestPauseEnv+", tests only)")
 	}
