@@ -75,6 +75,7 @@ type API struct {
 	refusals    *refusalLimiter   // refused, unauthenticated attempts per source
 	rateLimited *rateLimitedAudit // the audit rows of the 429s it caused
 	pending     *pendingAudit     // audit rows waiting for the store to commit again
+	creating    patientLocks      // held by a write creating a topic (newTopicRefusal)
 }
 
 // New returns the API for cfg. It panics if cfg.Store is nil.

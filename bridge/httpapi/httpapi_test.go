@@ -406,6 +406,51 @@ func TestWrite_ExistingTopicRefusesATopicThePatientHasNoNotesOf(t *testing.T) {
 	}
 }
 
+// V2's race: writes that create topics of one spoken name ("rash care",
+// "rash-care", "rash.care") at the same moment cannot all pass the check —
+// each was checked against topics on record before any had committed —
+// so exactly one is saved and the others are refused 409; in ten rounds.
+// Twin: writes creating topics of distinct names at once are all saved.
+func TestWrite_NewTopicsOfOneSpokenNameWrittenAtOnceAreSavedOnce(t *testing.T) {
+	f := newFixture(t)
+	for round := range 10 {
+		base := fmt.Sprintf("rash%d", round)
+		for _, tc := range []struct {
+			domains []string
+			saved   int
+		}{
+			{[]string{base + "_care", base + "-care", base + ".care"}, 1},
+			{[]string{base + "_a", base + "_b", base + "_c"}, 3},
+		} {
+			status := make([]int, len(tc.domains))
+			var wg sync.WaitGroup
+			for i, d := range tc.domains {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					status[i] = f.signed(writeBody(func(m map[string]any) {
+						m["domain"], m["value"] = d, "Words for "+d+"."
+					}), f.now.Unix()).status
+				}()
+			}
+			wg.Wait()
+			saved := 0
+			for _, st := range status {
+				switch st {
+				case http.StatusCreated:
+					saved++
+				case http.StatusConflict:
+				default:
+					t.Fatalf("%v: status %v", tc.domains, status)
+				}
+			}
+			if saved != tc.saved {
+				t.Errorf("%v written at once: %d saved (%v), want %d", tc.domains, saved, status, tc.saved)
+			}
+		}
+	}
+}
+
 // V6a: a write that says existingPatient is refused 409 (field patient,
 // nothing written, an audit row) when the patient has no facts on record —
 // a mistyped "rayy" would otherwise be saved for nobody while Ray kept the

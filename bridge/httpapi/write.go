@@ -10,12 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -325,7 +327,17 @@ func (a *API) handleWrite(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if replay == nil {
-		if msg, field, ok := a.newTopicRefusal(r.Context(), principal, req); !ok {
+		msg, field, creates, ok := a.newTopicRefusal(r.Context(), principal, req)
+		if ok && creates {
+			// A write that creates a topic is checked again and published
+			// under its patient's lock, so two writes creating topics of one
+			// spoken name at once cannot both pass the check (finding V2;
+			// in this process — instances on one database still can).
+			unlock := a.creating.lock(req.Patient)
+			defer unlock()
+			msg, field, _, ok = a.newTopicRefusal(r.Context(), principal, req)
+		}
+		if !ok {
 			a.refuseWrite(w, r, at, http.StatusConflict, store.ReasonInvalid, msg, field)
 			return
 		}
@@ -541,22 +553,23 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 // a care.write-only writer). One Topics query; a store error lets the
 // write through unless it collides with a CareTopic value (it is no worse
 // than a write without ExistingTopic or ExistingPatient) and is logged.
-// It returns the refusal's message and field, or ok.
-func (a *API) newTopicRefusal(ctx context.Context, principal models.Principal, req *WriteRequest) (msg, field string, ok bool) {
+// It returns the refusal's message and field, or ok — with creates when
+// the write would create the topic.
+func (a *API) newTopicRefusal(ctx context.Context, principal models.Principal, req *WriteRequest) (msg, field string, creates, ok bool) {
 	topics, err := a.cfg.Store.Topics(ctx, req.Patient)
 	if err != nil {
 		a.log.WarnContext(ctx, "write: topics not read; only the interaction model's topics are checked", "patient", req.Patient, "err", err)
 		topics = nil
 	}
 	if slices.ContainsFunc(topics, func(t store.Topic) bool { return t.Domain == req.Domain }) {
-		return "", "", true
+		return "", "", false, true
 	}
 	if req.ExistingPatient && err == nil && len(topics) == 0 {
 		return fmt.Sprintf("%q has no care notes; nothing was saved. Check the patient id (ids are exact and lower case); "+
-			"to write a new patient's first note, send existingPatient false (unsay write --new-patient)", req.Patient), "patient", false
+			"to write a new patient's first note, send existingPatient false (unsay write --new-patient)", req.Patient), "patient", true, false
 	}
 	msg, ok = a.topicRefusal(principal, req, topics)
-	return msg, "domain", ok
+	return msg, "domain", true, ok
 }
 
 // topicRefusal is newTopicRefusal's check of the domain of a write that
@@ -821,4 +834,19 @@ func loneSurrogateEscape(raw []byte) bool {
 		i += 5
 	}
 	return false
+}
+
+// patientLocks are striped mutexes keyed by patient id (FNV-1a): lock
+// holds the stripe of one patient and returns its unlock. The zero value
+// is ready.
+type patientLocks struct {
+	stripes [64]sync.Mutex
+}
+
+func (l *patientLocks) lock(patient string) (unlock func()) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(patient))
+	m := &l.stripes[h.Sum32()%uint32(len(l.stripes))]
+	m.Lock()
+	return m.Unlock
 }
