@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -523,7 +524,9 @@ func (s *Skill) testPause(point string, env *RequestEnvelope, h handled) {
 	}
 	marks := make([]string, 0, len(h.marks))
 	for _, m := range h.marks {
-		marks = append(marks, fmt.Sprintf("%s v%d", m.URI, m.Version))
+		if mk := fmt.Sprintf("%s v%d", m.URI, m.Version); !slices.Contains(marks, mk) { // a version told and withdrawn is named once
+			marks = append(marks, mk)
+		}
 	}
 	s.log.Warn("TEST PAUSE: holding an Alexa response "+point, "for", s.cfg.TestPause.For,
 		"request", env.Request.Type, "intent", env.Request.Intent.Name, "session", env.SessionID(), "marks", strings.Join(marks, ", "))
