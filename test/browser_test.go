@@ -126,7 +126,9 @@ func TestBrowser_AReReadThatFailsHidesTheOldWordsUntilTheNewOnesShow(t *testing.
 // (js/browser-review.mjs) the walking instruction, reviewed 8 s after it
 // is written, is marked "past its review date" within 2 s of that date
 // with no read (the read carries unsay/staleAfter); the twin, reviewed in
-// an hour, is not marked (P-7, P-24).
+// an hour, is not marked (P-7, P-24). The clinician page says the same
+// under the current words: the review date, then, once it passes, that Ray
+// hears it as past its review date.
 func TestBrowser_AReviewDateThatPassesWhileTheCardIsOpenIsMarked(t *testing.T) {
 	const part = "6 headless Chromium"
 	node := needNode(t, part, "playwright-core")
@@ -134,8 +136,9 @@ func TestBrowser_AReviewDateThatPassesWhileTheCardIsOpenIsMarked(t *testing.T) {
 	need(t, part, "Chromium (/usr/bin/chromium)", "apt-get install -y chromium", ok)
 	s := startServer(t, part)
 	reader := token(t, s, part, "care.read.user")
+	writer := tokenWith(t, s, part, []string{"care.write", "care.read.user"}, "--sub", "okafor")
 	runChecks(t, node, "browser-review.mjs", []string{
-		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "WRITE_SECRET=" + harness.WriteSecret,
+		"UNSAY_E2E_URL=" + s.URL, "CHROMIUM=" + chrome, "TOKEN_READER=" + reader, "TOKEN_WRITER=" + writer, "WRITE_SECRET=" + harness.WriteSecret,
 	}, 2*time.Minute)
 }
 
