@@ -6,7 +6,6 @@
 package caretopic
 
 import (
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/unsay/unsay/models"
 	skillpackage "github.com/unsay/unsay/skill-package"
+	"github.com/unsay/unsay/skill/alexaask"
 )
 
 // SlotType is the custom slot type of CarePlanIntent's topic in the
@@ -34,7 +34,8 @@ type Model struct {
 // Default is the Model of the skill package's committed interaction models.
 var Default = sync.OnceValue(func() *Model { return Load(skillpackage.FS()) })
 
-// Load reads CareTopic from every interactionModels/custom/*.json of fsys.
+// Load reads CareTopic from every interactionModels/custom/*.json of fsys,
+// each parsed by alexaask.ParseModel (the parser `unsay ask` uses).
 // A model that does not parse leaves Err set and the others' phrases in
 // place.
 func Load(fsys fs.FS) *Model {
@@ -51,42 +52,22 @@ func Load(fsys fs.FS) *Model {
 			m.Err = fmt.Errorf("caretopic: %s: %w", f, err)
 			continue
 		}
-		var doc struct {
-			InteractionModel struct {
-				LanguageModel struct {
-					Types []struct {
-						Name   string `json:"name"`
-						Values []struct {
-							ID   string `json:"id"`
-							Name struct {
-								Value    string   `json:"value"`
-								Synonyms []string `json:"synonyms"`
-							} `json:"name"`
-						} `json:"values"`
-					} `json:"types"`
-				} `json:"languageModel"`
-			} `json:"interactionModel"`
-		}
-		if err := json.Unmarshal(raw, &doc); err != nil {
+		lm, err := alexaask.ParseModel(raw)
+		if err != nil {
 			m.Err = fmt.Errorf("caretopic: %s: %w", f, err)
 			continue
 		}
-		for _, t := range doc.InteractionModel.LanguageModel.Types {
-			if t.Name != SlotType {
+		for _, v := range lm.Types[SlotType] {
+			if !models.ValidID(v.ID) {
 				continue
 			}
-			for _, v := range t.Values {
-				if !models.ValidID(v.ID) {
-					continue
-				}
-				if _, ok := m.Name[v.ID]; !ok && v.Name.Value != "" {
-					m.Name[v.ID] = v.Name.Value
-				}
-				for _, p := range append([]string{v.Name.Value}, v.Name.Synonyms...) {
-					if k := Normalize(p); k != "" {
-						if _, taken := m.Phrase[k]; !taken {
-							m.Phrase[k] = v.ID
-						}
+			if _, ok := m.Name[v.ID]; !ok && v.Name != "" {
+				m.Name[v.ID] = v.Name
+			}
+			for _, p := range append([]string{v.Name}, v.Synonyms...) {
+				if k := Normalize(p); k != "" {
+					if _, taken := m.Phrase[k]; !taken {
+						m.Phrase[k] = v.ID
 					}
 				}
 			}
