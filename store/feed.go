@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/unsay/unsay/models"
@@ -15,12 +16,101 @@ const feedPollInterval = time.Second
 // feedBatch is how many changes a watcher reads per query.
 const feedBatch = 256
 
-// wakeWatchers wakes every watcher to catch up from the database. It never blocks.
+// recentFeedSize bounds recentFeed: the last 1,024 changes this process
+// committed.
+const recentFeedSize = 1024
+
+// recentFeed is what a watcher needs to catch up without a query after a
+// commit of this process (issue 17: each watcher — the MCP fan-out, the
+// delivery log, the speech principal's readiness — read the versions
+// table after every commit, on the path of every notification): the
+// changes this process committed last, contiguous in Seq, and a count of
+// the wakeups that came from elsewhere (another process's commit, a
+// Postgres NOTIFY, a reconnected LISTEN), after which a watcher reads the
+// database again whatever the memory holds.
+type recentFeed struct {
+	changes []Change // contiguous in Seq, at least the last recentFeedSize (at most twice that), oldest first
+	foreign uint64   // wakeWatchers calls so far
+}
+
+// after returns the changes with Seq > cursor, at most limit, when the
+// memory holds the one right after cursor (and so every later one this
+// process committed since, up to the last commit it noted); ok is false
+// otherwise — the database must be read.
+func (f *recentFeed) after(cursor int64, limit int) (out []Change, ok bool) {
+	if len(f.changes) == 0 {
+		return nil, false
+	}
+	i := cursor + 1 - f.changes[0].Seq
+	if i < 0 || i >= int64(len(f.changes)) {
+		return nil, false
+	}
+	return slices.Clone(f.changes[i:min(int64(len(f.changes)), i+int64(limit))]), true
+}
+
+// add notes changes (contiguous in Seq), committed after every change
+// noted before; when they do not follow on from the last one noted (a Seed
+// or another process wrote in between) the memory starts again from them.
+func (f *recentFeed) add(changes []Change) {
+	if len(changes) == 0 {
+		return
+	}
+	if n := len(f.changes); n > 0 && f.changes[n-1].Seq+1 != changes[0].Seq {
+		f.changes = f.changes[:0]
+	}
+	f.changes = append(f.changes, changes...)
+	// Trimmed only past twice the bound, so the copy is paid once per
+	// recentFeedSize changes, not on every commit.
+	if len(f.changes) > 2*recentFeedSize {
+		f.changes = append(make([]Change, 0, 2*recentFeedSize), f.changes[len(f.changes)-recentFeedSize:]...)
+	}
+}
+
+// wakeWatchers wakes every watcher to catch up from the database: a
+// change may have been committed that this process did not note
+// (feedCommitted). It never blocks.
 func (s *Store) wakeWatchers() {
 	s.wakeMu.Lock()
+	s.feed.foreign++
 	close(s.wake)
 	s.wake = make(chan struct{})
 	s.wakeMu.Unlock()
+}
+
+// feedCommitted notes the versions a batch has just committed durably,
+// under the write lock (so in Seq order), and wakes every watcher to
+// deliver them from memory. It never blocks.
+func (s *Store) feedCommitted(rows []versionRow) {
+	changes := make([]Change, len(rows))
+	for i, r := range rows {
+		v := r.v
+		changes[i] = Change{Seq: r.seq, URI: models.NewURI(v.Audience, v.Patient, v.Domain), Version: v.N, Audience: v.Audience,
+			Created: v.N == 1, At: time.UnixMilli(v.WrittenAt.UnixMilli()).UTC()}
+	}
+	s.wakeMu.Lock()
+	s.feed.add(changes)
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.wakeMu.Unlock()
+}
+
+// feedNext is a watcher's next step from cursor: the wakeup channel to
+// wait on afterwards, taken first so no wakeup is lost, and the changes
+// after cursor from memory (ok) unless the database must be read — query
+// is set, another wakeup came from elsewhere since the watcher's last
+// read (seen, which feedNext advances), or the memory does not hold the
+// change right after cursor.
+func (s *Store) feedNext(cursor int64, query bool, seen *uint64) (wake <-chan struct{}, changes []Change, ok bool) {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	wake = s.wake
+	if !query && *seen == s.feed.foreign {
+		if changes, ok = s.feed.after(cursor, feedBatch); ok {
+			return wake, changes, true
+		}
+	}
+	*seen = s.feed.foreign
+	return wake, nil, false
 }
 
 func (s *Store) wakeChan() <-chan struct{} {
@@ -47,10 +137,19 @@ func (s *Store) Watch(ctx context.Context, after int64) <-chan Change {
 func (s *Store) watch(ctx context.Context, cursor int64, ch chan<- Change) {
 	defer close(ch)
 	backoff := 10 * time.Millisecond
+	query := true // the first step reads the database
+	var seen uint64
 	for {
-		wake := s.wakeChan() // taken before the query, so no wakeup is lost
-		changes, err := s.changesAfter(ctx, cursor, feedBatch)
+		// The wakeup channel is taken before the read, so no wakeup is lost;
+		// a commit of this process is read from memory (feedNext).
+		wake, changes, fromMemory := s.feedNext(cursor, query, &seen)
+		var err error
+		if !fromMemory {
+			changes, err = s.changesAfter(ctx, cursor, feedBatch)
+		}
+		query = false
 		if err != nil {
+			query = true
 			if ctx.Err() != nil || s.isClosed() {
 				return
 			}
@@ -86,6 +185,7 @@ func (s *Store) watch(ctx context.Context, cursor int64, ch chan<- Change) {
 			return
 		case <-wake:
 		case <-time.After(feedPollInterval):
+			query = true // another process may have written the file
 		}
 	}
 }

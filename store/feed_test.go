@@ -116,3 +116,130 @@ func TestSince_ReturnsOnlyVersionsStrictlyAfterT(t *testing.T) {
 		t.Fatalf("Since(before first) = %+v, want both, oldest first", all)
 	}
 }
+
+// TestWatch_DeliversThisProcesssCommitsAsTheDatabaseHoldsThem: a commit of
+// this process reaches the watchers from memory (feedCommitted, issue 17);
+// each change so delivered is the one the versions table holds for its
+// seq, field for field.
+func TestWatch_DeliversThisProcesssCommitsAsTheDatabaseHoldsThem(t *testing.T) {
+	s, _ := openTest(t, newClock())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start, err := s.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.Watch(ctx, start)
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "a"))
+	mustPublish(t, s, writer, in("risk", models.AudienceAssistant, "b"))
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "c"))
+	stored, err := s.changesAfter(ctx, start, 10)
+	if err != nil || len(stored) != 3 {
+		t.Fatalf("changesAfter = %v, %v", stored, err)
+	}
+	for i, w := range stored {
+		select {
+		case c := <-ch:
+			if c != w {
+				t.Fatalf("change %d delivered as %+v, stored as %+v", i, c, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("change %d not delivered", i)
+		}
+	}
+}
+
+// TestWatch_ACommitOfAnotherProcessBetweenTwoOfOursIsDeliveredInOrder: the
+// memory of this process's commits never hides one another process (or
+// instance) made on the same database in between: the watcher delivers every seq once, in
+// order, gap-free.
+func TestWatch_ACommitOfAnotherProcessBetweenTwoOfOursIsDeliveredInOrder(t *testing.T) {
+	s, path := openTest(t, newClock())
+	other, err := Open(context.Background(), Options{DSN: path, AuditKey: []byte("test-audit-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start, err := s.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.Watch(ctx, start)
+	next := func(want int64, domain string) {
+		t.Helper()
+		select {
+		case c := <-ch:
+			if c.Seq != want || c.URI.Domain != domain {
+				t.Fatalf("change = seq %d %s, want seq %d %s", c.Seq, c.URI.Domain, want, domain)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("seq %d not delivered", want)
+		}
+	}
+	mustPublish(t, s, writer, in("a", models.AudienceUser, "x"))
+	next(start+1, "a")
+	mustPublish(t, other, writer, in("b", models.AudienceUser, "y")) // no wakeup here
+	mustPublish(t, s, writer, in("c", models.AudienceUser, "z"))
+	next(start+2, "b")
+	next(start+3, "c")
+}
+
+// TestRecentFeed_HoldsOnlyAContiguousRunAndAnswersOnlyFromItsStart: the
+// memory answers a cursor only when it holds the change right after it,
+// starts again when a batch does not follow on from the last one, and
+// keeps at least recentFeedSize changes and at most twice that.
+func TestRecentFeed_HoldsOnlyAContiguousRunAndAnswersOnlyFromItsStart(t *testing.T) {
+	seqs := func(cs []Change) (out []int64) {
+		for _, c := range cs {
+			out = append(out, c.Seq)
+		}
+		return out
+	}
+	run := func(from, to int64) (cs []Change) {
+		for q := from; q <= to; q++ {
+			cs = append(cs, Change{Seq: q})
+		}
+		return cs
+	}
+	var f recentFeed
+	if _, ok := f.after(0, 10); ok {
+		t.Fatal("an empty memory answered")
+	}
+	f.add(run(5, 7))
+	for _, tc := range []struct {
+		cursor int64
+		ok     bool
+		want   []int64
+	}{
+		{3, false, nil}, // seq 4 is not held: read the database
+		{4, true, []int64{5, 6, 7}},
+		{6, true, []int64{7}},
+		{7, false, nil}, // nothing after: read the database
+	} {
+		got, ok := f.after(tc.cursor, 10)
+		if ok != tc.ok || fmt.Sprint(seqs(got)) != fmt.Sprint(tc.want) {
+			t.Errorf("after(%d) = %v, %v; want %v, %v", tc.cursor, seqs(got), ok, tc.want, tc.ok)
+		}
+	}
+	if got, _ := f.after(4, 2); fmt.Sprint(seqs(got)) != "[5 6]" {
+		t.Errorf("after(4) limited to 2 = %v", seqs(got))
+	}
+	f.add(run(9, 9)) // seq 8 was written elsewhere
+	if _, ok := f.after(6, 10); ok {
+		t.Error("a cursor before the gap answered from memory")
+	}
+	if got, ok := f.after(8, 10); !ok || fmt.Sprint(seqs(got)) != "[9]" {
+		t.Errorf("after(8) = %v, %v; want [9]", seqs(got), ok)
+	}
+	for q := int64(10); q <= 10+3*recentFeedSize; q++ {
+		f.add(run(q, q))
+		if len(f.changes) > 2*recentFeedSize {
+			t.Fatalf("holds %d changes, more than twice %d", len(f.changes), recentFeedSize)
+		}
+	}
+	if last := f.changes[len(f.changes)-1].Seq; len(f.changes) < recentFeedSize || last != 10+3*recentFeedSize {
+		t.Errorf("holds %d changes up to seq %d, want at least %d up to %d", len(f.changes), last, recentFeedSize, 10+3*recentFeedSize)
+	}
+}

@@ -154,6 +154,12 @@ func (s *Store) signedHead(r row) *SignedHead {
 // signAuditHead signs the audit head (count, lastMAC) inside tx.
 func (s *Store) signAuditHead(ctx context.Context, tx *sql.Tx, count int64, lastMAC string) error {
 	sig, kid := s.sign(auditHeadPreimage(count, lastMAC))
+	return s.storeAuditHead(ctx, tx, count, lastMAC, sig, kid)
+}
+
+// storeAuditHead writes the audit head (count, lastMAC) with its signature
+// sig by key kid, made by the caller over auditHeadPreimage(count, lastMAC).
+func (s *Store) storeAuditHead(ctx context.Context, tx *sql.Tx, count int64, lastMAC, sig, kid string) error {
 	if _, err := s.execPrepared(ctx, tx, s.d.rebind(`UPDATE audit_head SET count = ?, last_mac = ?, sig = ?, key_id = ? WHERE id = 1`),
 		count, lastMAC, sig, kid); err != nil {
 		return fmt.Errorf("store: audit: head: %w", err)

@@ -102,6 +102,7 @@ type Store struct {
 
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced after every commit
+	feed   recentFeed    // the changes this process committed last (feed.go); guarded by wakeMu
 	closed chan struct{}
 	once   sync.Once
 

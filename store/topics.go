@@ -43,3 +43,16 @@ func (s *Store) Topics(ctx context.Context, patient string) ([]Topic, error) {
 	}
 	return out, nil
 }
+
+// KnownFact reports, without reading the database, whether this process
+// knows that patient has a fact of domain: it committed a version of it
+// recently (the heads Publish keeps for planCached, at most
+// headCacheSize of them; a fact whose head carries a clip is not kept).
+// Facts are never deleted, so true is always right; false says nothing —
+// ask Topics. The write API answers a revision of a known fact without
+// its one Topics query (findings U12 and V2 check only writes that would
+// create a topic; issue 17: the query was an eighth of a signed write's
+// CPU outside the store's commit).
+func (s *Store) KnownFact(patient, domain string) bool {
+	return s.heads.Contains([2]string{patient, domain})
+}

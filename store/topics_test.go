@@ -35,3 +35,31 @@ func TestTopics_NamesThePatientsDomainsOfBothAudiencesSortedAndNoOnesElse(t *tes
 		}
 	}
 }
+
+// TestKnownFact_IsTrueOnlyForAFactThisProcessCommitted: KnownFact lets the
+// write API skip its new-topic query for a revision, so it must never say
+// true of a domain with no fact (a mistyped "walkng" would then be saved
+// unchecked), of another patient's fact, or across audiences' patients;
+// it says true once this process committed a version of the fact.
+func TestKnownFact_IsTrueOnlyForAFactThisProcessCommitted(t *testing.T) {
+	s, _ := openTest(t, newClock())
+	if s.KnownFact("ray", "weight_bearing") {
+		t.Fatal("KnownFact is true before any version was written")
+	}
+	mustPublish(t, s, writer, in("weight_bearing", models.AudienceUser, "Non-weight-bearing."))
+	mustPublish(t, s, writer, in("anticoagulant", models.AudienceAssistant, "Check INR."))
+	for _, tc := range []struct {
+		patient, domain string
+		want            bool
+	}{
+		{"ray", "weight_bearing", true},
+		{"ray", "anticoagulant", true},
+		{"ray", "walkng", false},
+		{"sue", "weight_bearing", false},
+		{"rayy", "weight_bearing", false},
+	} {
+		if got := s.KnownFact(tc.patient, tc.domain); got != tc.want {
+			t.Errorf("KnownFact(%s, %s) = %v, want %v", tc.patient, tc.domain, got, tc.want)
+		}
+	}
+}

@@ -373,6 +373,10 @@ func TestWrite_ExistingTopicRefusesATopicThePatientHasNoNotesOf(t *testing.T) {
 	}{
 		{"a mistyped topic of ray", "ray", "walkng", true, http.StatusConflict},
 		{"a topic on record", "ray", "weight_bearing", true, http.StatusCreated},
+		// Now known to the store without a read (store.KnownFact): the
+		// revision is answered without the Topics query, the typo still not.
+		{"a topic this process revised", "ray", "weight_bearing", true, http.StatusCreated},
+		{"a mistyped topic of ray, once ray's walking was revised", "ray", "walkng", true, http.StatusConflict},
 		{"a new patient's first topic", "newpatient", "walkng", true, http.StatusCreated},
 		{"a new topic of ray, meant (no existingTopic)", "ray", "wound_care", false, http.StatusCreated},
 	} {
