@@ -92,9 +92,11 @@
 //     TestEcho_MentionsCareInternalOnlyInsideTheFilter.
 //   - P-17. The retraction is produced by RenderRetraction from record
 //     fields: stop first, name the withdrawn sentence, then the new one
-//     with author and age, then a gloss that restates and never advises.
-//     Tests: TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge, TestGlosses_NeverAdvise,
-//     TestGlosses_FailSafeOnActionWords,
+//     with author and age, then a gloss that restates and never advises,
+//     said only over words that cannot forbid, end, defer or condition
+//     its term (W1). Tests: TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge,
+//     TestGlosses_NeverAdvise, TestGlosses_FailSafeOnActionWords,
+//     TestGlosses_FailSafeOnAnyWordThatIsNotPlainlyAPlaceCountOrTime,
 //     TestDemo_TranscriptMatchesTheGolden.
 //   - P-18. skill and bridge/speech do not depend on store or bridge; the
 //     speech token holds care.read.user only. Tests:

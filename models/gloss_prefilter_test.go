@@ -19,7 +19,7 @@ func glossTermsByRegexp(text string) []string {
 			levels++
 		}
 	}
-	if levels > 1 || actionRE.re.MatchString(text) {
+	if levels > 1 || actionRE.re.MatchString(text) || !onlyPlainWords(text) {
 		return nil
 	}
 	trimmed := strings.TrimSpace(text)

@@ -396,8 +396,54 @@ var (
 	}
 )
 
+// plainWords are the only words, besides the glossary's terms and
+// numbers, that a glossed text may hold: words that place, count or time
+// an instruction already in force and cannot negate, end, defer or
+// condition it. The closed list is the rule; qualifierRE and actionRE
+// stay as a second line. A deny-list alone missed "forbidden",
+// "prohibited", "unsafe", "is over", "finished", a bare "NO" and a start
+// date ("from 15 January; for now keep to the frame"), and the gloss then
+// restated the withdrawn term as the last thing Ray heard (finding W1,
+// P-24: a sentence not confirmed as meant is not said). So a date, a
+// verb of state ("is", "was") or any word not listed fails the gloss safe.
+var plainWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an the with on at of to and your each every per about under while for
+		frame frames crutch crutches stick sticks walker leg legs left right operated side hip hips knee body weight half
+		degrees degree mg tablet tablets dose day days daily week weeks hour hours morning mornings evening evenings
+		night nights bedtime food meal meals ankle pumps heel slides stairs course times time awake
+		keep walk walking use using moving take taking
+		once twice one two three four five six seven eight nine ten`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// wordRE splits a text into words: letters, digits, hyphens and
+// apostrophes (so "x-ray" and "don't" are one word each).
+var wordRE = regexp.MustCompile(`[\p{L}\p{N}'’-]+`)
+
+// onlyPlainWords reports whether every word of text outside the
+// glossary's terms is a number or one of plainWords (case-insensitive).
+func onlyPlainWords(text string) bool {
+	rest := text
+	for _, g := range glossary {
+		rest = g.match.re.ReplaceAllString(rest, " ")
+	}
+	for _, w := range wordRE.FindAllString(rest, -1) {
+		w = strings.Trim(strings.ToLower(w), "'’-")
+		if w == "" || plainWords[w] || strings.Trim(w, "0123456789") == "" {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
 // Glosses returns the glossary entries that apply to text, in glossary
-// order. It fails safe, returning none, when the text carries a qualifier
+// order. It fails safe, returning none, when a word of the text outside
+// the glossary's terms and numbers is not one of plainWords (finding W1:
+// "… is forbidden", "… from 15 January"), when the text carries a qualifier
 // (not, never, avoid, until, unless, except, instead, rather than, no longer,
 // n't), an action word or its inflection (stop, hold, wait, before, after,
 // cancel, withdraw, suspend, pause, revoke, reverse, delay, switch, swap,
@@ -417,7 +463,7 @@ func Glosses(text string) []GlossEntry {
 			levels++
 		}
 	}
-	if levels > 1 || actionRE.matchString(f) {
+	if levels > 1 || actionRE.matchString(f) || !onlyPlainWords(text) {
 		return nil
 	}
 	trimmed := fold(strings.TrimSpace(text))

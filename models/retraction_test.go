@@ -132,7 +132,7 @@ func TestGlosses_FailSafeOnQualifiers(t *testing.T) {
 		t.Errorf("n't: glosses %v, want none", g)
 	}
 	// Positive twin: the same sentence without a qualifier is glossed.
-	if g := Glosses("Full weight-bearing as tolerated at the review; rivaroxaban daily."); len(g) != 2 {
+	if g := Glosses("Full weight-bearing as tolerated with the frame; rivaroxaban daily."); len(g) != 2 {
 		t.Errorf("unqualified: %d glosses, want 2", len(g))
 	}
 }
@@ -156,7 +156,9 @@ func TestGlosses_FailSafeOnActionWords(t *testing.T) {
 		// V1: inflections and stops without a verb.
 		"Rivaroxaban discontinued.", "Rivaroxaban: withdrawn by the surgeon.", "No more rivaroxaban.", "Quit rivaroxaban.", "End rivaroxaban now.",
 		"Omit rivaroxaban tonight.", "Rivaroxaban: none.", "Rivaroxaban 0 mg.", "Rivaroxaban was an error.", "Rivaroxaban is cancelled; take apixaban.",
-		"Partial weight-bearing: cancelled.", "Partial weight-bearing was a mistake; put no weight on it."} {
+		"Partial weight-bearing: cancelled.", "Partial weight-bearing was a mistake; put no weight on it.",
+		// W1: a date fails safe, so a course's end date does too (it was glossed before).
+		"Rivaroxaban 10 mg once a day, for a course due to end on 28 November 2026."} {
 		if g := GlossSentence(text); g != "" {
 			t.Errorf("%q: %q, want no gloss", text, g)
 		}
@@ -166,10 +168,55 @@ func TestGlosses_FailSafeOnActionWords(t *testing.T) {
 		"Rivaroxaban 10 mg once a day.",
 		"Keep hip flexion under 90 degrees.",
 		"Ankle pumps every hour while awake; heel slides ten times, twice a day; keep hip flexion under 90 degrees.",
-		"Rivaroxaban 10 mg once a day, for a course due to end on 28 November 2026.",
+		"Rivaroxaban 10 mg once a day, for a course of 28 days.",
 	} {
 		if g := Glosses(text); len(g) != 1 {
 			t.Errorf("no action word in %q: %d glosses, want 1", text, len(g))
+		}
+	}
+}
+
+// A gloss is said only over words that cannot forbid, end, defer or
+// condition the term (plainWords): the deny-lists missed each of these,
+// and Ray's turn ended on the forbidden level's meaning — "… is
+// forbidden for six weeks.” In plain terms, full weight-bearing as
+// tolerated means as much weight as is comfortable." (finding W1). Twin:
+// the plain instructions Ray's care team writes are still glossed.
+func TestGlosses_FailSafeOnAnyWordThatIsNotPlainlyAPlaceCountOrTime(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		"Full weight-bearing as tolerated is forbidden for six weeks.",
+		"Full weight-bearing as tolerated: NO. Keep to the frame.",
+		"Full weight-bearing as tolerated is prohibited.",
+		"Full weight-bearing as tolerated is unsafe for you.",
+		"Full weight-bearing as tolerated from 15 January; for now keep to the frame.",
+		"Full weight-bearing as tolerated on 15 January.",
+		"Full weight-bearing as tolerated in six weeks.",
+		"Full weight-bearing as tolerated at the review.",
+		"Non-weight-bearing is over: walk normally now.",
+		"Partial weight-bearing is finished; walk freely.",
+		"Partial weight-bearing later.",
+		"Rivaroxaban is contraindicated.",
+		"Rivaroxaban 10 mg once a day — ask your GP first.",
+		"Hip flexion bad.",
+		"Partial weight-bearing with the frame (Ärztin: nein).",
+	} {
+		if g := GlossSentence(text); g != "" {
+			t.Errorf("%q: %q, want no gloss", text, g)
+		}
+	}
+	for _, text := range []string{
+		"Full weight-bearing as tolerated.",
+		"Full weight-bearing as tolerated with two crutches for six weeks.",
+		"Partial weight-bearing, about half your body weight, with the frame.",
+		"Non-weight-bearing on the left leg.",
+		"No weight through the operated leg.",
+		"Keep hip flexion under 90 degrees.",
+		"Rivaroxaban 10 mg once a day.",
+		"Take rivaroxaban 10 mg each evening with food.",
+	} {
+		if g := GlossSentence(text); g == "" {
+			t.Errorf("%q: no gloss, want one", text)
 		}
 	}
 }
