@@ -504,10 +504,11 @@ func TestWrite_ExistingPatientRefusesAPatientWithNoNotes(t *testing.T) {
 // "crutches"), on record or not — is refused 409 (field domain, naming the
 // topic it collides with, nothing written, an audit row), with or without
 // existingTopic: two topics Ray calls by one name cannot both be asked for
-// and would both be said as current. An assistant-only topic is not named
-// to a care.write-only writer (P-1). Twins: a new topic with a name of its
+// and would both be said as current. Twins: a new topic with a name of its
 // own, a revision of a CareTopic value, and a new patient's own topic are
-// saved.
+// saved, and so is a speakable topic whose name is an assistant-only
+// topic's: Ray never asks for an assistant-only topic, and refusing it
+// told a care.write-only writer the hidden topic's name (W3, P-1).
 func TestWrite_ANewTopicWhoseSpokenNameIsAnotherTopicsIsRefused(t *testing.T) {
 	f := newFixture(t)
 	careWrite := f.token("okafor", []string{"ray"}, models.ScopeWrite)
@@ -531,7 +532,8 @@ func TestWrite_ANewTopicWhoseSpokenNameIsAnotherTopicsIsRefused(t *testing.T) {
 		{"wound-care beside wound_care", "ray", "wound-care", false, "", http.StatusConflict, []string{"wound_care", "wound care"}, ""},
 		{"wound.care beside wound_care", "ray", "wound.care", false, "", http.StatusConflict, []string{"wound_care", "wound care"}, ""},
 		{"a CareTopic value a new patient has not", "sam2", "blood_thinner", false, "", http.StatusConflict, []string{"anticoagulant", "blood thinner"}, ""},
-		{"an assistant-only topic's name, care.write only", "ray", "gait-note", false, careWrite, http.StatusConflict, []string{"gait note"}, "gait_note"},
+		{"an assistant-only topic's name, care.write only", "ray", "gait-note", false, careWrite, http.StatusCreated, nil, ""},
+		{"an assistant-only topic's name, signed", "ray", "risk_", false, "", http.StatusCreated, nil, ""},
 	} {
 		seq := f.auditSeq()
 		body := writeBody(func(m map[string]any) {
@@ -1346,5 +1348,36 @@ func BenchmarkTopicCollision(b *testing.B) {
 		if _, _, _, ok := topicCollision(m, "wound_care", topics); ok {
 			b.Fatal("wound_care collides")
 		}
+	}
+}
+
+// A care.write-only writer probing with existingTopic (nothing saved) gets
+// the same answer for a near miss of an assistant-only topic's name
+// ("risk_", "gait.note") as for a name no topic has: before, the near miss
+// was refused as "already the name of another of ray's topics", naming
+// the hidden topic (W3, P-1). Twin: a near miss of a speakable topic's
+// name is still refused naming it (V2).
+func TestWrite_AnExistingTopicProbeCannotFindAnAssistantOnlyTopicsName(t *testing.T) {
+	f := newFixture(t)
+	careWrite := f.token("okafor", []string{"ray"}, models.ScopeWrite)
+	probe := func(domain string) (int, string) {
+		a := f.bearer(writeBody(func(m map[string]any) {
+			m["patient"], m["domain"], m["value"], m["existingTopic"] = "ray", domain, "Probe.", true
+		}), careWrite)
+		var e struct{ Error string }
+		_ = json.Unmarshal(a.body, &e)
+		return a.status, strings.ReplaceAll(e.Error, strconv.Quote(domain), `"X"`)
+	}
+	noneStatus, none := probe("zz_probe_")
+	if noneStatus != http.StatusConflict {
+		t.Fatalf("a name no topic has: %d %q, want 409", noneStatus, none)
+	}
+	for _, d := range []string{"risk_", "gait.note", "adherence_"} {
+		if st, msg := probe(d); st != noneStatus || msg != none {
+			t.Errorf("near miss %q of an assistant-only topic: %d %q, want the answer for no topic: %d %q", d, st, msg, noneStatus, none)
+		}
+	}
+	if st, msg := probe("weight-bearing"); st != http.StatusConflict || !strings.Contains(msg, "weight_bearing") {
+		t.Errorf("near miss of a speakable topic: %d %q, want 409 naming weight_bearing", st, msg)
 	}
 }

@@ -544,9 +544,11 @@ func (a *API) principal(r *http.Request) (models.Principal, error) {
 // facts on record is refused (field "patient", finding V6a). Else,
 // whatever ExistingTopic says, it is refused (field "domain") when
 // the new domain's spoken name — or a CareTopic name or synonym of it — is
-// one of another topic's (one of the patient's, or a CareTopic value): two
-// topics Ray calls by the same name can never both be asked for, and both
-// would be said as current (finding V2; see topicCollision). Then, for an
+// one of another topic's (one of the patient's speakable topics, or a
+// CareTopic value): two topics Ray calls by the same name can never both
+// be asked for, and both would be said as current (finding V2; see
+// topicCollision). An assistant-only topic is never asked for by name, so
+// it collides with none (finding W3). Then, for an
 // ExistingTopic write, when the patient has facts on record it is refused
 // naming them (finding U12). A refusal's message names only topics the
 // principal may read or write (P-1: an assistant-only topic is not named to
@@ -584,7 +586,12 @@ func (a *API) topicRefusal(principal models.Principal, req *WriteRequest, topics
 	visible := func(t store.Topic) bool {
 		return principal.CanWrite(req.Patient, t.Audience) || principal.CanRead(req.Patient, t.Audience)
 	}
-	if other, name, onRecord, ok := topicCollision(caretopic.Default(), req.Domain, topics); ok {
+	// Only topics Ray can hear share a spoken name with another: the skill
+	// reads speakable facts alone, so an assistant-only topic is never asked
+	// for by name — and counting it let a care.write-only writer learn an
+	// assistant-only topic's name by a near miss (finding W3).
+	speakable := slices.DeleteFunc(slices.Clone(topics), func(t store.Topic) bool { return t.Audience == models.AudienceAssistant })
+	if other, name, onRecord, ok := topicCollision(caretopic.Default(), req.Domain, speakable); ok {
 		switch {
 		case !onRecord:
 			return fmt.Sprintf("%q is how %s asks for %q, a topic the skill knows; nothing was saved. Write that domain to give %s a %s instruction, "+
