@@ -426,9 +426,11 @@ var wordRE = regexp.MustCompile(`[\p{L}\p{N}'’-]+`)
 // onlyPlainWords reports whether every word of text outside the
 // glossary's terms is a number or one of plainWords (case-insensitive).
 func onlyPlainWords(text string) bool {
-	rest := text
+	rest, f := text, fold(text)
 	for _, g := range glossary {
-		rest = g.match.re.ReplaceAllString(rest, " ")
+		if g.match.possible(f) { // a term the text cannot hold is not looked for
+			rest = g.match.re.ReplaceAllString(rest, " ")
+		}
 	}
 	for _, w := range wordRE.FindAllString(rest, -1) {
 		w = strings.Trim(strings.ToLower(w), "'’-")
@@ -463,7 +465,7 @@ func Glosses(text string) []GlossEntry {
 			levels++
 		}
 	}
-	if levels > 1 || actionRE.matchString(f) || !onlyPlainWords(text) {
+	if levels > 1 || actionRE.matchString(f) {
 		return nil
 	}
 	trimmed := fold(strings.TrimSpace(text))
@@ -477,6 +479,9 @@ func Glosses(text string) []GlossEntry {
 			continue
 		}
 		out = append(out, g)
+	}
+	if len(out) > 0 && !onlyPlainWords(text) { // most texts name no term: nothing to check
+		return nil
 	}
 	return out
 }

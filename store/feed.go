@@ -72,9 +72,15 @@ func (f *recentFeed) add(changes []Change) {
 func (s *Store) wakeWatchers() {
 	s.wakeMu.Lock()
 	s.feed.foreign++
+	s.wakeLocked()
+	s.wakeMu.Unlock()
+}
+
+// wakeLocked closes the wakeup channel every watcher waits on and makes
+// the next one; the caller holds wakeMu.
+func (s *Store) wakeLocked() {
 	close(s.wake)
 	s.wake = make(chan struct{})
-	s.wakeMu.Unlock()
 }
 
 // feedCommitted notes the versions a batch has just committed durably,
@@ -84,13 +90,11 @@ func (s *Store) feedCommitted(rows []versionRow) {
 	changes := make([]Change, len(rows))
 	for i, r := range rows {
 		v := r.v
-		changes[i] = Change{Seq: r.seq, URI: models.NewURI(v.Audience, v.Patient, v.Domain), Version: v.N, Audience: v.Audience,
-			Created: v.N == 1, At: time.UnixMilli(v.WrittenAt.UnixMilli()).UTC()}
+		changes[i] = newChange(r.seq, v.Patient, v.Domain, v.N, v.Audience, v.WrittenAt.UnixMilli())
 	}
 	s.wakeMu.Lock()
 	s.feed.add(changes)
-	close(s.wake)
-	s.wake = make(chan struct{})
+	s.wakeLocked()
 	s.wakeMu.Unlock()
 }
 
@@ -210,23 +214,28 @@ func (s *Store) changesAfter(ctx context.Context, after int64, limit int) ([]Cha
 	var out []Change
 	for rows.Next() {
 		var (
-			c                    Change
+			seq, writtenAt       int64
+			n                    int
 			patient, domain, aud string
-			writtenAt            int64
 		)
-		if err := rows.Scan(&c.Seq, &patient, &domain, &c.Version, &aud, &writtenAt); err != nil {
+		if err := rows.Scan(&seq, &patient, &domain, &n, &aud, &writtenAt); err != nil {
 			return nil, err
 		}
-		c.Audience = models.Audience(aud)
-		if !c.Audience.Valid() {
-			return nil, fmt.Errorf("version seq %d has unknown audience %q", c.Seq, aud)
+		if !models.Audience(aud).Valid() {
+			return nil, fmt.Errorf("version seq %d has unknown audience %q", seq, aud)
 		}
-		c.URI = models.NewURI(c.Audience, patient, domain)
-		c.Created = c.Version == 1
-		c.At = time.UnixMilli(writtenAt).UTC()
-		out = append(out, c)
+		out = append(out, newChange(seq, patient, domain, n, models.Audience(aud), writtenAt))
 	}
 	return out, rows.Err()
+}
+
+// newChange is the Change of version n of (patient, domain) of audience
+// aud, committed as seq at writtenAt (Unix milliseconds, the versions
+// table's precision): as changesAfter reads it and as feedCommitted notes
+// it, so a watcher gets the same Change either way.
+func newChange(seq int64, patient, domain string, n int, aud models.Audience, writtenAt int64) Change {
+	return Change{Seq: seq, URI: models.NewURI(aud, patient, domain), Version: n, Audience: aud,
+		Created: n == 1, At: time.UnixMilli(writtenAt).UTC()}
 }
 
 // LastSeq is the sequence number of the latest committed change (0 if none).
