@@ -253,6 +253,12 @@ func speaker(label string) string {
 // recording from …"; renderClip). It returns ErrAssistantAudience for an
 // assistant-only version.
 func RenderFact(v Version, now time.Time) (string, error) {
+	return renderFact(v, now, GlossSentence)
+}
+
+// renderFact is RenderFact with the gloss sentence of a text given by gloss
+// (GlossSentence, or a GlossMemo's memory of it).
+func renderFact(v Version, now time.Time, gloss func(text string) string) (string, error) {
 	if v.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
@@ -261,7 +267,7 @@ func RenderFact(v Version, now time.Time) (string, error) {
 	}
 	age := SpokenAge(now.Sub(v.WrittenAt))
 	topic := Topic(v.Domain)
-	g := GlossSentence(v.Value)
+	g := gloss(v.Value)
 	if v.IsStale(now) {
 		s := fmt.Sprintf("%s, %s wrote your %s instruction: %s %s", capitalize(age), Appositive(speaker(v.AuthorLabel)), topic, Quote(v.Value), PastReviewSentence)
 		if g != "" {

@@ -75,7 +75,7 @@ func (t *turn) playClip() reply {
 	if _, done := t.announced[clip.FactURI()]; done {
 		return reply{end: endAnswer, card: cardCare}
 	}
-	return reply{segs: []segment{factSegment(*clip, t.now), t.clipSegment(*clip, textClipHere)}, end: endAnswer, card: cardCare}
+	return reply{segs: []segment{t.factSegment(*clip), t.clipSegment(*clip, textClipHere)}, end: endAnswer, card: cardCare}
 }
 
 // clipFollowUp is the question that follows the exercise instruction when

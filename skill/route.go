@@ -464,7 +464,7 @@ func (t *turn) launch() reply {
 			continue
 		}
 		if v.Domain == domainWeightBearing {
-			segs = append(segs, factSegment(v, t.now))
+			segs = append(segs, t.factSegment(v))
 			flagged = flagged || v.IsStale(t.now)
 		} else if v.IsStale(t.now) {
 			stale = append(stale, v)
@@ -483,7 +483,7 @@ func (t *turn) launch() reply {
 		}
 		segs = append(segs, segment{Text: intro})
 		for _, v := range stale {
-			segs = append(segs, factSegment(v, t.now))
+			segs = append(segs, t.factSegment(v))
 		}
 	}
 	if len(t.facts) == 0 && len(t.anns) == 0 {
@@ -511,9 +511,9 @@ func (t *turn) carePlan() reply {
 			return reply{end: endAnswer, card: cardCare} // the announcement said it
 		}
 		if q := t.clipFollowUp(domain); q != "" { // clip.go: the exercises' recording
-			return reply{segs: []segment{factSegment(v, t.now)}, question: q, reprompt: q, card: cardCare}
+			return reply{segs: []segment{t.factSegment(v)}, question: q, reprompt: q, card: cardCare}
 		}
-		return reply{segs: []segment{factSegment(v, t.now)}, end: endAnswer, card: cardCare}
+		return reply{segs: []segment{t.factSegment(v)}, end: endAnswer, card: cardCare}
 	}
 	return reply{segs: say(fmt.Sprintf("There is no %s instruction in your care notes.", models.Topic(domain))),
 		question: textQuestion, reprompt: t.topicsPrompt(), card: cardCare}
@@ -602,7 +602,7 @@ func (t *turn) rerender(s segment, cur models.Version) segment {
 	case s.clip != nil:
 		return t.clipSegment(cur, s.clipLead)
 	case s.fact != nil:
-		return factSegment(cur, t.now)
+		return t.factSegment(cur)
 	case s.ann != nil:
 		a := *s.ann
 		a.Current = cur
@@ -633,10 +633,11 @@ func (t *turn) repeat() reply {
 	return reply{segs: last, rest: rest, question: t.session.question, reprompt: t.session.reprompt, end: endAnswer, card: cardCare}
 }
 
-// factSegment speaks one fact with its author and age (models.RenderFact);
-// a stale one is spoken with its age first, past its review date (P-7).
-func factSegment(v models.Version, now time.Time) segment {
-	text, err := models.RenderFact(v, now)
+// factSegment speaks one fact with its author and age at the turn's time
+// (models.RenderFact, its gloss from the skill's memory of them); a stale
+// one is spoken with its age first, past its review date (P-7).
+func (t *turn) factSegment(v models.Version) segment {
+	text, err := t.s.glosses.RenderFact(v, t.now)
 	if err != nil {
 		return segment{}
 	}

@@ -123,6 +123,9 @@ type Skill struct {
 
 	// kept holds error reports the ledger could not take yet (keptreports.go).
 	kept keptReports
+
+	// glosses remembers each spoken note's gloss sentence (issue 17).
+	glosses models.GlossMemo
 }
 
 // New returns a Skill. care is required; links may be nil (then no device
