@@ -368,7 +368,7 @@ func (s *Store) listenChanges(cfg *pgx.ConnConfig, channel string, conn *pgx.Con
 	backoff := pgListenBackoffMin
 	for {
 		if conn != nil {
-			err := waitNotifications(ctx, conn, s.wakeWatchers)
+			err := waitNotifications(ctx, conn, s.noticed)
 			conn.Close(context.Background())
 			conn = nil
 			if ctx.Err() != nil {
@@ -395,15 +395,39 @@ func (s *Store) listenChanges(cfg *pgx.ConnConfig, channel string, conn *pgx.Con
 	}
 }
 
-// waitNotifications calls wake for every notification on conn until conn
-// fails or ctx ends.
-func waitNotifications(ctx context.Context, conn *pgx.Conn, wake func()) error {
+// waitNotifications calls wake with the payload of every notification on
+// conn until conn fails or ctx ends.
+func waitNotifications(ctx context.Context, conn *pgx.Conn, wake func(payload string)) error {
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		wake()
+		wake(n.Payload)
 	}
+}
+
+// noticed takes one NOTIFY payload (ChangeNotice): a wakeup from elsewhere
+// (wakeWatchers: every watcher reads the database) unless it announces a
+// Seq of this process's own — held in the in-memory feed, or in the batch
+// committing now (feedCommitting) — whose NOTIFY comes back to its own
+// LISTEN connection: feedCommitted wakes the watchers to deliver those from
+// memory. Counting those as foreign
+// made every watcher read the database after every commit on Postgres,
+// as if the memory were not there (issue 17). A payload that does not
+// parse, or any other Seq (another instance's commit), wakes them all as
+// before.
+func (s *Store) noticed(payload string) {
+	var n ChangeNotice
+	if json.Unmarshal([]byte(payload), &n) == nil && n.Seq > 0 {
+		s.wakeMu.Lock()
+		ours := s.feed.ours(n.Seq)
+		s.wakeMu.Unlock()
+		if ours {
+			return
+		}
+	}
+	s.wakeWatchers()
 }
 
 // noticeURI is the unversioned care URI a notice names.

@@ -31,6 +31,9 @@ const recentFeedSize = 1024
 type recentFeed struct {
 	changes []Change // contiguous in Seq, at least the last recentFeedSize (at most twice that), oldest first
 	foreign uint64   // wakeWatchers calls so far
+	// committing is the Seq range of the batch being committed now (lo 0:
+	// none): its NOTIFY may come back before feedCommitted notes it.
+	committing struct{ lo, hi int64 }
 }
 
 // after returns the changes with Seq > cursor, at most limit, when the
@@ -46,6 +49,16 @@ func (f *recentFeed) after(cursor int64, limit int) (out []Change, ok bool) {
 		return nil, false
 	}
 	return slices.Clone(f.changes[i:min(int64(len(f.changes)), i+int64(limit))]), true
+}
+
+// ours reports whether seq is this process's: among the changes held, or
+// in the batch being committed.
+func (f *recentFeed) ours(seq int64) bool {
+	if f.committing.lo > 0 && f.committing.lo <= seq && seq <= f.committing.hi {
+		return true
+	}
+	n := len(f.changes)
+	return n > 0 && f.changes[0].Seq <= seq && seq <= f.changes[n-1].Seq
 }
 
 // add notes changes (contiguous in Seq), committed after every change
@@ -83,6 +96,22 @@ func (s *Store) wakeLocked() {
 	s.wake = make(chan struct{})
 }
 
+// feedCommitting notes, under the write lock, the Seqs of the batch about
+// to commit (rows, in Seq order; nil: the commit failed, none), so that its
+// NOTIFY, which Postgres may deliver to this process's LISTEN connection
+// before the commit returns, is known as ours (noticed). A commit that
+// failed here but took effect there is then found by the watchers' next
+// poll (feedPollInterval): latency, never a lost change.
+func (s *Store) feedCommitting(rows []versionRow) {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	if len(rows) == 0 {
+		s.feed.committing.lo, s.feed.committing.hi = 0, 0
+		return
+	}
+	s.feed.committing.lo, s.feed.committing.hi = rows[0].seq, rows[len(rows)-1].seq
+}
+
 // feedCommitted notes the versions a batch has just committed durably,
 // under the write lock (so in Seq order), and wakes every watcher to
 // deliver them from memory. It never blocks.
@@ -94,6 +123,7 @@ func (s *Store) feedCommitted(rows []versionRow) {
 	}
 	s.wakeMu.Lock()
 	s.feed.add(changes)
+	s.feed.committing.lo, s.feed.committing.hi = 0, 0
 	s.wakeLocked()
 	s.wakeMu.Unlock()
 }

@@ -243,3 +243,50 @@ func TestRecentFeed_HoldsOnlyAContiguousRunAndAnswersOnlyFromItsStart(t *testing
 		t.Errorf("holds %d changes up to seq %d, want at least %d up to %d", len(f.changes), last, recentFeedSize, 10+3*recentFeedSize)
 	}
 }
+
+// Issue 17, on Postgres: this process's own commits come back to its
+// LISTEN connection as NOTIFY; they are not wakeups from elsewhere, so its
+// watchers keep delivering them from memory — while another instance's
+// commit on the same database still wakes them to read it.
+func TestWatch_OnPostgresOurOwnNotifyIsNoForeignWakeupButAnotherInstancesIs(t *testing.T) {
+	dsn := freshSchemaDSN(t) // NOTIFY is Postgres's: skips without UNSAY_TEST_POSTGRES
+	s, other := openDSN(t, dsn), openDSN(t, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start, err := s.LastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.Watch(ctx, start)
+	foreign := func() uint64 {
+		s.wakeMu.Lock()
+		defer s.wakeMu.Unlock()
+		return s.feed.foreign
+	}
+	next := func(want int64) {
+		t.Helper()
+		select {
+		case c := <-ch:
+			if c.Seq != want {
+				t.Fatalf("change seq %d, want %d", c.Seq, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("seq %d not delivered", want)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // LISTEN is up
+	before := foreign()
+	for i := range 5 {
+		mustPublish(t, s, writer, in("a", models.AudienceUser, fmt.Sprintf("x%d", i)))
+		next(start + int64(i) + 1)
+	}
+	time.Sleep(300 * time.Millisecond) // their NOTIFYs are back
+	if n := foreign() - before; n != 0 {
+		t.Errorf("our own 5 commits counted as %d foreign wakeups, want 0", n)
+	}
+	mustPublish(t, other, writer, in("b", models.AudienceUser, "y"))
+	next(start + 6) // delivered: its NOTIFY woke the watcher to read it
+	if foreign() == before {
+		t.Error("another instance's commit was no foreign wakeup")
+	}
+}
