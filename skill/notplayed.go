@@ -3,10 +3,13 @@ package skill
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -51,11 +54,64 @@ const AttrConfirmed = "confirmed"
 // random per response (models.Marked.Response). Alexa may deliver one
 // response's error report twice (a retry, a late resend); the ledger
 // applies one response's report once, so the repeat never undoes a
-// delivery confirmed after the first (finding F14). A report without it
-// (attributes written by an older build) is applied as it comes; one
-// whose value is not of models.ValidID's form is applied the same way,
-// logged.
+// delivery confirmed after the first (finding F14). Attributes without it
+// (an older build's) or whose value is not of models.ValidID's form
+// (logged) fail AttrMAC, so only the server's records of the session
+// count for them.
 const AttrResponse = "response"
+
+// AttrMAC is the session attribute holding the MAC of a response's marks:
+// 32 lowercase hex digits, the first 128 bits of HMAC-SHA256 keyed from
+// Config.AttributesSecret over the response's id and its marks as
+// AttrMarked and AttrConfirmed name them, in order (attributesMAC). An
+// error report's attributes that name a response neither the session's
+// record nor the heard ledger holds count only when it matches: a forged
+// report (development mode, where no signature binds a request to Alexa)
+// cannot choose what he is said to have heard — "I told you: “<words he
+// was never told>”" (finding W2) — while a genuine one, from any instance
+// given the same secret, still re-opens what it marked. Genuine
+// attributes replayed in another session re-open a response's marks once
+// (the ledger applies one response id's report once): a repeat, the safe
+// direction.
+const AttrMAC = "mac"
+
+// attributesKey is the AttrMAC key: HMAC-SHA256(secret, a label) — the
+// secret is shared with other uses (the audit key) — or 32 random bytes
+// for an empty secret. err: no randomness.
+func attributesKey(secret []byte) ([]byte, error) {
+	if len(secret) == 0 {
+		k := make([]byte, 32)
+		if _, err := rand.Read(k); err != nil {
+			return nil, fmt.Errorf("skill: session attributes key: %w", err)
+		}
+		return k, nil
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("unsay/alexa-session-attributes/v1"))
+	return m.Sum(nil), nil
+}
+
+// attributesMAC is AttrMAC's value for the response id whose marks are ms
+// (AttrMarked's entries, then AttrConfirmed's, as markedAttributes writes
+// and echoedMarks reads them).
+func attributesMAC(key []byte, id string, ms []models.Marked) string {
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%q\n", id)
+	for _, k := range ms {
+		fmt.Fprintf(m, "%q %d %d %d %t\n", k.URI.String(), k.HeardBefore, k.From, k.Version, k.Confirmed)
+	}
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// attributesIssued reports whether attrs carry AttrMAC for their
+// AttrResponse id (as a string, whatever its form) and the marks echoedMarks
+// read from them: attributes this service wrote, not changed since.
+func attributesIssued(key []byte, attrs map[string]any, ms []models.Marked) bool {
+	got, _ := attrs[AttrMAC].(string)
+	id, _ := attrs[AttrResponse].(string)
+	want := attributesMAC(key, id, ms)
+	return len(got) == len(want) && hmac.Equal([]byte(got), []byte(want))
+}
 
 // newResponseID is a fresh AttrResponse value: 128 random bits in hex.
 func newResponseID() string {
@@ -111,9 +167,9 @@ func responseMarks(marks []mark, heardBefore, from map[models.URI]int, id string
 }
 
 // markedAttributes are the session attributes of a response whose marks
-// are ms (responseMarks) and whose id is id: AttrMarked, AttrConfirmed and
-// AttrResponse; nil when ms is empty.
-func markedAttributes(ms []models.Marked, id string) map[string]any {
+// are ms (responseMarks) and whose id is id: AttrMarked, AttrConfirmed,
+// AttrResponse and AttrMAC (keyed by key); nil when ms is empty.
+func markedAttributes(key []byte, ms []models.Marked, id string) map[string]any {
 	var list []markedAttr
 	var confirmed []confirmedAttr
 	for _, m := range ms {
@@ -127,12 +183,24 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 		return nil
 	}
 	attrs := map[string]any{AttrResponse: id}
+	var order []models.Marked // as echoedMarks reads them back: marked, then confirmed
+	for _, m := range ms {
+		if !m.Confirmed {
+			order = append(order, m)
+		}
+	}
+	for _, m := range ms {
+		if m.Confirmed {
+			order = append(order, m)
+		}
+	}
 	if len(list) > 0 {
 		attrs[AttrMarked] = list
 	}
 	if len(confirmed) > 0 {
 		attrs[AttrConfirmed] = confirmed
 	}
+	attrs[AttrMAC] = attributesMAC(key, id, order)
 	return attrs
 }
 
@@ -153,8 +221,9 @@ func markedAttributes(ms []models.Marked, id string) map[string]any {
 //     of the same response are logged and the record is trusted (finding
 //     T3; Alexa's signature protects them in production, development mode
 //     does not); otherwise (attributes of a response neither record
-//     holds, or without an id) as the attributes give them, each entry
-//     checked (malformed ones logged and ignored).
+//     holds) as the attributes give them when their AttrMAC is this
+//     service's (finding W2; else logged and ignored), each entry checked
+//     (malformed ones logged and ignored).
 //
 // The rule errs toward a repeat, never toward losing a retraction: the
 // earlier response the attributes name was accepted by Alexa and most
@@ -247,6 +316,11 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 			s.log.Warn("alexa error report: session attributes disagree with what the response marked; the server's record re-opened",
 				"patient", patient, "session", sid, "response", echoedID, "attributes", len(echoed), "recorded", len(held.marks))
 		}
+	case len(echoed) > 0 && !attributesIssued(s.attrKey, attrs, echoed):
+		// Not as this service wrote them (forged, changed, or an older
+		// build's): what they say he heard is not taken (finding W2).
+		s.log.Warn("alexa error report: session attributes this service did not write ignored (their MAC does not match)",
+			"patient", patient, "session", sid, "entries", len(echoed))
 	default:
 		ms = append(ms, echoed...)
 	}

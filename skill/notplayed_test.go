@@ -1,8 +1,10 @@
 package skill
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -205,8 +207,9 @@ func TestNotPlayed_MalformedSessionAttributesAreIgnored(t *testing.T) {
 			if !strings.Contains(r.logs.String(), "malformed session attributes ignored") {
 				t.Errorf("not logged: %s", r.logs.String())
 			}
-			// Twin: beside a valid entry, only the valid one counts.
-			r.post(sessionEnded(t, "sN", ReasonError, map[string]any{AttrMarked: []any{entry, valid}}), testCertURL, "")
+			// Twin: beside a valid entry, only the valid one counts (the
+			// MAC this service wrote for it).
+			r.post(sessionEnded(t, "sN", ReasonError, r.issued(map[string]any{AttrMarked: []any{entry, valid}})), testCertURL, "")
 			if calls := r.care.notPlayedCalls(); len(calls) != 1 || len(calls[0]) != 1 || calls[0][0].Version != 3 {
 				t.Fatalf("re-opened %v, want the valid entry only", calls)
 			}
@@ -291,7 +294,7 @@ func TestNotPlayed_MalformedConfirmedAttributesAreIgnored(t *testing.T) {
 			if !strings.Contains(r.logs.String(), "malformed session attributes ignored") {
 				t.Errorf("not logged: %s", r.logs.String())
 			}
-			r.post(sessionEnded(t, "sN", ReasonError, map[string]any{AttrConfirmed: []any{entry, valid}}), testCertURL, "")
+			r.post(sessionEnded(t, "sN", ReasonError, r.issued(map[string]any{AttrConfirmed: []any{entry, valid}})), testCertURL, "")
 			if calls := r.care.notPlayedCalls(); len(calls) != 1 || len(calls[0]) != 1 || !calls[0][0].Confirmed || calls[0][0].Version != 2 {
 				t.Fatalf("handed %v, want the valid entry only", calls)
 			}
@@ -302,11 +305,12 @@ func TestNotPlayed_MalformedConfirmedAttributesAreIgnored(t *testing.T) {
 // P-24, finding F14: each response that marks something carries its own
 // id (AttrResponse, fresh per response), and its error report hands that
 // id with every mark, so the ledger applies the report once however often
-// Alexa delivers it. Twins: attributes an older build wrote (no id) are
-// accepted and handed on without one, as before; a malformed id is
-// handed on without one (applied as it comes, the safe direction) and
-// logged. The reports name a session this instance holds no record of
-// (as one served by another instance), so only the attributes count.
+// Alexa delivers it. The reports name a session this instance holds no
+// record of (as one served by another instance), so only the attributes
+// count — and only as this service wrote them (AttrMAC, finding W2).
+// Twins: attributes without their MAC (an older build's) or with another
+// id than the one it was made for are not taken, and logged; a malformed
+// id is logged as such too.
 func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
 	r := newRig(t, nil)
 	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
@@ -323,17 +327,18 @@ func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
 		t.Fatalf("response ids %q and %q: want two different 32-digit ids", id1, id2)
 	}
 	for _, tt := range []struct {
-		name   string
-		attrs  map[string]any
-		wantID string
-		logged bool
+		name      string
+		attrs     map[string]any
+		wantID    string // "": nothing handed
+		malformed bool
 	}{
 		{"the response's id is handed with its marks", a1, id1, false},
 		{"its repeat hands the same id", a1, id1, false},
 		{"twin: another response's report hands its own id", a2, id2, false},
-		{"twin: an older build's attributes without an id are accepted, without one", map[string]any{AttrConfirmed: a1[AttrConfirmed]}, "", false},
-		{"twin: a malformed id is dropped and logged", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: "Not An Id!"}, "", true},
-		{"twin: an id that is not a string is dropped and logged", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: 7}, "", true},
+		{"twin: an older build's attributes, without id or MAC, are not taken", map[string]any{AttrConfirmed: a1[AttrConfirmed]}, "", false},
+		{"twin: one response's MAC with another's id is not taken", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: id2, AttrMAC: a1[AttrMAC]}, "", false},
+		{"twin: a malformed id is logged, and not taken", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: "Not An Id!", AttrMAC: a1[AttrMAC]}, "", true},
+		{"twin: an id that is not a string is logged, and not taken", map[string]any{AttrConfirmed: a1[AttrConfirmed], AttrResponse: 7, AttrMAC: a1[AttrMAC]}, "", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(r.care.notPlayedCalls())
@@ -342,14 +347,31 @@ func TestNotPlayed_EachResponsesReportCarriesItsOwnResponseID(t *testing.T) {
 				t.Fatalf("session ended: %d %s", code, b)
 			}
 			calls := r.care.notPlayedCalls()
-			if len(calls) != before+1 || len(calls[before]) != 1 || !calls[before][0].Confirmed || calls[before][0].Response != tt.wantID {
+			if tt.wantID == "" {
+				if len(calls) != before {
+					t.Fatalf("handed %v, want nothing", calls[before:])
+				}
+				if !strings.Contains(r.logs.String(), "session attributes this service did not write ignored") {
+					t.Errorf("not logged: %s", r.logs.String())
+				}
+			} else if len(calls) != before+1 || len(calls[before]) != 1 || !calls[before][0].Confirmed || calls[before][0].Response != tt.wantID {
 				t.Fatalf("handed %v, want one confirmation with response id %q", calls[before:], tt.wantID)
 			}
-			if got := strings.Contains(r.logs.String(), "malformed session attributes ignored"); got != tt.logged {
-				t.Errorf("logged %v, want %v: %s", got, tt.logged, r.logs.String())
+			if got := strings.Contains(r.logs.String(), "malformed session attributes ignored"); got != tt.malformed {
+				t.Errorf("malformed logged %v, want %v: %s", got, tt.malformed, r.logs.String())
 			}
 		})
 	}
+}
+
+// issued is attrs as this service would have written them: with the MAC
+// (AttrMAC) of the marks they name, under their AttrResponse id.
+func (r *rig) issued(attrs map[string]any) map[string]any {
+	ms, _, _ := echoedMarks(attrs, "ray")
+	id, _ := attrs[AttrResponse].(string)
+	out := maps.Clone(attrs)
+	out[AttrMAC] = attributesMAC(r.skill.attrKey, id, ms)
+	return out
 }
 
 // marksOf is what a response's session attributes name, as the error
@@ -461,16 +483,21 @@ func TestNotPlayed_AReportCarryingAnEarlierResponsesAttributesOrNoneReopensTheLa
 // Finding T3 (defense in depth): echoed session attributes that disagree
 // with the server's record of the same response — a forged "heard" —
 // are not trusted: the record's marks are handed on, and the disagreement
-// is logged. Twin: a session this instance holds no record of (another
-// instance's) hands on the attributes as given.
+// is logged. In a session this instance holds no record of (another
+// instance's), forged attributes are not taken either (their MAC does not
+// match, finding W2: he would be told "I told you: <words he was never
+// told>"), logged; the twin, the genuine attributes there, are handed on
+// as given.
 func TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverruledByIt(t *testing.T) {
 	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
 	for _, tt := range []struct {
 		name, reportSession string
-		recordWins          bool
+		forge               bool
+		handed              string // "record", "attributes" or "nothing"
 	}{
-		{"the served session: the record wins", "sF", true},
-		{"twin: an unknown session: the attributes as given", "sOther", false},
+		{"the served session, forged: the record wins", "sF", true, "record"},
+		{"an unknown session, forged: nothing is taken", "sOther", true, "nothing"},
+		{"twin: an unknown session, genuine: the attributes as given", "sOther", false, "attributes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, nil)
@@ -482,22 +509,35 @@ func TestNotPlayed_AttributesThatDisagreeWithTheRecordOfTheSameResponseAreOverru
 			out, _ := r.turn(reqOpts{Session: "sF"})
 			attrs := attributesOf(t, out)
 			recorded := marksOf(t, attrs)
-			forged := attributesOf(t, out)
-			list := forged[AttrMarked].([]any)
-			list[0].(map[string]any)["heard"] = 1 // "he heard v1": he never did
-			list[0].(map[string]any)["from"] = 1
-			want := marksOf(t, forged)
-			if tt.recordWins {
-				want = recorded
+			sent := attributesOf(t, out)
+			if tt.forge {
+				list := sent[AttrMarked].([]any)
+				list[0].(map[string]any)["heard"] = 1 // "he heard v1": he never did
+				list[0].(map[string]any)["from"] = 1
 			}
-			if code, b := r.post(sessionEnded(t, tt.reportSession, ReasonError, forged), testCertURL, ""); code != 200 {
+			var want []models.Marked
+			switch tt.handed {
+			case "record":
+				want = recorded
+			case "attributes":
+				want = marksOf(t, sent)
+			}
+			if code, b := r.post(sessionEnded(t, tt.reportSession, ReasonError, sent), testCertURL, ""); code != 200 {
 				t.Fatalf("session ended: %d %s", code, b)
 			}
-			if calls := r.care.notPlayedCalls(); len(calls) != 1 || !slices.Equal(calls[0], want) {
+			calls := r.care.notPlayedCalls()
+			if want == nil {
+				if len(calls) != 0 {
+					t.Fatalf("handed %v, want nothing", calls)
+				}
+			} else if len(calls) != 1 || !slices.Equal(calls[0], want) {
 				t.Fatalf("handed %v, want %v", calls, want)
 			}
-			if got := strings.Contains(r.logs.String(), "disagree with what the response marked"); got != tt.recordWins {
-				t.Errorf("disagreement logged %v, want %v: %s", got, tt.recordWins, r.logs.String())
+			if got := strings.Contains(r.logs.String(), "disagree with what the response marked"); got != (tt.handed == "record") {
+				t.Errorf("disagreement logged %v: %s", got, r.logs.String())
+			}
+			if got := strings.Contains(r.logs.String(), "did not write ignored"); got != (tt.handed == "nothing") {
+				t.Errorf("not-ours logged %v: %s", got, r.logs.String())
 			}
 		})
 	}
@@ -548,5 +588,48 @@ func TestNotPlayed_AReportThatOvertakesTheResponsesWriteStillReopensIt(t *testin
 				t.Fatalf("re-opened %v, want what the response marked: %v", calls, want)
 			}
 		})
+	}
+}
+
+// Finding W2: the MAC is keyed from the secret every instance is given
+// (Config.AttributesSecret, the audit key in the program), so one
+// instance's attributes are honoured by another given the same secret —
+// and not by one given another, nor after any mark is changed. Without a
+// secret each process has its own random key.
+func TestAttributesMAC_HonouredUnderTheSameSecretOnly(t *testing.T) {
+	wb := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
+	ms := []models.Marked{{URI: wb, HeardBefore: 2, From: 2, Version: 3}, {URI: wb, Version: 2, Confirmed: true}}
+	key := func(secret string) []byte {
+		k, err := attributesKey([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	a, b, other := key("shared"), key("shared"), key("another")
+	attrs := markedAttributes(a, ms, "0123456789abcdef0123456789abcdef")
+	raw, _ := json.Marshal(attrs) // as Alexa echoes them: JSON
+	var echoed map[string]any
+	if err := json.Unmarshal(raw, &echoed); err != nil {
+		t.Fatal(err)
+	}
+	got, _, bad := echoedMarks(echoed, "ray")
+	if bad != 0 {
+		t.Fatalf("%d malformed", bad)
+	}
+	if !attributesIssued(b, echoed, got) {
+		t.Error("another instance with the same secret refused them")
+	}
+	if attributesIssued(other, echoed, got) {
+		t.Error("an instance with another secret honoured them")
+	}
+	changed := slices.Clone(got)
+	changed[0].HeardBefore = 1
+	if attributesIssued(b, echoed, changed) {
+		t.Error("a changed heard version still matched")
+	}
+	r1, r2 := key(""), key("")
+	if bytes.Equal(r1, r2) || len(r1) != 32 {
+		t.Errorf("no secret: keys %x and %x, want two random 32-byte keys", r1, r2)
 	}
 }

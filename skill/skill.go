@@ -74,6 +74,12 @@ type Config struct {
 	// share (set when they share a Postgres database); nil: each
 	// instance's own memory only (VerifierConfig.Shared).
 	SharedReplays SharedReplayMemory
+	// AttributesSecret keys the MAC each response's session attributes
+	// carry (AttrMAC; notplayed.go): every instance serving the skill must
+	// be given the same one, so an error report one instance's attributes
+	// come back in is honoured by another. Empty: a random key per process
+	// (one instance).
+	AttributesSecret []byte
 	// HTTPClient fetches certificate chains; nil is a client with a 5 s timeout.
 	HTTPClient *http.Client
 	// Fetcher, if set, replaces HTTPClient for chain downloads (tests).
@@ -126,6 +132,9 @@ type Skill struct {
 
 	// glosses remembers each spoken note's gloss sentence (issue 17).
 	glosses models.GlossMemo
+
+	// attrKey keys AttrMAC (attributesMAC), from Config.AttributesSecret.
+	attrKey []byte
 }
 
 // New returns a Skill. care is required; links may be nil (then no device
@@ -147,6 +156,10 @@ func New(cfg Config, care CareSource, links Links) (*Skill, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if s.attrKey, err = attributesKey(cfg.AttributesSecret); err != nil {
+		return nil, err
 	}
 	if cfg.Verify && cfg.SkillID != "" {
 		roots, err := x509.SystemCertPool()
@@ -391,7 +404,7 @@ func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled, atte
 	h.out.Response.Directives = forRuntime(h.out.Response.Directives, env.APLMaxVersion())
 	h.sent = sentResponse{id: newResponseID(), at: s.now()}
 	h.sent.marks = responseMarks(h.marks, h.heardBefore, h.from, h.sent.id) // notplayed.go
-	h.out.SessionAttributes = markedAttributes(h.sent.marks, h.sent.id)
+	h.out.SessionAttributes = markedAttributes(s.attrKey, h.sent.marks, h.sent.id)
 	b, directives, err := encodeResponse(h.out)
 	if err == nil && (!directives || !sentCareCard(h.out.Response.Directives)) {
 		// What the screen never showed was not told. Encoded again only
@@ -399,7 +412,7 @@ func (s *Skill) offer(ctx context.Context, env *RequestEnvelope, h handled, atte
 		if kept := withoutCardMarks(h.marks); !directives || len(kept) != len(h.marks) {
 			h.marks = kept
 			h.sent.marks = responseMarks(h.marks, h.heardBefore, h.from, h.sent.id)
-			h.out.SessionAttributes = markedAttributes(h.sent.marks, h.sent.id)
+			h.out.SessionAttributes = markedAttributes(s.attrKey, h.sent.marks, h.sent.id)
 			if !directives {
 				h.out.Response.Directives, h.cardOffered = nil, nil
 			}

@@ -286,6 +286,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	skillCfg := cfg.Alexa
 	skillCfg.Clock, skillCfg.Logger = cfg.Clock, cfg.Logger
 	skillCfg.TestPause = pause
+	// Shared by every instance on one database, so an error report that
+	// echoes one instance's session attributes is honoured by another.
+	skillCfg.AttributesSecret = auditKey
 	if a.Store.Backend() == "postgres" {
 		// Several instances may serve the skill: a request one accepted is
 		// refused by every other (P-22; store/alexareplay.go).
