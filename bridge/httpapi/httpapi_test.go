@@ -1381,3 +1381,23 @@ func TestWrite_AnExistingTopicProbeCannotFindAnAssistantOnlyTopicsName(t *testin
 		t.Errorf("near miss of a speakable topic: %d %q, want 409 naming weight_bearing", st, msg)
 	}
 }
+
+// A number too large for any float64 is named as out of range, not as the
+// wrong type (breakit7, cosmetic); its twins: a string where a number goes
+// is the wrong type, and a number in range is accepted.
+func TestParseWriteRequest_AnOutOfRangeNumberIsNamedAsSuch(t *testing.T) {
+	base := `{"patient":"ray","domain":"weight_bearing","audience":"user","value":"Walk.","authorId":"okafor","authorLabel":"Sarah Okafor, physio","priority":%s}`
+	for _, tc := range []struct{ priority, reason string }{
+		{"1e400", "is a number out of range"},
+		{`"high"`, "must be a JSON number"},
+		{"0.5", ""},
+	} {
+		_, verr := parseWriteRequest([]byte(fmt.Sprintf(base, tc.priority)))
+		switch {
+		case tc.reason == "" && verr != nil:
+			t.Errorf("priority %s refused: %v", tc.priority, verr)
+		case tc.reason != "" && (verr == nil || verr.Field != "priority" || verr.Reason != tc.reason):
+			t.Errorf("priority %s: %+v, want priority %q", tc.priority, verr, tc.reason)
+		}
+	}
+}

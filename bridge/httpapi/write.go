@@ -706,6 +706,10 @@ func staleAfterAhead(t, now time.Time) *store.ValidationError {
 func jsonError(err error) *store.ValidationError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
+		if strings.HasPrefix(te.Value, "number") && te.Type.Kind() != reflect.String {
+			// A number that fits no float64 (1e400): not a wrong type.
+			return &store.ValidationError{Field: te.Field, Reason: "is a number out of range"}
+		}
 		return &store.ValidationError{Field: te.Field, Reason: "must be a JSON " + jsonKind(te.Type.Kind())}
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
