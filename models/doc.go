@@ -94,7 +94,9 @@
 //     fields: stop first, name the withdrawn sentence, then the new one
 //     with author and age, then a gloss that restates and never advises,
 //     said only over words that cannot forbid, end, defer or condition
-//     its term (W1). Tests: TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge,
+//     its term (W1) — no symbol, combining mark or digit date, and beside
+//     a weight-bearing level no number but a count of walking aids and no
+//     "half" but with partial weight-bearing (G1). Tests: TestRenderRetraction_StopFirstThenHeardThenNewWithAuthorAndAge,
 //     TestGlosses_NeverAdvise, TestGlosses_FailSafeOnActionWords,
 //     TestGlosses_FailSafeOnAnyWordThatIsNotPlainlyAPlaceCountOrTime,
 //     TestDemo_TranscriptMatchesTheGolden.

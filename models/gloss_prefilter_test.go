@@ -19,17 +19,24 @@ func glossTermsByRegexp(text string) []string {
 			levels++
 		}
 	}
-	if levels > 1 || actionRE.re.MatchString(text) || !onlyPlainWords(text) {
+	if levels > 1 || actionRE.re.MatchString(text) {
 		return nil
 	}
 	trimmed := strings.TrimSpace(text)
 	var out []string
-	for _, g := range glossary {
+	var wb *GlossEntry
+	for i, g := range glossary {
 		loc := g.match.re.FindStringIndex(trimmed)
 		if loc == nil || g.WeightBearing && loc[0] != 0 {
 			continue
 		}
+		if g.WeightBearing {
+			wb = &glossary[i]
+		}
 		out = append(out, g.Term)
+	}
+	if len(out) > 0 && !onlyPlainWords(text, wb) {
+		return nil
 	}
 	return out
 }

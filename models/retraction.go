@@ -425,25 +425,81 @@ var plainWords = func() map[string]bool {
 	return m
 }()
 
+// numberWords are the counts plainWords holds in words.
+var numberWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields("once twice one two three four five six seven eight nine ten") {
+		m[w] = true
+	}
+	return m
+}()
+
+// walkingAids are what a count may go with beside a weight-bearing level
+// ("with two crutches").
+var walkingAids = map[string]bool{"crutch": true, "crutches": true, "stick": true, "sticks": true}
+
 // wordRE splits a text into words: letters, digits, hyphens and
 // apostrophes (so "x-ray" and "don't" are one word each).
 var wordRE = regexp.MustCompile(`[\p{L}\p{N}'’-]+`)
 
-// onlyPlainWords reports whether every word of text outside the
-// glossary's terms is a number or one of plainWords (case-insensitive).
-func onlyPlainWords(text string) bool {
+// numberJoinRE finds digits joined by a separator: dates ("15/01/2027",
+// "15.01"), times ("9:30"), decimals ("2.5") — none of them a plain count.
+var numberJoinRE = regexp.MustCompile(`\d\s*[./:,]\s*\d`)
+
+// plainChars reports whether text holds only letters, digits, spaces and
+// sentence punctuation (, . ; : ' ’ - and brackets): a symbol ("✗", "~~",
+// "%", "/", "→") or a combining mark (U+0338 strikes the word it follows
+// through on a card) can negate or qualify words the closed word lists
+// never see (finding G1).
+func plainChars(text string) bool {
+	for _, r := range text {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsSpace(r):
+		case strings.ContainsRune(",.;:'’-()", r):
+		default:
+			return false
+		}
+	}
+	return !numberJoinRE.MatchString(text)
+}
+
+// onlyPlainWords reports whether text, outside the glossary's terms, holds
+// only plain characters (plainChars) and words: numbers and plainWords
+// (case-insensitive). When wb is the weight-bearing entry that applies, a
+// number or a count in words is plain only before a walking aid ("with
+// two crutches"), and "half" only with partial weight-bearing ("only some
+// of your weight"): with a level, a number defers or limits it ("Full
+// weight-bearing as tolerated: week 6.", "…, day 42.", "… for six weeks")
+// and "half" contradicts full or none (finding G1), and the gloss would
+// restate the level as in force, whole, now.
+func onlyPlainWords(text string, wb *GlossEntry) bool {
 	rest, f := text, fold(text)
 	for _, g := range glossary {
 		if g.match.possible(f) { // a term the text cannot hold is not looked for
 			rest = g.match.re.ReplaceAllString(rest, " ")
 		}
 	}
-	for _, w := range wordRE.FindAllString(rest, -1) {
-		w = strings.Trim(strings.ToLower(w), "'’-")
-		if w == "" || plainWords[w] || strings.Trim(w, "0123456789") == "" {
-			continue
-		}
+	if !plainChars(rest) {
 		return false
+	}
+	words := wordRE.FindAllString(rest, -1)
+	for i, w := range words {
+		w = strings.Trim(strings.ToLower(w), "'’-")
+		number := w != "" && (strings.Trim(w, "0123456789") == "" || numberWords[w])
+		switch {
+		case w == "":
+		case wb != nil && number:
+			if i+1 == len(words) || !walkingAids[strings.ToLower(words[i+1])] {
+				return false
+			}
+		case wb != nil && w == "half":
+			if wb.Term != "partial weight-bearing" {
+				return false
+			}
+		case plainWords[w] || number:
+		default:
+			return false
+		}
 	}
 	return true
 }
@@ -451,7 +507,11 @@ func onlyPlainWords(text string) bool {
 // Glosses returns the glossary entries that apply to text, in glossary
 // order. It fails safe, returning none, when a word of the text outside
 // the glossary's terms and numbers is not one of plainWords (finding W1:
-// "… is forbidden", "… from 15 January"), when the text carries a qualifier
+// "… is forbidden", "… from 15 January") — with a weight-bearing level,
+// when it holds a number not counting walking aids, or "half" beside full
+// or no weight (finding G1: "…: week 6.", "… about half your body
+// weight") —, when it holds a
+// symbol, a combining mark or a date ("✗", "15/01/2027"; plainChars), when the text carries a qualifier
 // (not, never, avoid, until, unless, except, instead, rather than, no longer,
 // n't), an action word or its inflection (stop, hold, wait, before, after,
 // cancel, withdraw, suspend, pause, revoke, reverse, delay, switch, swap,
@@ -486,7 +546,16 @@ func Glosses(text string) []GlossEntry {
 		}
 		out = append(out, g)
 	}
-	if len(out) > 0 && !onlyPlainWords(text) { // most texts name no term: nothing to check
+	if len(out) == 0 { // most texts name no term: nothing to check
+		return nil
+	}
+	var wb *GlossEntry
+	for i := range out {
+		if out[i].WeightBearing {
+			wb = &out[i]
+		}
+	}
+	if !onlyPlainWords(text, wb) {
 		return nil
 	}
 	return out

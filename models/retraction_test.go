@@ -200,6 +200,29 @@ func TestGlosses_FailSafeOnAnyWordThatIsNotPlainlyAPlaceCountOrTime(t *testing.T
 		"Rivaroxaban 10 mg once a day — ask your GP first.",
 		"Hip flexion bad.",
 		"Partial weight-bearing with the frame (Ärztin: nein).",
+		// Finding G1: with a weight-bearing level, a number, count, time or
+		// quantity defers or limits it; a symbol, a combining mark or a
+		// date in digits can negate or defer any term.
+		"Full weight-bearing as tolerated: week 6.",
+		"Full weight-bearing as tolerated: week six.",
+		"Full weight-bearing as tolerated 15/01/2027.",
+		"Full weight-bearing as tolerated 15.01.",
+		"Full weight-bearing as tolerated, day 42.",
+		"Full weight-bearing as tolerated, with crutches, 6 weeks.",
+		"Full weight-bearing as tolerated with two crutches for six weeks.",
+		"Full weight-bearing as tolerated, about half your body weight.",
+		"Full weight-bearing as tolerated; half.",
+		"Partial weight-bearing, about 0% of your body weight.",
+		"Partial weight-bearing, about 100% of your body weight.",
+		"Partial weight-bearing, 20 kg.",
+		"Full weight-bearing as tolerated ✗",
+		"Full weight-bearing as tolerated ~~",
+		"Full weight-bearing as tolerated\u0338.",
+		"Full weight-bearing as tolerated → frame.",
+		"Keep hip flexion under 90 degrees ✗",
+		"Keep hip flexion under 90 degrees from 15/01.",
+		"Rivaroxaban 10 mg once a day, 15.01.",
+		"Rivaroxaban 2.5 mg twice a day.",
 	} {
 		if g := GlossSentence(text); g != "" {
 			t.Errorf("%q: %q, want no gloss", text, g)
@@ -207,13 +230,16 @@ func TestGlosses_FailSafeOnAnyWordThatIsNotPlainlyAPlaceCountOrTime(t *testing.T
 	}
 	for _, text := range []string{
 		"Full weight-bearing as tolerated.",
-		"Full weight-bearing as tolerated with two crutches for six weeks.",
+		"Full weight-bearing as tolerated with two crutches.",
+		"Full weight-bearing as tolerated, using the frame on the stairs.",
 		"Partial weight-bearing, about half your body weight, with the frame.",
+		"Partial weight-bearing (half your weight) with the frame.",
 		"Non-weight-bearing on the left leg.",
 		"No weight through the operated leg.",
 		"Keep hip flexion under 90 degrees.",
 		"Rivaroxaban 10 mg once a day.",
 		"Take rivaroxaban 10 mg each evening with food.",
+		"Ankle pumps every hour while awake; keep hip flexion under 90 degrees.",
 	} {
 		if g := GlossSentence(text); g == "" {
 			t.Errorf("%q: no gloss, want one", text)
