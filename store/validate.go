@@ -275,19 +275,28 @@ func Validate(in PublishInput) (PublishInput, error) {
 	return in, nil
 }
 
-// NormalizeWords returns s as it is stored: in Unicode NFC, runs of
-// spaces (U+0020) as one, no space before a line break, and no leading or
-// trailing white space; tabs and line breaks are kept as written. Words
-// that look and sound the same are then the same bytes, so a revision that
-// differs from the current words only in Unicode form (NFD pasted from
-// another system) or in spaces is "unchanged", not a retraction whose old
-// and new words sound alike (finding U13). Invalid UTF-8 is left to the
-// validator.
+// NormalizeWords returns s as it is stored: in Unicode NFC, with the
+// spaces that only stop a line from breaking (U+00A0 NO-BREAK SPACE, the
+// fixed-width spaces U+2000–U+200A, U+202F, U+205F) as U+0020 and the
+// invisible break and hyphenation hints (U+200B ZERO WIDTH SPACE, U+00AD
+// SOFT HYPHEN, U+2060 WORD JOINER, U+FEFF) dropped — unless that would
+// leave no visible character, for Validate to refuse as such —, runs of
+// spaces as one, no space before a line break, and no leading or trailing
+// white space; tabs and line breaks are kept as written. Words that look
+// and sound the same are then the same bytes, so a revision that differs
+// from the current words only in Unicode form (NFD pasted from another
+// system), in spaces or in what a word processor pastes around them is
+// "unchanged", not a retraction whose old and new words sound alike
+// (findings U13, G3). Invalid UTF-8 is left to the validator.
 func NormalizeWords(s string) string {
 	if !utf8.ValidString(s) {
 		return s
 	}
-	s = norm.NFC.String(strings.TrimSpace(s))
+	s = norm.NFC.String(s)
+	if folded := strings.Map(foldPasted, s); strings.ContainsFunc(folded, isVisible) {
+		s = folded
+	}
+	s = strings.TrimSpace(s)
 	var b strings.Builder
 	b.Grow(len(s))
 	spaces := 0
@@ -303,4 +312,18 @@ func NormalizeWords(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// foldPasted maps a no-break or fixed-width space to U+0020 and drops an
+// invisible break or hyphenation hint (NormalizeWords); any other rune is
+// itself. The joiners emoji and scripts need (U+200D, U+200C) and the
+// direction marks stay.
+func foldPasted(r rune) rune {
+	switch {
+	case r == 0x00A0, r >= 0x2000 && r <= 0x200A, r == 0x202F, r == 0x205F:
+		return ' '
+	case r == 0x200B, r == 0x00AD, r == 0x2060, r == 0xFEFF:
+		return -1
+	}
+	return r
 }

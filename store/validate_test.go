@@ -321,7 +321,7 @@ func TestValidate_AValueOrLabelOfOnlyInvisibleCharactersIsRefusedAndOneVisibleCh
 	}
 }
 
-// U13: words that look and sound the same are stored as the same bytes —
+// U13, G3: words that look and sound the same are stored as the same bytes —
 // NFC, spaces collapsed, none before a line break, none around the value —
 // so a revision that differs only in Unicode form (NFD pasted from another
 // system) or in spaces is unchanged, not a retraction whose old and new
@@ -339,13 +339,27 @@ func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing
 			t.Errorf("%+q: %+v, want unchanged at version %d", same, r, first.Version.N)
 		}
 	}
+	// G3: what a word processor pastes — no-break and fixed-width spaces,
+	// zero-width spaces, soft hyphens, word joiners — is the same words.
+	for _, same := range []string{
+		"Call the caf\u00e9 ward on 01632\u00a0960\u00a0100.", "Call the caf\u00e9 ward on 01632 960 100\u200b.",
+		"Call the caf\u00e9 ward on 01632 960 100.\u00ad", "Call the caf\u00e9\u202fward on 01632 960 100.",
+		"\ufeffCall the caf\u00e9 ward on 01632 960\u2060 100.", "Call the caf\u00e9 ward on 01632\u2009960 100.",
+	} {
+		if r := mustPublish(t, s, writer, in("contact", models.AudienceUser, same)); !r.Unchanged || r.Version.N != first.Version.N {
+			t.Errorf("%+q: %+v, want unchanged at version %d", same, r, first.Version.N)
+		}
+	}
 	if r := mustPublish(t, s, writer, in("contact", models.AudienceUser, "Call the caf\u00e9 ward on 01632 960 1000.")); r.Unchanged {
 		t.Errorf("a new number was taken as unchanged")
 	}
 	for raw, want := range map[string]string{
-		"a  b \nc\t\td\r\n  e": "a b\nc\t\td\r\n e",
-		"Line one.\tTabbed.":   "Line one.\tTabbed.",
-		"cafe\u0301":           "caf\u00e9",
+		"a  b \nc\t\td\r\n  e":           "a b\nc\t\td\r\n e",
+		"\U0001F469\u200d\u2695\ufe0f":   "\U0001F469\u200d\u2695\ufe0f",   // the joiner an emoji needs stays
+		"\u200f\u05e9\u05dc\u05d5\u05dd": "\u200f\u05e9\u05dc\u05d5\u05dd", // and a direction mark
+		"\u200b":                         "\u200b",                         // alone, for Validate to refuse as invisible
+		"Line one.\tTabbed.":             "Line one.\tTabbed.",
+		"cafe\u0301":                     "caf\u00e9",
 	} {
 		if got := NormalizeWords(raw); got != want {
 			t.Errorf("NormalizeWords(%+q) = %+q, want %+q", raw, got, want)
