@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/bidi"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/unsay/unsay/models"
@@ -168,6 +169,58 @@ func bidiOverrideReason(s string) string {
 	return ""
 }
 
+// isStrikeMark reports whether r is a combining mark drawn over the
+// letter before it — an overlay (canonical combining class 1: U+0334–U+0338
+// strokes and slashes, U+20D2…) or an enclosing mark (category Me, such as
+// U+20E0 the prohibition sign) other than U+20E3, the keycap emoji need:
+// "Do n\u0336o\u0336t\u0336 put weight…" shows the "not" struck out on Ray's
+// card while the voice says it (finding G7).
+func isStrikeMark(r rune) bool {
+	if r < 0x0300 {
+		return false
+	}
+	if unicode.Is(unicode.Me, r) {
+		return r != 0x20E3
+	}
+	return unicode.Is(unicode.Mn, r) && norm.NFD.PropertiesString(string(r)).CCC() == 1
+}
+
+// strikeMarkReason names the first mark of s that isStrikeMark refuses.
+func strikeMarkReason(s string) string {
+	at := 0
+	for _, r := range s {
+		at++
+		if isStrikeMark(r) {
+			return fmt.Sprintf("must show as it is spoken: no combining mark drawn over a letter (a stroke, slash or enclosing sign such as U+0336 or U+20E0), "+
+				"which shows the word struck out or forbidden on the screen while the voice says it: found U+%04X at character %d", r, at)
+		}
+	}
+	return ""
+}
+
+// isRightToLeft reports whether r is a right-to-left letter (bidi class R
+// or AL: Hebrew, Arabic, Syriac, Thaana, N'Ko …).
+func isRightToLeft(r rune) bool {
+	if !unicode.IsLetter(r) {
+		return false // the marks themselves are of class R and AL
+	}
+	p, _ := bidi.LookupRune(r)
+	return p.Class() == bidi.R || p.Class() == bidi.AL
+}
+
+// isRTLMark reports whether r is a right-to-left direction mark: U+200F
+// RIGHT-TO-LEFT MARK or U+061C ARABIC LETTER MARK.
+func isRTLMark(r rune) bool { return r == 0x200F || r == 0x061C }
+
+// rtlMarkReason is why a value holding a right-to-left mark but no
+// right-to-left letter is refused: the marks make the digits and
+// punctuation between them a right-to-left run, so "\u200f01632\u200f
+// \u200f960\u200f \u200f412\u200f" shows as "412 960 01632" on Ray's card
+// while the voice says it in order (finding G2); mixed-script text, the
+// marks' use, holds a right-to-left letter.
+const rtlMarkReason = "must show as it is spoken: a right-to-left mark (U+200F, U+061C) is for text with right-to-left letters; " +
+	"without them it reorders the numbers on the screen"
+
 // Validate is THE write validator (POST /write only checks the body's
 // shape, then calls it; Publish calls it again). It checks in and returns it
 // normalized: Value and AuthorLabel by NormalizeWords, StaleAfter in UTC
@@ -185,7 +238,9 @@ func bidiOverrideReason(s string) string {
 //     alone would be said as the new instruction); characters XML 1.0 allows (ReasonXMLForbidden)
 //     and no control character but tab, LF and CR (DEL and C1 included);
 //     and no bidirectional embedding, override or isolate (the card and the
-//     clinician's page must show the words in the order they are spoken);
+//     clinician's page must show the words in the order they are spoken),
+//     no right-to-left mark without a right-to-left letter (isRTLMark), no
+//     combining mark drawn over a letter (isStrikeMark);
 //     a speakable (user) value at most models.MaxSpeakableValueRunes
 //     characters (code points, whatever the script); any value, of either
 //     audience, at most models.MaxValueBytes bytes of UTF-8, which 6,000
@@ -236,6 +291,10 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("value", otherControlReason(in.Value))
 	case strings.ContainsFunc(in.Value, isBidiOverride):
 		return bad("value", bidiOverrideReason(in.Value))
+	case strings.ContainsFunc(in.Value, isStrikeMark):
+		return bad("value", strikeMarkReason(in.Value))
+	case strings.ContainsFunc(in.Value, isRTLMark) && !strings.ContainsFunc(in.Value, isRightToLeft):
+		return bad("value", rtlMarkReason)
 	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
 		return bad("value", fmt.Sprintf("a speakable value must be at most %d characters (Unicode code points, in any script), "+
 			"what one Alexa response can carry with a retraction around it (this one has %d); "+

@@ -257,7 +257,8 @@ func TestValidate_AuthorLabelRefusesBidiControlsAndKeepsEveryScript(t *testing.T
 // ("10 mg" shown as "gm 01") while the voice says it in order; each is
 // refused, in either audience, naming the character and where it is. The
 // twins: right-to-left and mixed-script values, and the direction marks
-// mixed-script text needs, are accepted.
+// mixed-script text needs, are accepted (a right-to-left mark only beside
+// right-to-left letters: TestValidate_AValueMustShowAsItIsSpoken).
 func TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript(t *testing.T) {
 	for _, c := range []rune{0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069} {
 		for _, aud := range []models.Audience{models.AudienceUser, models.AudienceAssistant} {
@@ -271,7 +272,7 @@ func TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript(t *testin
 	}
 	for _, value := range []string{
 		"خذ ١٠ ملغ مرتين يوميًا.", "שתי כדורים ביום", "Take 10 mg \u200fمرتين\u200e daily.",
-		"Take 10 mg \u061ctwice daily.", "Full weight-bearing as tolerated.",
+		"Take 10 mg \u061cمرتين daily.", "Take 10 mg \u200etwice daily.", "Full weight-bearing as tolerated.",
 	} {
 		v, _ := strconv.Unquote(`"` + value + `"`)
 		if _, err := Validate(in("medication", models.AudienceUser, v)); err != nil {
@@ -384,6 +385,37 @@ func TestValidate_ASpeakableValueNeedsAWord(t *testing.T) {
 	for _, value := range []string{"0", "Walk.", "ﷺ", "e\u0301", "خذ", "٣", "한국어", "\u1100\u1161", "\u3164\u3164가", "नमस्ते", "日本語", "😀 walk", "10 mg"} {
 		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); err != nil {
 			t.Errorf("speakable %+q: Validate = %v, want accepted", value, err)
+		}
+	}
+}
+
+// G7, G2: a value must show as it is spoken. Refused: a combining mark
+// drawn over a letter (strokes, slashes, enclosing signs) — the card
+// would show the word struck out or forbidden while the voice says it —
+// and a right-to-left mark in text with no right-to-left letter, which
+// reorders its numbers on the screen. Twins: marks that only accent or
+// sit on a letter, the keycap emoji's enclosing mark, and direction marks
+// in text with Hebrew or Arabic are accepted.
+func TestValidate_AValueMustShowAsItIsSpoken(t *testing.T) {
+	for value, why := range map[string]string{
+		"Do n\u0336o\u0336t\u0336 put weight through the operated leg.": "combining mark drawn over",
+		"Full weight-bearing as tolerated\u0338.":                       "combining mark drawn over",
+		"Walk\u20e0 on the leg.":                                        "combining mark drawn over",
+		"Ward 4: \u200f01632\u200f \u200f960\u200f \u200f412\u200f.":    "right-to-left mark",
+		"Heel slides \u200f10\u200f × \u200f2\u200f.":                   "right-to-left mark",
+		"Ten heel slides\u061c.":                                        "right-to-left mark",
+	} {
+		var ve *ValidationError
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); !errors.As(err, &ve) || ve.Field != "value" || !strings.Contains(ve.Reason, why) {
+			t.Errorf("%+q: Validate = %v, want refused (%s)", value, err, why)
+		}
+	}
+	for _, value := range []string{
+		"Caf\u00e9 e\u0301 na\u0303o: walk.", "Press 1\ufe0f\u20e3 to call the ward.", "नमस्ते, walk.",
+		"\u200f\u05e9\u05dc\u05d5\u05dd 10 mg", "Call 01632 960 412 (\u0645\u0631\u062d\u0628\u0627\u200f).", "Walk\u200e 10 mg.",
+	} {
+		if _, err := Validate(in("weight_bearing", models.AudienceUser, value)); err != nil {
+			t.Errorf("%+q: Validate = %v, want accepted", value, err)
 		}
 	}
 }
