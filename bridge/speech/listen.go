@@ -35,12 +35,15 @@ import (
 // acknowledged, its subscriptionId the request's id), then
 // resources/updated and resources/list_changed tagged with that id.
 //
-// Watching more URIs opens a new stream for the whole set and closes the
-// old one once the new one is acknowledged, so no revision falls between
-// them (one may come twice; a repeated event only re-reads). The
-// connection is over (Done) when its stream ends without having been
-// replaced — the server's result (token expired, shutdown), an error, EOF,
-// or silence (no event and no keep-alive comment) for listenIdle.
+// The facts are spread over as many streams as listenURIs allows each (the
+// server refuses a larger listen: finding G10 — one patient's 257th topic,
+// or 50 followed patients' notes together, silenced every patient, for
+// good). Watching more URIs opens new streams for the whole set and closes
+// the old ones once every new one is acknowledged, so no revision falls
+// between them (one may come twice; a repeated event only re-reads). The
+// connection is over (Done) when any of its streams ends without having
+// been replaced — the server's result (token expired, shutdown), an error,
+// EOF, or silence (no event and no keep-alive comment) for listenIdle.
 type listenUpstream struct {
 	cs     *mcp.ClientSession
 	pages  pager
@@ -48,14 +51,29 @@ type listenUpstream struct {
 	id     string
 	nextID atomic.Int64
 
-	mu     sync.Mutex // serializes Watch; guards the fields below
-	uris   []string   // the URIs the current stream was acknowledged for, sorted
-	stream *listenStream
+	mu      sync.Mutex // serializes Watch; guards the fields below
+	uris    []string   // the URIs the current streams were acknowledged for, sorted
+	streams []*listenStream
 
 	done      chan struct{}
 	doneOnce  sync.Once
 	err       error // set before done closes
 	closeOnce sync.Once
+}
+
+// listenURIs is how many URIs one subscriptions/listen names at most: the
+// Unsay server's cap (bridge.MaxListenURIs; the speech packages do not
+// import bridge, P-18). MCP 2026-07-28 sets none.
+const listenURIs = 256
+
+// listenChunks splits want (sorted) into runs of at most n URIs, at least
+// one (empty when want is: that stream still hears resources/list_changed).
+func listenChunks(want []string, n int) [][]string {
+	out := [][]string{want[:min(len(want), n)]}
+	for i := n; i < len(want); i += n {
+		out = append(out, want[i:min(len(want), i+n)])
+	}
+	return out
 }
 
 // connSeq numbers listen connections in logs ("listen-N").
@@ -89,9 +107,9 @@ func (u *listenUpstream) Close() error {
 	u.closeOnce.Do(func() {
 		u.end(errors.New("closed"))
 		u.mu.Lock()
-		st := u.stream
+		sts := u.streams
 		u.mu.Unlock()
-		if st != nil {
+		for _, st := range sts {
 			st.close()
 		}
 		_ = u.cs.Close()
@@ -107,9 +125,11 @@ func (u *listenUpstream) Read(ctx context.Context, uri string) (*mcp.ReadResourc
 	return readOne(ctx, u.cs, uri)
 }
 
-// Watch opens a listen stream for every URI watched so far plus uris and
-// waits for its acknowledgement; the URIs of uris it leaves out are
-// refused. The stream it replaces is closed only then.
+// Watch opens listen streams for every URI watched so far plus uris, at
+// most listenURIs each, and waits for every acknowledgement; the URIs of
+// uris they leave out are refused. The streams they replace are closed
+// only then; when one cannot be opened, those opened are closed and the
+// old ones kept.
 func (u *listenUpstream) Watch(ctx context.Context, uris []string) ([]string, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -125,23 +145,32 @@ func (u *listenUpstream) Watch(ctx context.Context, uris []string) ([]string, er
 		}
 	}
 	slices.Sort(want)
-	if u.stream != nil && slices.Equal(want, u.uris) {
+	if len(u.streams) > 0 && slices.Equal(want, u.uris) {
 		return nil, nil // nothing new; a refused URI asked again stays refused
 	}
-	st, acked, err := u.open(ctx, want)
-	if err != nil {
-		return nil, err
+	var sts []*listenStream
+	var acked []string
+	for _, chunk := range listenChunks(want, listenURIs) {
+		st, ack, err := u.open(ctx, chunk)
+		if err != nil {
+			for _, st := range sts {
+				st.close()
+			}
+			return nil, err
+		}
+		sts, acked = append(sts, st), append(acked, ack...)
 	}
+	slices.Sort(acked)
 	var refused []string
 	for _, s := range uris {
 		if !slices.Contains(acked, s) {
 			refused = append(refused, s)
 		}
 	}
-	old := u.stream
-	u.stream, u.uris = st, acked
-	if old != nil {
-		old.close()
+	old := u.streams
+	u.streams, u.uris = sts, acked
+	for _, st := range old {
+		st.close()
 	}
 	return refused, nil
 }

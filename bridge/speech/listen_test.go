@@ -1,6 +1,7 @@
 package speech
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -177,4 +178,31 @@ func (f *fakeCare) modernSessions() []string {
 		out = append(out, ss.ID())
 	}
 	return out
+}
+
+// Finding G10: the facts are spread over listens of at most n URIs each,
+// in order, none lost or repeated; no facts is still one (empty) listen,
+// which hears resources/list_changed.
+func TestListenChunks_SplitsIntoRunsOfAtMostNAndKeepsOneForNone(t *testing.T) {
+	uris := func(k int) []string {
+		out := make([]string, k)
+		for i := range out {
+			out[i] = fmt.Sprintf("care://ray/t%03d", i)
+		}
+		return out
+	}
+	for _, tc := range []struct{ k, n, chunks int }{{0, 256, 1}, {1, 256, 1}, {256, 256, 1}, {257, 256, 2}, {600, 256, 3}, {5, 2, 3}} {
+		want := uris(tc.k)
+		got := listenChunks(want, tc.n)
+		var joined []string
+		for _, c := range got {
+			if len(c) > tc.n {
+				t.Errorf("k=%d n=%d: a chunk of %d", tc.k, tc.n, len(c))
+			}
+			joined = append(joined, c...)
+		}
+		if len(got) != tc.chunks || !slices.Equal(joined, want) {
+			t.Errorf("k=%d n=%d: %d chunks joining to %d URIs, want %d chunks of all %d in order", tc.k, tc.n, len(got), len(joined), tc.chunks, tc.k)
+		}
+	}
 }
