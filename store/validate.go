@@ -198,6 +198,43 @@ func strikeMarkReason(s string) string {
 	return ""
 }
 
+// hiddenTag returns the first Unicode tag character of s (U+E0000–U+E007F)
+// that is not part of an emoji tag sequence (U+1F3F4, then tags U+E0020–
+// U+E007E, ended by U+E007F CANCEL TAG: the flags of England, Scotland,
+// Wales), and its position in characters from 1; ok is false when there is
+// none. Tags show as nothing on any card or page, yet language models read
+// them as text: hidden words handed to an MCP host that no clinician
+// reviewing the note can see (finding G9).
+func hiddenTag(s string) (r rune, at int, ok bool) {
+	inFlag := false
+	for _, c := range s {
+		at++
+		isTag := c >= 0xE0000 && c <= 0xE007F
+		switch {
+		case c == 0x1F3F4:
+			inFlag = true
+		case inFlag && c >= 0xE0020 && c <= 0xE007E:
+		case inFlag && c == 0xE007F:
+			inFlag = false
+		case isTag:
+			return c, at, true
+		default:
+			inFlag = false
+		}
+	}
+	return 0, 0, false
+}
+
+// hasHiddenTag reports whether s holds a tag character hiddenTag finds.
+func hasHiddenTag(s string) bool { _, _, ok := hiddenTag(s); return ok }
+
+// hiddenTagReason is why a value or label holding hiddenTag's r at at is
+// refused.
+func hiddenTagReason(r rune, at int) string {
+	return fmt.Sprintf("must hold no hidden text: no Unicode tag character (U+E0000–U+E007F) outside an emoji flag, "+
+		"which shows as nothing but is read as text by an assistant: found U+%04X at character %d", r, at)
+}
+
 // isRightToLeft reports whether r is a right-to-left letter (bidi class R
 // or AL: Hebrew, Arabic, Syriac, Thaana, N'Ko …).
 func isRightToLeft(r rune) bool {
@@ -240,7 +277,8 @@ const rtlMarkReason = "must show as it is spoken: a right-to-left mark (U+200F, 
 //     and no bidirectional embedding, override or isolate (the card and the
 //     clinician's page must show the words in the order they are spoken),
 //     no right-to-left mark without a right-to-left letter (isRTLMark), no
-//     combining mark drawn over a letter (isStrikeMark);
+//     combining mark drawn over a letter (isStrikeMark), no tag character
+//     outside an emoji flag (hiddenTag; in the author label too);
 //     a speakable (user) value at most models.MaxSpeakableValueRunes
 //     characters (code points, whatever the script); any value, of either
 //     audience, at most models.MaxValueBytes bytes of UTF-8, which 6,000
@@ -293,6 +331,9 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("value", bidiOverrideReason(in.Value))
 	case strings.ContainsFunc(in.Value, isStrikeMark):
 		return bad("value", strikeMarkReason(in.Value))
+	case hasHiddenTag(in.Value):
+		r, at, _ := hiddenTag(in.Value)
+		return bad("value", hiddenTagReason(r, at))
 	case strings.ContainsFunc(in.Value, isRTLMark) && !strings.ContainsFunc(in.Value, isRightToLeft):
 		return bad("value", rtlMarkReason)
 	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
@@ -314,6 +355,9 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("authorLabel", fmt.Sprintf("must be at most %d bytes", maxAuthorLabelBytes))
 	case strings.ContainsFunc(in.AuthorLabel, unicode.IsControl):
 		return bad("authorLabel", "must be printable: no control characters, tab and line breaks included")
+	case hasHiddenTag(in.AuthorLabel):
+		r, at, _ := hiddenTag(in.AuthorLabel)
+		return bad("authorLabel", hiddenTagReason(r, at))
 	case strings.ContainsFunc(in.AuthorLabel, isBidiControl):
 		return bad("authorLabel", "must read as written: no bidirectional control character (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which can make one name display as another")
 	case math.IsNaN(in.Priority) || in.Priority < 0 || in.Priority > 1:
