@@ -88,16 +88,10 @@ func isOtherControl(r rune) bool {
 }
 
 // otherControlReason names the first control character of s that
-// isOtherControl refuses and its position (in characters, from 1).
+// isOtherControl refuses and its position (in characters, from 1); s holds one.
 func otherControlReason(s string) string {
-	at := 0
-	for _, r := range s {
-		at++
-		if isOtherControl(r) {
-			return fmt.Sprintf("must contain no control character but tab, LF and CR: found U+%04X at character %d", r, at)
-		}
-	}
-	return ""
+	r, at := firstRune(s, isOtherControl)
+	return fmt.Sprintf("must contain no control character but tab, LF and CR: found U+%04X at character %d", r, at)
 }
 
 // isVisible reports whether r is seen on a card or heard when spoken by
@@ -155,18 +149,25 @@ func isBidiOverride(r rune) bool {
 	return r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069
 }
 
-// bidiOverrideReason names the first control of s that isBidiOverride
-// refuses and its position (in characters, from 1).
-func bidiOverrideReason(s string) string {
-	at := 0
-	for _, r := range s {
-		at++
-		if isBidiOverride(r) {
-			return fmt.Sprintf("must show as it is spoken: no bidirectional embedding, override or isolate (U+202A–U+202E, U+2066–U+2069), "+
-				"which reorders the text on the screen: found U+%04X at character %d", r, at)
+// firstRune returns the first rune of s that f holds for and its position
+// (in characters, from 1); at is 0 when there is none.
+func firstRune(s string, f func(rune) bool) (r rune, at int) {
+	n := 0
+	for _, c := range s {
+		n++
+		if f(c) {
+			return c, n
 		}
 	}
-	return ""
+	return 0, 0
+}
+
+// bidiOverrideReason names the first control of s that isBidiOverride
+// refuses and its position (in characters, from 1); s holds one.
+func bidiOverrideReason(s string) string {
+	r, at := firstRune(s, isBidiOverride)
+	return fmt.Sprintf("must show as it is spoken: no bidirectional embedding, override or isolate (U+202A–U+202E, U+2066–U+2069), "+
+		"which reorders the text on the screen: found U+%04X at character %d", r, at)
 }
 
 // isStrikeMark reports whether r is a combining mark drawn over the
@@ -185,17 +186,11 @@ func isStrikeMark(r rune) bool {
 	return unicode.Is(unicode.Mn, r) && norm.NFD.PropertiesString(string(r)).CCC() == 1
 }
 
-// strikeMarkReason names the first mark of s that isStrikeMark refuses.
+// strikeMarkReason names the first mark of s that isStrikeMark refuses; s holds one.
 func strikeMarkReason(s string) string {
-	at := 0
-	for _, r := range s {
-		at++
-		if isStrikeMark(r) {
-			return fmt.Sprintf("must show as it is spoken: no combining mark drawn over a letter (a stroke, slash or enclosing sign such as U+0336 or U+20E0), "+
-				"which shows the word struck out or forbidden on the screen while the voice says it: found U+%04X at character %d", r, at)
-		}
-	}
-	return ""
+	r, at := firstRune(s, isStrikeMark)
+	return fmt.Sprintf("must show as it is spoken: no combining mark drawn over a letter (a stroke, slash or enclosing sign such as U+0336 or U+20E0), "+
+		"which shows the word struck out or forbidden on the screen while the voice says it: found U+%04X at character %d", r, at)
 }
 
 // hiddenTag returns the first Unicode tag character of s (U+E0000–U+E007F)
