@@ -172,35 +172,26 @@ func responseMarks(marks []mark, heardBefore, from map[models.URI]int, id string
 func markedAttributes(key []byte, ms []models.Marked, id string) map[string]any {
 	var list []markedAttr
 	var confirmed []confirmedAttr
+	var told, confirms []models.Marked // ms as echoedMarks reads them back: marked, then confirmed
 	for _, m := range ms {
 		if m.Confirmed {
 			confirmed = append(confirmed, confirmedAttr{URI: m.URI.String(), Version: m.Version})
+			confirms = append(confirms, m)
 		} else {
 			list = append(list, markedAttr{URI: m.URI.String(), Heard: m.HeardBefore, From: m.From, Version: m.Version})
+			told = append(told, m)
 		}
 	}
 	if len(list) == 0 && len(confirmed) == 0 {
 		return nil
 	}
-	attrs := map[string]any{AttrResponse: id}
-	var order []models.Marked // as echoedMarks reads them back: marked, then confirmed
-	for _, m := range ms {
-		if !m.Confirmed {
-			order = append(order, m)
-		}
-	}
-	for _, m := range ms {
-		if m.Confirmed {
-			order = append(order, m)
-		}
-	}
+	attrs := map[string]any{AttrResponse: id, AttrMAC: attributesMAC(key, id, append(told, confirms...))}
 	if len(list) > 0 {
 		attrs[AttrMarked] = list
 	}
 	if len(confirmed) > 0 {
 		attrs[AttrConfirmed] = confirmed
 	}
-	attrs[AttrMAC] = attributesMAC(key, id, order)
 	return attrs
 }
 

@@ -412,11 +412,10 @@ func waitNotifications(ctx context.Context, conn *pgx.Conn, wake func(payload st
 // Seq of this process's own — held in the in-memory feed, or in the batch
 // committing now (feedCommitting) — whose NOTIFY comes back to its own
 // LISTEN connection: feedCommitted wakes the watchers to deliver those from
-// memory. Counting those as foreign
-// made every watcher read the database after every commit on Postgres,
-// as if the memory were not there (issue 17). A payload that does not
-// parse, or any other Seq (another instance's commit), wakes them all as
-// before.
+// memory. Counting those as foreign made every watcher read the database
+// after every commit on Postgres, as if the memory were not there (issue
+// 17). A payload that does not parse, or any other Seq (another
+// instance's commit), wakes them all as before.
 func (s *Store) noticed(payload string) {
 	var n ChangeNotice
 	if json.Unmarshal([]byte(payload), &n) == nil && n.Seq > 0 {

@@ -278,9 +278,7 @@ func (s *Store) commitTogether(jobs []*publishJob) error {
 	if err := s.writeBatch(ctx, tx, w); err != nil {
 		return err
 	}
-	if len(w.versions) > 0 {
-		s.feedCommitting(w.versions)
-	}
+	s.feedCommitting(w.versions)
 	if err := s.commit(tx); err != nil {
 		s.feedCommitting(nil)
 		return fmt.Errorf("store: publish: commit: %w", err)

@@ -223,9 +223,10 @@ func hiddenTag(s string) (r rune, at int, ok bool) {
 // hasHiddenTag reports whether s holds a tag character hiddenTag finds.
 func hasHiddenTag(s string) bool { _, _, ok := hiddenTag(s); return ok }
 
-// hiddenTagReason is why a value or label holding hiddenTag's r at at is
-// refused.
-func hiddenTagReason(r rune, at int) string {
+// hiddenTagReason names the first tag character of s that hiddenTag
+// refuses and its position; s holds one.
+func hiddenTagReason(s string) string {
+	r, at, _ := hiddenTag(s)
 	return fmt.Sprintf("must hold no hidden text: no Unicode tag character (U+E0000–U+E007F) outside an emoji flag, "+
 		"which shows as nothing but is read as text by an assistant: found U+%04X at character %d", r, at)
 }
@@ -327,8 +328,7 @@ func Validate(in PublishInput) (PublishInput, error) {
 	case strings.ContainsFunc(in.Value, isStrikeMark):
 		return bad("value", strikeMarkReason(in.Value))
 	case hasHiddenTag(in.Value):
-		r, at, _ := hiddenTag(in.Value)
-		return bad("value", hiddenTagReason(r, at))
+		return bad("value", hiddenTagReason(in.Value))
 	case strings.ContainsFunc(in.Value, isRTLMark) && !strings.ContainsFunc(in.Value, isRightToLeft):
 		return bad("value", rtlMarkReason)
 	case in.Audience == models.AudienceUser && utf8.RuneCountInString(in.Value) > models.MaxSpeakableValueRunes:
@@ -351,8 +351,7 @@ func Validate(in PublishInput) (PublishInput, error) {
 	case strings.ContainsFunc(in.AuthorLabel, unicode.IsControl):
 		return bad("authorLabel", "must be printable: no control characters, tab and line breaks included")
 	case hasHiddenTag(in.AuthorLabel):
-		r, at, _ := hiddenTag(in.AuthorLabel)
-		return bad("authorLabel", hiddenTagReason(r, at))
+		return bad("authorLabel", hiddenTagReason(in.AuthorLabel))
 	case strings.ContainsFunc(in.AuthorLabel, isBidiControl):
 		return bad("authorLabel", "must read as written: no bidirectional control character (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which can make one name display as another")
 	case math.IsNaN(in.Priority) || in.Priority < 0 || in.Priority > 1:
