@@ -209,7 +209,7 @@
 //     offers; the ledger contract's AResponsesRecordIsReadOnAnotherInstanceWithItsMarks,
 //     TheRecordKeepsTheLastTwoResponsesOfEachSession, TheRecordOfAResponseExpiresAfterADay),
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
-//     the ledger contract's OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth,
+//     the ledger contract's OneReportOfTheLastAndAnEarlierResponseRollsBackPastBothInEitherOrder,
 //     TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent (the Echo Show card and
 //     the clinician page, whose token expired, stop showing the instructions as current),
 //     TestCard_ARowShownCutIsMarkedSoNotToldButOffered, TestCard_ACutRowOfACardNotSentIsNotOffered,

@@ -186,6 +186,17 @@ WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
+	return l.delivered(ctx, tx, patient, uri, version)
+}
+
+// delivered is what every delivery of version does besides moving heard:
+// the record that an earlier delivery of version was not played is
+// forgotten (this one carried its words; speech_unplayed) and the offers
+// up to version are cleared.
+func (l *HeardLedger) delivered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_unplayed WHERE patient = ? AND uri = ? AND version = ?"), patient, uri, version); err != nil {
+		return fmt.Errorf("store: heard ledger: delivered: %w", err)
+	}
 	return l.clearOffered(ctx, tx, patient, uri, version)
 }
 
@@ -220,12 +231,24 @@ settled_from = CASE WHEN speech_heard.version = excluded.version THEN speech_hea
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
-	return l.clearOffered(ctx, tx, patient, uri, version)
+	return l.delivered(ctx, tx, patient, uri, version)
 }
 
 // clearOffered forgets every unconfirmed offer of version or older: he
-// heard version, so they are no longer in doubt.
+// heard version, so they are no longer in doubt. They are kept aside as
+// cleared by version (speech_offered_cleared, for models.NotPlayedMemory;
+// the fact's older ones go now): if the delivery of version is reported
+// not played, its rollback puts them back (reopen; finding G5).
 func (l *HeardLedger) clearOffered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+	now := l.s.clock().UnixMilli()
+	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_offered_cleared WHERE patient = ? AND uri = ? AND at_ms < ?"), patient, uri, now-models.NotPlayedMemory.Milliseconds()); err != nil {
+		return fmt.Errorf("store: heard ledger: clear offered: forget old: %w", err)
+	}
+	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_cleared (patient, uri, version, cleared_by, at_ms)
+SELECT patient, uri, version, ?, ? FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?
+ON CONFLICT (patient, uri, cleared_by, version) DO UPDATE SET at_ms = excluded.at_ms`), version, now, patient, uri, version); err != nil {
+		return fmt.Errorf("store: heard ledger: clear offered: keep aside: %w", err)
+	}
 	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_offered_version WHERE patient = ? AND uri = ? AND version <= ?"), patient, uri, version); err != nil {
 		return fmt.Errorf("store: heard ledger: clear offered: %w", err)
 	}
@@ -658,8 +681,20 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 			if settled.Valid {
 				delivered = int(settled.Int64)
 			}
-			if m.Version < delivered || m.Version > h {
-				continue // a later confirmed delivery moved heard
+			if m.Version > h {
+				continue // rolled back past it already
+			}
+			if m.Version < delivered {
+				// A later delivery moved heard: nothing to roll back now, but
+				// if that one is reported not played too, its rollback goes
+				// on past m.Version to the words before it (reopen; finding
+				// G8). A confirmed telling's report has nothing to add.
+				if !m.Confirmed {
+					if err := l.rememberUnplayed(ctx, tx, patient, m, how.At); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			switch {
 			case m.Confirmed && reopenable != 0:
@@ -699,24 +734,70 @@ func (l *HeardLedger) NotPlayed(ctx context.Context, patient string, ms []models
 	return n, err
 }
 
+// rememberUnplayed records that m's delivery of m.Version, whose words
+// before were m.HeardBefore's, was not played (speech_unplayed; the first
+// report of it is kept), and forgets the records older than
+// models.NotPlayedMemory before at.
+func (l *HeardLedger) rememberUnplayed(ctx context.Context, tx *sql.Tx, patient string, m models.LedgerMark, at time.Time) error {
+	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_unplayed WHERE at_ms < ?"), at.Add(-models.NotPlayedMemory).UnixMilli()); err != nil {
+		return fmt.Errorf("store: heard ledger: not played: forget old: %w", err)
+	}
+	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_unplayed (patient, uri, version, heard_before, at_ms) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, m.Version, m.HeardBefore, at.UnixMilli()); err != nil {
+		return fmt.Errorf("store: heard ledger: not played: remember: %w", err)
+	}
+	return nil
+}
+
 // reopen rolls heard of m.URI — now heard, which rests on m.Version —
 // back to m.HeardBefore (reopenable, nothing deferred or settled), offers
 // m.Version and, unless an announcement of the fact is pending, owes the
 // one from m.From to heard (m.Version, or the version a revision with its
-// words settled it forward to; finding T8) again.
+// words settled it forward to; finding T8) again. When the delivery of
+// m.HeardBefore was itself reported not played (speech_unplayed: its
+// report came while this delivery stood), the rollback goes on to the
+// words before that, offering m.HeardBefore too, and so on (finding G8).
+// The offers the rolled-back deliveries cleared are put back
+// (speech_offered_cleared; finding G5): he may have heard every one.
 func (l *HeardLedger) reopen(ctx context.Context, tx *sql.Tx, patient string, m models.LedgerMark, heard int, how models.Hearing) error {
+	before, offers := m.HeardBefore, []int{m.Version}
+	for before > 0 {
+		var earlier int
+		err := l.s.queryRowPrepared(ctx, tx, l.q("SELECT heard_before FROM speech_unplayed WHERE patient = ? AND uri = ? AND version = ?"), patient, m.URI, before).Scan(&earlier)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("store: heard ledger: not played: unplayed: %w", err)
+		}
+		if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_unplayed WHERE patient = ? AND uri = ? AND version = ?"), patient, m.URI, before); err != nil {
+			return fmt.Errorf("store: heard ledger: not played: unplayed: %w", err)
+		}
+		offers = append(offers, before)
+		before = earlier
+	}
 	var err error
-	if m.HeardBefore == 0 {
+	if before == 0 {
 		_, err = l.exec(ctx, tx, l.q("DELETE FROM speech_heard WHERE patient = ? AND uri = ?"), patient, m.URI)
 	} else {
-		_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1, deferred_heard = NULL, deferred_from = NULL, settled_from = NULL WHERE patient = ? AND uri = ?"), m.HeardBefore, patient, m.URI)
+		_, err = l.exec(ctx, tx, l.q("UPDATE speech_heard SET version = ?, reopenable = 1, deferred_heard = NULL, deferred_from = NULL, settled_from = NULL WHERE patient = ? AND uri = ?"), before, patient, m.URI)
 	}
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: not played: %w", err)
 	}
-	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
-ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, m.Version); err != nil {
-		return fmt.Errorf("store: heard ledger: not played: %w", err)
+	for _, v := range offers {
+		if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version) VALUES (?, ?, ?)
+ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, v); err != nil {
+			return fmt.Errorf("store: heard ledger: not played: %w", err)
+		}
+	}
+	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
+SELECT patient, uri, version FROM speech_offered_cleared WHERE patient = ? AND uri = ? AND cleared_by > ? AND cleared_by <= ? AND version > ?
+ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, before, heard, before); err != nil {
+		return fmt.Errorf("store: heard ledger: not played: put back offers: %w", err)
+	}
+	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_offered_cleared WHERE patient = ? AND uri = ? AND cleared_by > ? AND cleared_by <= ?"), patient, m.URI, before, heard); err != nil {
+		return fmt.Errorf("store: heard ledger: not played: put back offers: %w", err)
 	}
 	_, ok, err := l.pendingIn(ctx, tx, patient, m.URI)
 	if err != nil {

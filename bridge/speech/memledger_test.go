@@ -50,7 +50,16 @@ type memDB struct {
 	reports map[memKey]int64
 	// offered: every version he may have heard, ascending (the store's
 	// speech_offered_version, one row per version).
-	offered  map[memKey][]int
+	offered map[memKey][]int
+	// cleared: per fact, the offers a delivery or settle cleared, by the
+	// version that cleared them (the store's speech_offered_cleared):
+	// that delivery's rollback puts them back (finding G5).
+	cleared map[memKey]map[int][]int
+	// unplayed: per fact, the deliveries reported not played while a
+	// later one had moved heard, by version: the words before each (the
+	// store's speech_unplayed). A rollback reaching one goes on past it
+	// (finding G8).
+	unplayed map[memKey]map[int]int
 	baseline map[memKey]int
 	followed map[string]bool
 	anns     []memAnn   // by id - 1
@@ -81,7 +90,7 @@ type memEvent struct {
 
 // newTestDB is an empty ledger database for one test.
 func newTestDB(testing.TB) *memDB {
-	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, settledFrom: map[memKey]int{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey][]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
+	return &memDB{heard: map[memKey]int{}, confirmed: map[memKey]bool{}, deferred: map[memKey]models.LedgerMark{}, settledFrom: map[memKey]int{}, voided: map[memKey]bool{}, reports: map[memKey]int64{}, offered: map[memKey][]int{}, cleared: map[memKey]map[int][]int{}, unplayed: map[memKey]map[int]int{}, baseline: map[memKey]int{}, followed: map[string]bool{}}
 }
 
 // openDB opens a handle (an instance) on db.
@@ -156,12 +165,19 @@ func (d *memDB) logOnce(k memKey, version int, kind models.DeliveryKind, atMS in
 	d.log = append(d.log, memEvent{key: k, version: version, kind: kind, atMS: atMS, device: device, via: via})
 }
 
-// setHeard moves heard forward to v (never back), a delivery, then clears
-// offers up to v.
+// setHeard moves heard forward to v (never back), a delivery (delivered).
 func (d *memDB) setHeard(k memKey, v int) {
 	if v > d.heard[k] {
 		d.putHeard(k, v)
 	}
+	d.deliveredAt(k, v)
+}
+
+// deliveredAt is what every delivery of v does besides moving heard: an
+// earlier delivery of v reported not played is forgotten, and offers up
+// to v are cleared.
+func (d *memDB) deliveredAt(k memKey, v int) {
+	delete(d.unplayed[k], v)
 	d.clearOffered(k, v)
 }
 
@@ -188,13 +204,6 @@ func (d *memDB) delivered(k memKey) int {
 	return d.heard[k]
 }
 
-// restsOn reports whether a response's mark of version v concerns what
-// heard rests on now: a version from the one last delivered up to heard
-// (finding T8).
-func (d *memDB) restsOn(k memKey, v int) bool {
-	return d.delivered(k) <= v && v <= d.heard[k]
-}
-
 // putHeard sets heard to v (0: none), a delivery or a rollback; a new
 // version is not yet confirmed by a later response.
 func (d *memDB) putHeard(k memKey, v int) {
@@ -211,8 +220,17 @@ func (d *memDB) putHeard(k memKey, v int) {
 	d.heard[k] = v
 }
 
-// clearOffered forgets every offer of v or older.
+// clearOffered forgets every offer of v or older, keeping them aside as
+// cleared by v.
 func (d *memDB) clearOffered(k memKey, v int) {
+	for _, o := range d.offered[k] {
+		if o <= v && !slices.Contains(d.cleared[k][v], o) {
+			if d.cleared[k] == nil {
+				d.cleared[k] = map[int][]int{}
+			}
+			d.cleared[k][v] = append(d.cleared[k][v], o)
+		}
+	}
 	if o := slices.DeleteFunc(d.offered[k], func(o int) bool { return o <= v }); len(o) > 0 {
 		d.offered[k] = o
 	} else {
@@ -434,7 +452,7 @@ func (l *memLedger) MarkHeard(_ context.Context, patient, uri string, version in
 	}
 	l.write(func(d *memDB) {
 		d.putHeard(k, version)
-		d.clearOffered(k, version)
+		d.deliveredAt(k, version)
 		d.logOnce(k, version, models.DeliveryHeard, stampMS(how.At), how.Device, how.Via)
 		d.advancePending(k, version)
 	})
@@ -503,8 +521,17 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 			if applied[m.Response] {
 				continue // this response's report was applied already
 			}
-			if !d.restsOn(k, m.Version) {
-				continue // a later delivery moved heard
+			if m.Version > d.heard[k] {
+				continue // rolled back past it already
+			}
+			if m.Version < d.delivered(k) { // a later delivery moved heard: remembered
+				if _, ok := d.unplayed[k][m.Version]; !ok && !m.Confirmed {
+					if d.unplayed[k] == nil {
+						d.unplayed[k] = map[int]int{}
+					}
+					d.unplayed[k][m.Version] = m.HeardBefore
+				}
+				continue
 			}
 			if m.Confirmed {
 				if !d.confirmed[k] {
@@ -524,9 +551,30 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 				}
 				continue
 			}
-			to := max(m.Version, d.heard[k]) // heard may rest on m.Version, settled forward
-			d.putHeard(k, m.HeardBefore)
+			h := d.heard[k]
+			to := max(m.Version, h) // heard may rest on m.Version, settled forward
+			before := m.HeardBefore
 			d.offer(k, m.Version)
+			for before > 0 { // the words before were not played either (G8)
+				earlier, ok := d.unplayed[k][before]
+				if !ok {
+					break
+				}
+				delete(d.unplayed[k], before)
+				d.offer(k, before)
+				before = earlier
+			}
+			d.putHeard(k, before)
+			for by, vs := range d.cleared[k] { // what the rolled-back deliveries cleared (G5)
+				if before < by && by <= h {
+					for _, v := range vs {
+						if v > before {
+							d.offer(k, v)
+						}
+					}
+					delete(d.cleared[k], by)
+				}
+			}
 			if _, p := d.pending(patient, m.URI); p == nil {
 				d.anns = append(d.anns, memAnn{patient: patient, uri: m.URI, from: m.From, to: to, state: "pending"})
 				d.logOnce(k, to, models.DeliveryQueued, stampMS(at), "", "")

@@ -67,7 +67,9 @@ func Run(t *testing.T, newDB NewDB) {
 		{"TwoUnconfirmedOffersInARowAreBothKeptToWithdraw", TwoUnconfirmedOffersInARowAreBothKeptToWithdraw},
 		{"AConfirmedOfferClearsTheOffersUpToIt", AConfirmedOfferClearsTheOffersUpToIt},
 		{"NotPlayedReopensWhatTheResponseMarked", NotPlayedReopensWhatTheResponseMarked},
-		{"OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth", OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth},
+		{"OneReportOfTheLastAndAnEarlierResponseRollsBackPastBothInEitherOrder", OneReportOfTheLastAndAnEarlierResponseRollsBackPastBothInEitherOrder},
+		{"UnplayedRetractionsReportedInTheirOwnOrderRollBackToWhatHeLastHeardForCertain", UnplayedRetractionsReportedInTheirOwnOrderRollBackToWhatHeLastHeardForCertain},
+		{"EveryWordingOfSeveralUnplayedRetractionsInARowStaysWithdrawn", EveryWordingOfSeveralUnplayedRetractionsInARowStaysWithdrawn},
 		{"AConfirmationIsWrittenOnce", AConfirmationIsWrittenOnce},
 		{"ADoubleFailureInEitherOrderLeavesTheRetractionOwed", ADoubleFailureInEitherOrderLeavesTheRetractionOwed},
 		{"ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed", ARepeatedReportOfAResponseChangesNothingALaterDeliveryConfirmed},
@@ -877,26 +879,25 @@ func NotPlayedReopensWhatTheResponseMarked(t *testing.T, newDB NewDB) {
 }
 
 // OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth
-// (finding T1): one session's P retracted v1→v2 and its L v2→v3, both
-// delivered; Alexa's ERROR report is of L but echoes P's attributes, and
-// the skill hands both, L's marks first (skill.notPlayed). Then what he
-// heard goes back past both — to v1, with v2 and v3 offered and v2→v3
-// owed again: the next retraction withdraws v1 as told and v2 as words he
-// may have heard, a repeat if P played, never a loss. Twin: P's marks
-// first, L's after — P's rollback is refused (L moved what he heard) and
-// only L's is done: heard v2. The order is the skill's to choose.
-func OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth(t *testing.T, newDB NewDB) {
+// OneReportOfTheLastAndAnEarlierResponseRollsBackPastBothInEitherOrder
+// (findings T1, G8): one session's P retracted v1→v2 and its L v2→v3,
+// both delivered; Alexa's ERROR report is of L but echoes P's attributes,
+// and the skill hands both (skill.notPlayed). Then what he heard goes back
+// past both — to v1, with v2 and v3 offered and v2→v3 owed again: the
+// next retraction withdraws v1 as told and v2 as words he may have heard,
+// a repeat if P played, never a loss — whichever of the two marks comes
+// first: P's, refused at first because L moved what he heard, is
+// remembered and done when L's rolls back to v2.
+func OneReportOfTheLastAndAnEarlierResponseRollsBackPastBothInEitherOrder(t *testing.T, newDB NewDB) {
 	ctx := context.Background()
 	p := models.LedgerMark{URI: WB, HeardBefore: 1, From: 1, Version: 2, Response: "p0000000000000000000000000000000"}
 	last := models.LedgerMark{URI: WB, HeardBefore: 2, From: 2, Version: 3, Response: "l0000000000000000000000000000000"}
 	for _, tt := range []struct {
-		name    string
-		marks   []models.LedgerMark
-		heard   int
-		offered []int
+		name  string
+		marks []models.LedgerMark
 	}{
-		{"the last response first: back past both", []models.LedgerMark{last, p}, 1, []int{2, 3}},
-		{"twin: the earlier response first: back past the last only", []models.LedgerMark{p, last}, 2, []int{3}},
+		{"the last response first", []models.LedgerMark{last, p}},
+		{"the earlier response first", []models.LedgerMark{p, last}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newDB(t)()
@@ -913,11 +914,140 @@ func OneReportOfTheLastAndAnEarlierResponseLastFirstRollsBackPastBoth(t *testing
 			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, []Span{{2, 3}}) {
 				t.Errorf("pending = %v, want v2→v3 owed again", got)
 			}
-			if hs, _ := l.HeardState(ctx, "ray", WB); hs.Heard != tt.heard || !slices.Equal(hs.Offered, tt.offered) {
-				t.Errorf("heard %d offered %v, want %d and %v", hs.Heard, hs.Offered, tt.heard, tt.offered)
+			if hs := heardState(t, l); !hs.Equal(models.HeardState{Heard: 1, Offered: []int{2, 3}}) {
+				t.Errorf("heard state %+v, want heard 1 and offers 2 and 3", hs)
 			}
 		})
 	}
+}
+
+// retract writes version v of WB (its words unlike every version he heard
+// or may have heard), puts its retraction in a response and delivers it.
+func retract(t *testing.T, l Ledger, v int) {
+	t.Helper()
+	observeWords(t, l, v, false, false)
+	offered(t, l, v)
+	markHeard(t, l, v)
+}
+
+// UnplayedRetractionsReportedInTheirOwnOrderRollBackToWhatHeLastHeardForCertain
+// (P-24, finding G8): Ray heard v1 for certain; T1 retracted v1→v2 and
+// T2 v2→v3, each delivered in its own session; then Alexa reports T1 not
+// played, and after it T2. T1's report comes while T2 still counts as
+// delivered, so it cannot roll back then — but it is remembered: T2's
+// rollback to v2 goes on past v2, whose only delivery was not played, to
+// v1. The next retraction then says "I told you: v1 … I may also have told
+// you: v2 and v3", never v2 as told for certain and never without v1.
+// Three in a row chain alike, on another instance too. Twins: T2 played
+// (only T1 reported) leaves v3 heard for certain; a later delivery of v2
+// itself, played, stops the chain at v2.
+func UnplayedRetractionsReportedInTheirOwnOrderRollBackToWhatHeLastHeardForCertain(t *testing.T, newDB NewDB) {
+	at := t10
+	for _, tt := range []struct {
+		name  string
+		steps func(t *testing.T, open func() Ledger)
+		want  models.HeardState
+	}{
+		{"T1's report, then T2's: back to v1", func(t *testing.T, open func() Ledger) {
+			l := open()
+			retract(t, l, 2)
+			retract(t, l, 3)
+			report(t, l, "t1", at, false, 1, 1, 2)
+			report(t, open(), "t2", at, false, 2, 2, 3)
+		}, models.HeardState{Heard: 1, Offered: []int{2, 3}}},
+		{"three in their order: back to v1", func(t *testing.T, open func() Ledger) {
+			l := open()
+			retract(t, l, 2)
+			retract(t, l, 3)
+			retract(t, l, 4)
+			report(t, l, "t1", at, false, 1, 1, 2)
+			report(t, l, "t2", at, false, 2, 2, 3)
+			report(t, open(), "t3", at, false, 3, 3, 4)
+		}, models.HeardState{Heard: 1, Offered: []int{2, 3, 4}}},
+		{"twin: the reverse order: back to v1", func(t *testing.T, open func() Ledger) {
+			l := open()
+			retract(t, l, 2)
+			retract(t, l, 3)
+			report(t, l, "t2", at, false, 2, 2, 3)
+			report(t, l, "t1", at, false, 1, 1, 2)
+		}, models.HeardState{Heard: 1, Offered: []int{2, 3}}},
+		{"twin: T2 played (only T1 reported): v3 heard for certain", func(t *testing.T, open func() Ledger) {
+			l := open()
+			retract(t, l, 2)
+			retract(t, l, 3)
+			report(t, l, "t1", at, false, 1, 1, 2)
+		}, models.HeardState{Heard: 3}},
+		{"twin: v2 delivered again since, played: T2's report stops at v2", func(t *testing.T, open func() Ledger) {
+			l := open()
+			retract(t, l, 2)
+			retract(t, l, 3)
+			report(t, l, "t1", at, false, 1, 1, 2)
+			markHeard(t, l, 2) // a response that read v2 before v3, delivered late, played
+			retract(t, l, 3)
+			report(t, l, "t2", at, false, 2, 2, 3)
+		}, models.HeardState{Heard: 2, Offered: []int{3}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			l := open()
+			markHeard(t, l, 1)
+			tt.steps(t, open)
+			if hs := heardState(t, open()); !hs.Equal(tt.want) {
+				t.Errorf("heard state %+v, want %+v", hs, tt.want)
+			}
+		})
+	}
+}
+
+// EveryWordingOfSeveralUnplayedRetractionsInARowStaysWithdrawn (P-24,
+// finding G5): Ray heard v1; each of v2, v3 and v4 is retracted in a
+// response that is delivered and then reported not played. Each
+// retraction withdrew every wording before it ("I may also have told
+// you: …"), and its delivery cleared those offers; its rollback puts them
+// back with its own version, so after the third he may have heard v2, v3
+// and v4, all withdrawn by the next retraction — not v4 alone. On another
+// instance too. Twin: the last delivery played (no report) leaves v4
+// heard for certain and nothing in doubt.
+func EveryWordingOfSeveralUnplayedRetractionsInARowStaysWithdrawn(t *testing.T, newDB NewDB) {
+	for _, tt := range []struct {
+		name       string
+		lastReport bool
+		want       models.HeardState
+		pending    []Span
+	}{
+		{"every delivery reported not played: v2, v3 and v4 in doubt", true, models.HeardState{Heard: 1, Offered: []int{2, 3, 4}}, []Span{{1, 4}}},
+		{"twin: the last delivery played: v4 heard", false, models.HeardState{Heard: 4}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			open := newDB(t)
+			l := open()
+			markHeard(t, l, 1)
+			for v := 2; v <= 4; v++ {
+				retract(t, l, v)
+				if v < 4 || tt.lastReport {
+					report(t, open(), "r"+string(rune('0'+v)), t10, false, 1, 1, v)
+				}
+				if want := (models.HeardState{Heard: 1, Offered: offeredUpTo(v)}); v < 4 && !heardState(t, l).Equal(want) {
+					t.Fatalf("after v%d's report heard state %+v, want %+v", v, heardState(t, l), want)
+				}
+			}
+			if hs := heardState(t, open()); !hs.Equal(tt.want) {
+				t.Errorf("heard state %+v, want %+v", hs, tt.want)
+			}
+			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, tt.pending) {
+				t.Errorf("pending = %v, want %v", got, tt.pending)
+			}
+		})
+	}
+}
+
+// offeredUpTo is v2 … v.
+func offeredUpTo(v int) []int {
+	var out []int
+	for i := 2; i <= v; i++ {
+		out = append(out, i)
+	}
+	return out
 }
 
 // AConfirmationIsWrittenOnce: a plain telling of the version he heard
@@ -1460,7 +1590,7 @@ func ARetractionToldOnlyPlainlySinceIsOwedAgainWhenReportedNotPlayed(t *testing.
 			markHeard(t, l, 3) // S3's retraction, written in full
 			n3 := report(t, l, r3, at(2), false, 1, p[0].From, 3)
 			return []int{n1, n3, report(t, l, r2, at(3), true, 0, 0, 2)}
-		}, []int{1, 1, 0}, []Span{{2, 3}}, []int{3}, 1}, // v2→v3 with v1 heard: "I told you: v1 … I may also have told you: v2"
+		}, []int{1, 1, 0}, []Span{{2, 3}}, []int{2, 3}, 1}, // v2→v3 with v1 heard: "I told you: v1 … I may also have told you: v2 and v3" (S3 withdrew v2 and was not played either: G5)
 		{"twin: the retraction played (no report of it), told plainly since: nothing owed", func(t *testing.T, open func() Ledger) []int {
 			l := open()
 			s1(t, l)
