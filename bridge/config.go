@@ -105,6 +105,11 @@ type Config struct {
 	// principal's least-recently-used idle session; it is refused 429 only
 	// when none is idle.
 	MaxSessionsPerPrincipal int
+	// MaxListensPerPrincipal caps the open subscriptions/listen streams
+	// of one principal on the 2026-07-28 path (each holds a connection);
+	// 0 means DefaultMaxListensPerPrincipal (32), negative means no cap.
+	// A listen beyond it is refused 429.
+	MaxListensPerPrincipal int
 	// StreamQueueBytes bounds what each response stream has queued and not
 	// yet written (P-25); 0 means DefaultStreamQueueBytes (64 KiB).
 	StreamQueueBytes int

@@ -35,6 +35,47 @@ var (
 // subscriptions/listen request: 256. A longer list is -32602.
 const MaxListenURIs = 256
 
+// DefaultMaxListensPerPrincipal caps the open subscriptions/listen
+// streams of one principal (principalKey): 32. Each stream holds a
+// connection of the public listener for as long as it is open, so without
+// a cap one reader token (the Echo Show card link's) could hold every
+// connection and keep Alexa's turns out (breakit8 G11). A listen beyond
+// it is answered 429 with Retry-After before the SDK runs. 32 streams of
+// MaxListenURIs each follow 8,192 facts: the speech principal's streams
+// (listenChunks) stay well within it.
+const DefaultMaxListensPerPrincipal = 32
+
+// listenCounts counts the open listen streams per principal key. Safe for
+// concurrent use; the zero value is ready.
+type listenCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// reserve counts one more stream for key unless key holds max already (max
+// 0: no cap), and returns its release (call once, when the stream ends).
+func (c *listenCounts) reserve(key string, max int) (release func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if max > 0 && c.n[key] >= max {
+		return nil, false
+	}
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.n[key]--; c.n[key] <= 0 {
+				delete(c.n, key)
+			}
+		})
+	}, true
+}
+
 // listener is one subscriptions/listen stream on the 2026-07-28 path: the
 // principal and token expiry of the request that opened it (there is no
 // session to refresh them), the URIs it was acknowledged for, and whether

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"time"
 
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -156,6 +158,17 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, listen bool
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "Service Unavailable: the server is shutting down", http.StatusServiceUnavailable)
 		return
+	}
+	if listen {
+		p, _ := s.principalOf(sdkauth.TokenInfoFromContext(r.Context()))
+		release, ok := s.listening.reserve(principalKey(p), s.maxListens)
+		if !ok {
+			w.Header().Set("Retry-After", "60")
+			http.Error(w, fmt.Sprintf("Too Many Requests: this principal already has %d subscriptions/listen streams open (the limit); close one first", s.maxListens),
+				http.StatusTooManyRequests)
+			return
+		}
+		defer release()
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

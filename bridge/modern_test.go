@@ -801,3 +801,40 @@ func TestModern_TheGoSDKClientSpeaks2026(t *testing.T) {
 		t.Errorf("whats_changed %s: want one change withdrawing the partial weight-bearing sentence, with previousValue", raw)
 	}
 }
+
+// breakit8 G11: one principal holds at most MaxListensPerPrincipal
+// subscriptions/listen streams; the next is refused 429 with Retry-After
+// before the SDK runs, so one token cannot hold every connection of the
+// public listener. Twins: another principal's listen is served at the
+// same time, and closing a stream lets the first principal listen again.
+func TestListen_OnePrincipalHoldsAtMostMaxListensStreams(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxListensPerPrincipal = 2 })
+	const asked = `{"resourceSubscriptions":["care://ray/weight_bearing"]}`
+	tok := h.token("card", userScopes)
+	first := h.openListen(tok, 1, asked)
+	second := h.openListen(tok, 2, asked)
+	for i, ls := range []*listenStream{first, second} {
+		if ls.status != http.StatusOK {
+			t.Fatalf("listen %d: HTTP %d", i+1, ls.status)
+		}
+		f, _ := ls.next(t)
+		ackedURIs(t, f)
+	}
+	third := h.openListen(tok, 3, asked)
+	if third.status != http.StatusTooManyRequests {
+		t.Fatalf("a third listen of one principal: HTTP %d, want 429", third.status)
+	}
+	other := h.openListen(h.token("another", userScopes), 4, asked)
+	if other.status != http.StatusOK {
+		t.Fatalf("another principal's listen: HTTP %d, want 200", other.status)
+	}
+	if f, _ := other.next(t); len(ackedURIs(t, f)) != 1 {
+		t.Errorf("another principal's listen acknowledged %v", f)
+	}
+	first.cancel()
+	waitUntil(t, func() bool {
+		ls := h.openListen(tok, 5, asked)
+		defer ls.cancel()
+		return ls.status == http.StatusOK
+	})
+}

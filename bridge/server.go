@@ -75,6 +75,8 @@ type Server struct {
 	streamOpts  StreamOptions
 	sendBuffer  int
 	maxSessions int // per principal; 0: no cap
+	maxListens  int // open listen streams per principal; 0: no cap
+	listening   listenCounts
 	keepAlive   time.Duration
 	// streams are the response streams being served, aborted by Close: at
 	// once, or closeDrain later for a graceful one (a listen stream, which
@@ -153,6 +155,12 @@ func New(ctx context.Context, cfg Config, st *store.Store, v *auth.Verifier, ext
 		s.maxSessions = DefaultMaxSessionsPerPrincipal
 	case cfg.MaxSessionsPerPrincipal > 0:
 		s.maxSessions = cfg.MaxSessionsPerPrincipal
+	}
+	switch {
+	case cfg.MaxListensPerPrincipal == 0:
+		s.maxListens = DefaultMaxListensPerPrincipal
+	case cfg.MaxListensPerPrincipal > 0:
+		s.maxListens = cfg.MaxListensPerPrincipal
 	}
 	s.keepAlive = cfg.KeepAlive
 	if s.keepAlive == 0 {

@@ -623,13 +623,18 @@ func (a *App) StartupLine() string {
 func (a *App) Serve(ctx context.Context) error {
 	hs := a.publicServer()
 	errc := make(chan error, 3)
-	go func() { errc <- hs.Serve(limitListener(a.ln, a.cfg.HTTP.MaxConnections)) }()
+	public := limitListener(a.ln, a.cfg.HTTP.MaxConnections)
+	hs.ConnState = public.connState
+	go func() { errc <- hs.Serve(public) }()
 	if a.speechLn != nil {
 		go func() { errc <- hs.Serve(a.speechLn) }()
 	}
 	var admin *http.Server
 	if a.adminLn != nil {
 		admin = a.adminServer()
+		if ll, ok := a.adminLn.(*limitedListener); ok {
+			admin.ConnState = ll.connState
+		}
 		go func() { errc <- admin.Serve(a.adminLn) }()
 	}
 	runCtx, cancel := context.WithCancel(ctx)

@@ -26,9 +26,11 @@ const (
 	// DefaultIdleTimeout closes a keep-alive connection idle this long: 120 s.
 	DefaultIdleTimeout = 120 * time.Second
 	// DefaultMaxConnections caps the public listener's concurrent
-	// connections: 1,024. Further connections wait in the kernel's accept
-	// queue until one closes. The speech principal does not count against
-	// it: it reaches this server on an in-process listener of its own.
+	// connections: 1,024. A further connection closes the one that has
+	// waited longest for a request's headers (limitListener), or, when
+	// every one is serving a request, waits until one closes. The speech
+	// principal does not count against it: it reaches this server on an
+	// in-process listener of its own.
 	DefaultMaxConnections = 1024
 )
 
@@ -114,13 +116,21 @@ func (a *App) adminServer() *http.Server {
 	}
 }
 
-// limitListener caps ln at n concurrent connections: Accept waits while n
-// are open (the kernel's backlog holds the rest). Unlike
-// golang.org/x/net/netutil's, each connection it returns keeps the accepted
-// net.Conn reachable through NetConn (as tls.Conn does), so the bridge can
-// bound a stream's kernel send buffer (bridge.Server.ConnContext, P-25).
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+// limitListener caps ln at n concurrent connections. A connection taken
+// from the kernel while n are open makes room by closing the one that has
+// waited longest for a request's headers — accepted and never sent a
+// whole request head (http.StateNew), or a keep-alive between requests
+// (http.StateIdle) — as the server reports through connState (set it as
+// the http.Server's ConnState); with none waiting, it waits until one
+// closes. So half-sent headers, re-sent before ReadHeaderTimeout, or idle
+// keep-alives, however many, never keep out a request that arrives whole
+// (Alexa's turn: breakit8 G11); only connections serving a request count
+// against the cap for good. Unlike golang.org/x/net/netutil's, each
+// connection it returns keeps the accepted net.Conn reachable through
+// NetConn (as tls.Conn does), so the bridge can bound a stream's kernel
+// send buffer (bridge.Server.ConnContext, P-25).
+func limitListener(ln net.Listener, n int) *limitedListener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}), waiting: map[*limitedConn]time.Time{}}
 }
 
 type limitedListener struct {
@@ -128,20 +138,84 @@ type limitedListener struct {
 	slots     chan struct{} // one per open connection
 	done      chan struct{} // closed by Close: Accept stops waiting for a slot
 	closeOnce sync.Once
+
+	mu sync.Mutex
+	// waiting: the open connections serving no request (reading a
+	// request's headers), with when each began to wait.
+	waiting map[*limitedConn]time.Time
 }
 
+// Accept takes the next connection from the kernel, then a slot for it:
+// at once while fewer than the cap are open, else by closing the
+// connection that has waited longest for a request head (evictWaiting),
+// else when one closes.
 func (l *limitedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		l.evictWaiting()
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+	lc := &limitedConn{Conn: c}
+	lc.release = func() { l.forget(lc); <-l.slots }
+	l.mu.Lock()
+	l.waiting[lc] = time.Now()
+	l.mu.Unlock()
+	return lc, nil
+}
+
+// evictWaiting closes the connection that has waited longest for a
+// request head, if any.
+func (l *limitedListener) evictWaiting() {
+	l.mu.Lock()
+	var oldest *limitedConn
+	var since time.Time
+	for c, t := range l.waiting {
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
+		}
+	}
+	delete(l.waiting, oldest)
+	l.mu.Unlock()
+	if oldest != nil {
+		oldest.Close()
+	}
+}
+
+// connState is the http.Server's ConnState hook: a connection of this
+// listener waits for a request head while new or idle, and not while it
+// serves a request (http.StateActive fires once a request's head is read).
+func (l *limitedListener) connState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return // the speech principal's in-process listener's
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch st {
+	case http.StateNew, http.StateIdle:
+		if !lc.closed {
+			l.waiting[lc] = time.Now()
+		}
+	default:
+		delete(l.waiting, lc)
+	}
+}
+
+func (l *limitedListener) forget(c *limitedConn) {
+	l.mu.Lock()
+	c.closed = true
+	delete(l.waiting, c)
+	l.mu.Unlock()
 }
 
 func (l *limitedListener) Close() error {
@@ -154,6 +228,7 @@ type limitedConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	closed  bool // guarded by the listener's mu
 }
 
 func (c *limitedConn) Close() error {

@@ -159,32 +159,72 @@ func TestServe_AnIdleKeepAliveConnectionIsClosed(t *testing.T) {
 	}
 }
 
-// The public listener holds at most MaxConnections connections at once;
-// another waits until one closes. Twin: closing one lets it in.
-func TestServe_ConcurrentConnectionsAreCapped(t *testing.T) {
+// holdServing opens a connection to addr whose request is being served
+// until the read timeout: a POST /alexa whose body never comes. The
+// server's 100 Continue shows its handler is reading the body.
+func holdServing(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "POST /alexa HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("a held request was not being served: %q, %v", line, err)
+	}
+	return c
+}
+
+// holdWaiting opens a connection to addr that sends half a request head
+// and no more: it waits for headers until the header timeout.
+func holdWaiting(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "POST /alexa HTTP/1.1\r\nHost: "+addr+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// askHealthz sends GET /healthz on a new connection and reports whether it
+// was answered 200 within wait.
+func askHealthz(t *testing.T, addr string, wait time.Duration) (net.Conn, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return c, false
+	}
+	resp.Body.Close()
+	return c, resp.StatusCode == http.StatusOK
+}
+
+// The public listener holds at most MaxConnections connections serving a
+// request at once; another waits until one closes. Twin: closing one lets
+// it in.
+func TestServe_ConcurrentConnectionsServingRequestsAreCapped(t *testing.T) {
 	a := serveApp(t, app.Config{HTTP: app.HTTPLimits{MaxConnections: 2}})
 	addr := hostport(t, a)
-	hold := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		// One answered request proves the server accepted it; then it idles.
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
-			t.Fatalf("a held connection was not served: %v", err)
-		} else {
-			resp.Body.Close()
-		}
-		return c
-	}
-	first := hold()
-	hold()
-	third, err := net.Dial("tcp", addr) // the kernel completes the handshake; the server does not accept
+	first := holdServing(t, addr)
+	holdServing(t, addr)
+	third, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +235,7 @@ func TestServe_ConcurrentConnectionsAreCapped(t *testing.T) {
 	br := bufio.NewReader(third)
 	_ = third.SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := br.ReadByte(); !isTimeout(err) {
-		t.Fatalf("a third connection was served while two were held (read: %v); want it to wait", err)
+		t.Fatalf("a third connection was served while two were serving requests (read: %v); want it to wait", err)
 	}
 	first.Close()
 	_ = third.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -204,6 +244,37 @@ func TestServe_ConcurrentConnectionsAreCapped(t *testing.T) {
 		t.Fatalf("the waiting connection after one closed: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// breakit8 G11: connections that never send a whole request head (half
+// headers re-sent before the header timeout) or sit idle between requests
+// do not keep a whole request out when the cap is reached: the one that
+// has waited longest is closed to make room, and the request is answered
+// at once. Twin: TestServe_ConcurrentConnectionsServingRequestsAreCapped,
+// where every held connection serves a request and nothing is closed.
+func TestServe_HalfSentHeadersAndIdleKeepAlivesDoNotKeepARequestOut(t *testing.T) {
+	a := serveApp(t, app.Config{HTTP: app.HTTPLimits{MaxConnections: 3}})
+	addr := hostport(t, a)
+	serving := holdServing(t, addr)
+	idle, ok := askHealthz(t, addr, 20*time.Second) // answered, then idle on keep-alive
+	if !ok {
+		t.Fatal("the keep-alive connection was not served")
+	}
+	time.Sleep(20 * time.Millisecond) // so the two waiting connections wait in a known order
+	half := holdWaiting(t, addr)
+	for i, want := range []net.Conn{idle, half} {
+		if _, ok := askHealthz(t, addr, 5*time.Second); !ok {
+			t.Fatalf("request %d at the cap was not answered while connections waited for headers", i+1)
+		}
+		_ = want.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := want.Read(make([]byte, 512)); err == nil || isTimeout(err) {
+			t.Errorf("request %d: the connection waiting longest was not closed to make room (read: %v)", i+1, err)
+		}
+	}
+	_ = serving.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := serving.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Errorf("the connection serving a request was closed or answered (read: %v); want it left alone", err)
+	}
 }
 
 // The speech principal does not count against the public cap: with the cap
@@ -238,16 +309,12 @@ func TestServe_TheSpeechPrincipalIsNotKeptOutByTheConnectionCap(t *testing.T) {
 		f, err := a.Speech.Facts(context.Background(), "ray")
 		return err == nil && len(f) > 0
 	})
-	// Twin: a second public connection waits.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
-	_ = c.SetReadDeadline(time.Now().Add(time.Second))
-	if _, err := bufio.NewReader(c).ReadByte(); !isTimeout(err) {
-		t.Errorf("a second public connection was served over the cap of one (read: %v)", err)
+	// Twin: a second public connection waits while the first serves a
+	// request (an idle one would be closed to make room for it).
+	stranger.Close()
+	holdServing(t, addr)
+	if _, ok := askHealthz(t, addr, time.Second); ok {
+		t.Errorf("a second public connection was served over the cap of one")
 	}
 }
 
