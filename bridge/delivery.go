@@ -120,10 +120,10 @@ type DeliveryVersion struct {
 	WrittenAt   string `json:"writtenAt"`
 	AuthorID    string `json:"authorId"`
 	AuthorLabel string `json:"authorLabel"`
-	// State is heard | pending | unchanged | replaced | unasked | reading |
-	// nodevice (models.DeliveryState).
+	// State is heard | pending | unconfirmed | unchanged | replaced |
+	// unasked | reading | nodevice (models.DeliveryState).
 	State  models.DeliveryState `json:"state"`
-	At     string               `json:"at,omitempty"`     // heard or unchanged at
+	At     string               `json:"at,omitempty"`     // heard, unchanged or (unconfirmed) sent at
 	Device models.Device        `json:"device,omitempty"` // screen | voice
 	Via    models.Via           `json:"via,omitempty"`    // asked | card
 	// WithdrawnAt: when Ray heard a later version (heard only).

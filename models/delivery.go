@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The delivery vocabulary: how a revision of a speakable fact travels from
 // the clinician's write to Ray's ears, as the heard ledger (bridge/speech)
@@ -104,6 +107,10 @@ type DeliveryRecord struct {
 	Baseline int
 	// Pending is the announcement he is owed, nil when none.
 	Pending *PendingDelivery
+	// Offered is every version he may have heard, ascending: each put in
+	// a response whose delivery was never confirmed, or was confirmed and
+	// then reported not played by Alexa (the heard ledger's offers).
+	Offered []int
 	// Events is the delivery log, oldest first.
 	Events []DeliveryEvent
 	// Followed: the speech principal follows the patient (a device is
@@ -126,6 +133,12 @@ const (
 	StateUnchanged DeliveryState = "unchanged"
 	// StateReplaced: a later version replaced it before Ray heard it.
 	StateReplaced DeliveryState = "replaced"
+	// StateUnconfirmed: sent to Alexa, but whether Ray heard it is not
+	// known — the delivery was never confirmed, or Alexa reported the
+	// response not played — so the next retraction withdraws it too
+	// (P-24). At is when it was sent (offered) or, failing that, when its
+	// delivery was first recorded; zero when neither was.
+	StateUnconfirmed DeliveryState = "unconfirmed"
 	// StateUnasked: his starting point when the speech principal began to
 	// follow him — never announced; he hears it when he asks.
 	StateUnasked DeliveryState = "unasked"
@@ -168,6 +181,9 @@ type VersionDelivery struct {
 //   - the pending announcement's To is StatePending (Withdraws its From,
 //     with the queued, offered and notified times), even with a heard
 //     event (Alexa reported that response was not played);
+//   - a version he may have heard (rec.Offered) newer than the one he
+//     heard for certain is StateUnconfirmed, even with a heard event
+//     (Alexa reported that response was not played; breakit8);
 //   - a version with a heard event is StateHeard (when, on which device,
 //     how), WithdrawnAt the first later version's heard event;
 //   - one with an unchanged event is StateUnchanged;
@@ -211,6 +227,11 @@ func Timeline(latest int, rec DeliveryRecord) []VersionDelivery {
 				d.OfferedAt = first[DeliveryOffered][n].At
 			}
 			d.NotifiedAt = first[DeliveryNotified][n].At
+		case n > rec.Heard && slices.Contains(rec.Offered, n):
+			d.State, d.At = StateUnconfirmed, first[DeliveryOffered][n].At
+			if d.At.IsZero() && ok {
+				d.At = e.At
+			}
 		case ok:
 			d.State, d.At, d.Device, d.Via = StateHeard, e.At, e.Device, e.Via
 			for m := n + 1; m <= latest; m++ {

@@ -57,6 +57,9 @@ func (l *HeardLedger) Delivery(ctx context.Context, patient, uri string) (models
 	if rec.Baseline, err = l.baselineIn(ctx, l.s.db, patient, uri); err != nil {
 		return models.DeliveryRecord{}, err
 	}
+	if rec.Offered, err = l.offeredIn(ctx, l.s.db, patient, uri); err != nil {
+		return models.DeliveryRecord{}, err
+	}
 	var p models.PendingDelivery
 	err = l.s.queryRowPrepared(ctx, l.s.db, l.q(`SELECT a.from_version, a.to_version,
 EXISTS (SELECT 1 FROM speech_offered_version o WHERE o.patient = a.patient AND o.uri = a.uri AND o.version > a.from_version)

@@ -613,7 +613,7 @@ func (l *memLedger) Notified(_ context.Context, patient string, at time.Time) er
 func (l *memLedger) Delivery(_ context.Context, patient, uri string) (rec models.DeliveryRecord, _ error) {
 	k := memKey{patient, uri}
 	l.read(func(d *memDB) {
-		rec.Heard, rec.Baseline = d.heard[k], d.baseline[k]
+		rec.Heard, rec.Baseline, rec.Offered = d.heard[k], d.baseline[k], slices.Clone(d.offered[k])
 		if _, p := d.pending(patient, uri); p != nil {
 			rec.Pending = &models.PendingDelivery{From: p.from, To: p.to, Offered: slices.ContainsFunc(d.offered[k], func(o int) bool { return o > p.from })}
 		}

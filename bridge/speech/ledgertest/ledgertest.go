@@ -79,6 +79,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"FollowRecordsTheBaselineOnce", FollowRecordsTheBaselineOnce},
 		{"DeliveryLogRecordsWhenAndHowEachVersionReachedRay", DeliveryLogRecordsWhenAndHowEachVersionReachedRay},
 		{"DeliveryLogMarksUnchangedWordsAndKeepsFactsApart", DeliveryLogMarksUnchangedWordsAndKeepsFactsApart},
+		{"TheTimelineNeverShowsAsHeardAVersionWhoseDeliveriesWereAllReportedNotPlayed", TheTimelineNeverShowsAsHeardAVersionWhoseDeliveriesWereAllReportedNotPlayed},
 		{"DeliveryChangesFollowTheLogFromACursor", DeliveryChangesFollowTheLogFromACursor},
 		{"DeliveryChangesAreSharedAcrossInstances", DeliveryChangesAreSharedAcrossInstances},
 		{"AResponsesRecordIsReadOnAnotherInstanceWithItsMarks", AResponsesRecordIsReadOnAnotherInstanceWithItsMarks},
@@ -1036,6 +1037,48 @@ func EveryWordingOfSeveralUnplayedRetractionsInARowStaysWithdrawn(t *testing.T, 
 			}
 			if got := pendingSpans(t, l, "ray"); !slices.Equal(got, tt.pending) {
 				t.Errorf("pending = %v, want %v", got, tt.pending)
+			}
+		})
+	}
+}
+
+// TheTimelineNeverShowsAsHeardAVersionWhoseDeliveriesWereAllReportedNotPlayed
+// (breakit8, the clinician's side of G5): v2 and then v3 are each
+// retracted, delivered and reported not played. The clinician's timeline
+// shows v2 as unconfirmed — sent, not known heard, withdrawn by the next
+// retraction — never as heard at the second turn, and v3 as owed. Twin:
+// with no reports both are heard, v2 withdrawn by v3.
+func TheTimelineNeverShowsAsHeardAVersionWhoseDeliveriesWereAllReportedNotPlayed(t *testing.T, newDB NewDB) {
+	for _, tt := range []struct {
+		name    string
+		reports bool
+		want    []models.DeliveryState
+	}{
+		{"both reported not played", true, []models.DeliveryState{models.StateHeard, models.StateUnconfirmed, models.StatePending}},
+		{"twin: both played", false, []models.DeliveryState{models.StateHeard, models.StateHeard, models.StateHeard}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newDB(t)()
+			markHeard(t, l, 1)
+			for v := 2; v <= 3; v++ {
+				retract(t, l, v)
+				if tt.reports {
+					report(t, l, "r"+string(rune('0'+v)), t10, false, 1, 1, v)
+				}
+			}
+			tl := models.Timeline(3, delivery(t, l))
+			var got []models.DeliveryState
+			for _, d := range tl {
+				got = append(got, d.State)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("timeline states %v, want %v", got, tt.want)
+			}
+			if tt.reports && tl[1].At.IsZero() {
+				t.Errorf("the unconfirmed version carries no time it was sent")
+			}
+			if !tt.reports && tl[1].WithdrawnAt.IsZero() {
+				t.Errorf("v2, heard, is not shown withdrawn by v3")
 			}
 		})
 	}
