@@ -210,6 +210,11 @@
 //     TheRecordKeepsTheLastTwoResponsesOfEachSession, TheRecordOfAResponseExpiresAfterADay),
 //     TestDelivery_AResponseLaterThanAlexasDeadlineIsNotHeard (its report re-opens nothing),
 //     the ledger contract's OneReportOfTheLastAndAnEarlierResponseRollsBackPastBothInEitherOrder,
+//     UnplayedRetractionsReportedInTheirOwnOrderRollBackToWhatHeLastHeardForCertain,
+//     EveryWordingOfSeveralUnplayedRetractionsInARowStaysWithdrawn,
+//     TheTimelineNeverShowsAsHeardAVersionWhoseDeliveriesWereAllReportedNotPlayed,
+//     TestSpeechSafety_TwoUnplayedRetractionsReportedInEitherOrderWithdrawWhatRayLastHeardForCertain,
+//     TestSpeechSafety_EveryWordingOfSeveralUnplayedRetractionsInARowIsWithdrawn (G8, G5),
 //     TestBrowser_AnExpiredLinkStopsShowingTheInstructionsAsCurrent (the Echo Show card and
 //     the clinician page, whose token expired, stop showing the instructions as current),
 //     TestCard_ARowShownCutIsMarkedSoNotToldButOffered, TestCard_ACutRowOfACardNotSentIsNotOffered,
@@ -242,7 +247,10 @@
 //     outgoing queue and write deadline; a session that cannot keep up is
 //     closed, never the speech principal's delivery. Tests:
 //     TestFanOut_AStalledReaderDelaysNoOtherSessionAndIsClosed,
-//     TestFanOut_AStalledReaderDelaysNoSessionNorTheSpeechPrincipal.
+//     TestFanOut_AStalledReaderDelaysNoSessionNorTheSpeechPrincipal;
+//     and no client crowds out Alexa's turn at the connection cap (G11):
+//     TestServe_HalfSentHeadersAndIdleKeepAlivesDoNotKeepARequestOut,
+//     TestListen_OnePrincipalHoldsAtMostMaxListensStreams.
 //   - P-26. Each chain head and the audit log's head are signed at commit
 //     with a key that is not in the database; a rewritten chain with
 //     recomputed hashes fails verification. Tests:

@@ -610,7 +610,11 @@ FROM (SELECT 1) AS one LEFT JOIN speech_heard h ON h.patient = ? AND h.uri = ?`)
 //
 // A later confirmed delivery is never undone when it moved heard (a newer
 // version's announcement or telling: a retraction after it withdraws
-// from that version, heard for certain). A later response that told the
+// from that version, heard for certain) — but the report is remembered
+// (rememberUnplayed): if that later delivery is reported not played too,
+// its rollback goes on past the version this one delivered (reopen;
+// finding G8). A rollback puts back the offers the rolled-back delivery
+// cleared (finding G5). A later response that told the
 // same version plainly (MarkTold: not reopenable; finding B1) confirms it
 // only against the report of a response that withdrew nothing — a first
 // hearing, or a fact's first plain telling (HeardBefore and From 0): it
