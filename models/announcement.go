@@ -38,6 +38,13 @@ type Announcement struct {
 	// deliveries in a row the first is withdrawn as well as the second).
 	// Nil when there are none.
 	MayAlso []Version
+	// ChangedBy is, for a retraction, the version that first said
+	// Current's words: the oldest of the versions after Heard that say
+	// them (SaysTheSameAs), when it is older than Current — the later ones
+	// only renewed the words (a new review date, author or priority). The
+	// retraction names its author and age as who changed it and when
+	// (Changer; breakit8 G6). Nil: Current.
+	ChangedBy *Version
 	// Earlier: versions he may have heard older than those quoted were
 	// left unquoted — more than MaxMayHaveQuoted, or not readable back —
 	// so the retraction says it withdraws earlier versions too.
@@ -168,13 +175,22 @@ func (a Announcement) RenderShortened(now time.Time, shorten Shortener) (string,
 	if a.Heard != nil {
 		w := a.Withdrawn()
 		w.Shorten = shorten
-		return renderRetraction(*a.Heard, a.Current, now, a.Again, w)
+		return renderRetraction(*a.Heard, a.Current, a.Changer(), now, a.Again, w)
 	}
 	s, err := RenderFirstHearing(a.Current, now)
 	if err != nil || !a.Again {
 		return s, err
 	}
 	return capitalize(RedeliveryPhrase) + ": " + lowerFirst(s), nil
+}
+
+// Changer is the version a retraction names as the change — its author and
+// age: ChangedBy when set, else Current.
+func (a Announcement) Changer() Version {
+	if a.ChangedBy != nil {
+		return *a.ChangedBy
+	}
+	return a.Current
 }
 
 // IsRetraction reports whether speaking a withdraws something he heard.

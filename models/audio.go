@@ -79,7 +79,7 @@ func SameSound(a, b *Audio) bool {
 //
 // The skill plays the new clip after it ("Here is the new one."). It is
 // ErrUnchanged only when both the words and the sound are the same.
-func renderClipRetraction(heard, current Version, now time.Time, again bool, w Withdrawal) (string, error) {
+func renderClipRetraction(heard, current, by Version, now time.Time, again bool, w Withdrawal) (string, error) {
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) && SameSound(heard.Audio, current.Audio) {
 		return "", ErrUnchanged
 	}
@@ -89,8 +89,8 @@ func renderClipRetraction(heard, current Version, now time.Time, again bool, w W
 		stop = fmt.Sprintf("Stop — %s: your %s has changed.", RedeliveryPhrase, topic)
 	}
 	parts := []string{stop, withdrawn(w)}
-	age := SpokenAge(now.Sub(current.WrittenAt))
-	who := Appositive(speaker(current.AuthorLabel))
+	age := SpokenAge(now.Sub(by.WrittenAt))
+	who := Appositive(speaker(by.AuthorLabel))
 	if current.IsStale(now) {
 		parts = append(parts, fmt.Sprintf("%s, %s recorded a new one: %s", capitalize(age), who, Quote(current.Value)), PastReviewSentence, CheckWithTeam)
 		return strings.Join(parts, " "), nil

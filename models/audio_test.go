@@ -95,7 +95,7 @@ func TestRenderRetraction_AClipIsWithdrawnByItsSoundAsWellAsItsWords(t *testing.
 	if s, _ := RenderRetraction(heard, stale, demoNow); !strings.HasPrefix(s, "Stop") || !strings.Contains(s, PastReviewSentence) || !strings.Contains(s, "Ten minutes ago, Sarah Okafor, physio, recorded a new one") {
 		t.Fatalf("stale clip retraction: %s", s)
 	}
-	again, _ := renderRetraction(heard, cur, demoNow, true, Withdrawal{Told: &heard})
+	again, _ := renderRetraction(heard, cur, cur, demoNow, true, Withdrawal{Told: &heard})
 	if !strings.HasPrefix(again, "Stop — "+RedeliveryPhrase+": your exercise count has changed.") {
 		t.Fatalf("redelivery: %s", again)
 	}

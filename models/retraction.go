@@ -48,7 +48,15 @@ const (
 // "Stop — your exercise count has changed. …"), and ErrUnchanged needs the
 // same sound as well as the same words.
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
-	return renderRetraction(heard, current, now, false, Withdrawal{Told: &heard})
+	return renderRetraction(heard, current, current, now, false, Withdrawal{Told: &heard})
+}
+
+// SaysTheSameAs reports whether v says w's words: the same text (after
+// trimming space) and the same sound (SameSound). A version that says its
+// predecessor's words only renewed them (a new review date, author or
+// priority): nothing changed for Ray (P-19).
+func (v Version) SaysTheSameAs(w Version) bool {
+	return strings.TrimSpace(v.Value) == strings.TrimSpace(w.Value) && SameSound(v.Audio, w.Audio)
 }
 
 // toldYou introduces the withdrawn words: "I told you: " when he heard them
@@ -137,7 +145,9 @@ func JoinAnd(items []string) string {
 	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
-func renderRetraction(heard, current Version, now time.Time, again bool, w Withdrawal) (string, error) {
+// renderRetraction is the retraction of heard by current, naming by's
+// author and age as the change (Announcement.Changer).
+func renderRetraction(heard, current, by Version, now time.Time, again bool, w Withdrawal) (string, error) {
 	if heard.Audience != AudienceUser || current.Audience != AudienceUser {
 		return "", ErrAssistantAudience
 	}
@@ -145,7 +155,7 @@ func renderRetraction(heard, current Version, now time.Time, again bool, w Withd
 		return "", ErrDifferentFact
 	}
 	if current.Audio != nil {
-		return renderClipRetraction(heard, current, now, again, w) // audio.go
+		return renderClipRetraction(heard, current, by, now, again, w) // audio.go
 	}
 	if strings.TrimSpace(heard.Value) == strings.TrimSpace(current.Value) {
 		return "", ErrUnchanged
@@ -155,17 +165,17 @@ func renderRetraction(heard, current Version, now time.Time, again bool, w Withd
 		stop = fmt.Sprintf("Stop — %s: your %s instruction has changed.", RedeliveryPhrase, Topic(current.Domain))
 	}
 	parts := []string{stop, withdrawn(w)}
-	age := SpokenAge(now.Sub(current.WrittenAt))
+	age := SpokenAge(now.Sub(by.WrittenAt))
 	g := GlossSentence(current.Value)
 	if current.IsStale(now) {
-		parts = append(parts, fmt.Sprintf("%s, %s changed it to: %s", capitalize(age), Appositive(speaker(current.AuthorLabel)), Quote(current.Value)), PastReviewSentence)
+		parts = append(parts, fmt.Sprintf("%s, %s changed it to: %s", capitalize(age), Appositive(speaker(by.AuthorLabel)), Quote(current.Value)), PastReviewSentence)
 		if g != "" {
 			parts = append(parts, g)
 		}
 		parts = append(parts, CheckWithTeam)
 		return strings.Join(parts, " "), nil
 	}
-	parts = append(parts, fmt.Sprintf("%s changed it %s: %s", capitalize(Appositive(speaker(current.AuthorLabel))), age, Quote(current.Value)))
+	parts = append(parts, fmt.Sprintf("%s changed it %s: %s", capitalize(Appositive(speaker(by.AuthorLabel))), age, Quote(current.Value)))
 	if g != "" {
 		parts = append(parts, g)
 	}

@@ -73,8 +73,8 @@ func (t *turn) retractionCard(spoken []models.Announcement) apl.RetractionCard {
 		Title:     title,
 		Withdrawn: withdrawn,
 		Current:   a.Current.Value,
-		Author:    a.Current.AuthorLabel,
-		Age:       models.SpokenAge(t.now.Sub(a.Current.WrittenAt)),
+		Author:    a.Changer().AuthorLabel,
+		Age:       models.SpokenAge(t.now.Sub(a.Changer().WrittenAt)),
 		Stale:     a.Current.IsStale(t.now),
 		// The voice says the retraction whole (across "more" when long);
 		// "What changed?" says it again in this session.

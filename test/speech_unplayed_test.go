@@ -3,6 +3,7 @@
 package e2e_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,38 @@ func TestSpeechSafety_EveryWordingOfSeveralUnplayedRetractionsInARowIsWithdrawn(
 			t3 := retractionTurn(t, s, dev, fourth)
 			if !strings.HasPrefix(t3.Speech(), want) {
 				t.Fatalf("T3: %q\nwant it to open %q", t3.Speech(), want)
+			}
+		})
+	}
+}
+
+// Finding G6: Ray heard v1; Sarah Okafor changed it (v2), and before his
+// next turn Mr Adeyemi saved the same words again with a review date
+// (v3, a renewal). The retraction names Sarah Okafor as who changed it —
+// not the clinician who only renewed her words — and gives v3's words.
+// Twin: when Mr Adeyemi's v3 says new words, he is named.
+func TestSpeechSafety_ARetractionNamesWhoChangedTheWordsNotWhoRenewedThem(t *testing.T) {
+	const newWords = "Walk with one crutch only, indoors."
+	for _, tt := range []struct {
+		name, v3, changer string
+	}{
+		{"a same-words renewal: Sarah Okafor named", revision, "Sarah Okafor, physio"},
+		{"twin: new words: Mr Adeyemi named", newWords, "Mr Adeyemi, surgical team"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			heardAndRevised(t, dir)
+			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := s.Write(ctx, "ray", "weight_bearing", tt.v3, "adeyemi", "Mr Adeyemi, surgical team", "--stale-after", "720h"); err != nil {
+				t.Fatal(err)
+			}
+			waitBacklog(t, s.AdminURL)
+			said := launchUntilStop(t, s, harness.NewDevice("ray"))
+			want := tt.changer + ", changed it just now: “" + tt.v3 + "”"
+			if !strings.HasPrefix(said, "Stop — your walking instruction has changed.") || !strings.Contains(said, want) {
+				t.Fatalf("launch: %q\nwant it to say %q", said, want)
 			}
 		})
 	}
