@@ -270,3 +270,62 @@ func TestLongValue_ARetractionOfLongWordsSaysTheNewWordsInItsFirstPart(t *testin
 		}
 	})
 }
+
+// breakit8 G4: a retraction too long for one response is cut for "more";
+// when Ray asks something else instead ("who do I call") in the same
+// session, he hears the rest of that retraction — not its start again —
+// and then what he asked. Restarting it at every question kept the
+// number he asked for out of reach. Twin: in a new session the retraction
+// is said again from its start, told so, as before.
+func TestLongValue_AQuestionAskedWhileACutRetractionIsOwedGetsItsRestThenTheAnswer(t *testing.T) {
+	const unit = "Plan Z: rest & ice & lift & wait & rest <now>. "
+	oldV := ver("exercise", 7, "Plan X: slide the heel ten times.", "Sarah Okafor, physio", time.Hour)
+	newV := ver("exercise", 9, strings.Repeat(unit, models.MaxSpeakableValueRunes/len(unit)-1)+"The end of plan Z.", "Sarah Okafor, physio", time.Minute)
+	contact := reqOpts{Type: TypeIntent, Intent: IntentCarePlan, Slots: topicSlot("contact", "ER_SUCCESS_MATCH")}
+	for _, sameSession := range []bool{true, false} {
+		name := "the same session: the rest, then the answer"
+		if !sameSession {
+			name = "twin: a new session: the retraction from its start"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, nil)
+			r.care.setPending("ray", models.Announcement{ID: 3, Patient: "ray", Heard: &oldV, Current: newV})
+			r.care.facts["ray"][2] = newV
+			out, _ := r.turn(reqOpts{Session: "sG4"})
+			if first := plain(out); !strings.HasPrefix(first, "Stop — ") || !strings.HasSuffix(first, MoreCue) {
+				t.Fatalf("the test needs a retraction longer than one response: %.200q … %q", first, first[max(0, len(first)-200):])
+			}
+			ask := contact
+			ask.Session = "sG4"
+			if !sameSession {
+				ask.Session = "sG4b"
+			}
+			var said []string
+			for i := 0; i < 5; i++ {
+				o, _ := r.turn(ask)
+				p := plain(o)
+				said = append(said, p)
+				if !strings.HasSuffix(p, MoreCue) {
+					break
+				}
+				ask = reqOpts{Type: TypeIntent, Intent: IntentMore, Session: ask.Session}
+			}
+			all := strings.Join(said, " ")
+			if sameSession {
+				if strings.HasPrefix(said[0], "Stop — ") {
+					t.Errorf("the question restarted the retraction: %.200q", said[0])
+				}
+				if !strings.Contains(said[0], "The end of plan Z.") || !strings.Contains(said[0], "Your contact instruction") {
+					t.Errorf("the question's response: %.300q … %.300q; want the retraction's rest and then the contact answer", said[0], said[0][max(0, len(said[0])-300):])
+				}
+				return
+			}
+			if !strings.HasPrefix(said[0], "Stop — ") {
+				t.Errorf("a new session did not say the retraction from its start: %.200q", said[0])
+			}
+			if !strings.Contains(all, "Your contact instruction") {
+				t.Errorf("the contact answer never came: %.300q", all)
+			}
+		})
+	}
+}

@@ -336,7 +336,8 @@ func staleAt(v models.Version) models.Version {
 // first. An announcement whose words did not change is heard silently; one
 // that cannot be rendered (assistant audience, another patient) is logged
 // and never spoken. On "more", an announcement whose rest this session
-// still holds, at the same version, is continued rather than restarted.
+// still holds, at the same version, is continued rather than restarted;
+// on another question its rest is said first, then the answer (G4).
 func (t *turn) announce() {
 	for _, a := range t.snap.Pending {
 		if a.Patient != "" && a.Patient != t.patient || a.Current.Patient != t.patient {
@@ -371,6 +372,17 @@ func (t *turn) announce() {
 		t.announced[a.URI()] = a
 		if t.isMore() && t.continues(a) {
 			continue
+		}
+		if req := t.env.Request; !t.unasked() && !(req.Type == TypeIntent && isLeaving(req.Intent.Name)) && t.continues(a) {
+			// Asked something else while this session holds the rest of
+			// a's rendering, cut for "more": he heard its start, so he
+			// hears its rest and then what he asked. Restarting it at
+			// every question kept what he asked out of reach (breakit8 G4).
+			// Asking to leave is not a question: leave keeps it owed whole.
+			if rest := t.restOf(a); len(rest) > 0 {
+				t.anns = append(t.anns, rest...)
+				continue
+			}
 		}
 		if t.unasked() && t.heldBack(a) {
 			// The card's tick spoke it before, at this version, and it
@@ -451,6 +463,19 @@ func (t *turn) continues(a models.Announcement) bool {
 		}
 	}
 	return false
+}
+
+// restOf returns the segments of a's rendering this session still holds
+// for "more", as they may be said now (stillCurrent); none when a's
+// version is no longer the one confirmed current.
+func (t *turn) restOf(a models.Announcement) []segment {
+	var mine []segment
+	for _, s := range t.session.rest {
+		if s.Ann == a.ID && s.Version == a.Current.N {
+			mine = append(mine, s)
+		}
+	}
+	return t.stillCurrent(mine)
 }
 
 func (t *turn) spokeAnything() bool { return len(t.anns) > 0 || len(t.prefix) > 0 }
