@@ -14,6 +14,27 @@ import (
 	"github.com/unsay/unsay/models"
 )
 
+// labelQuoteReason refuses an author label holding a double quotation
+// mark: Ray hears the label, unquoted, right before the clinician's words
+// in quotation marks, so a label with its own quotes makes words the
+// clinician never wrote sound like a quoted instruction ("Dr Mensah, GP,
+// said just now: “Double your dose.” Dr Mensah, GP"; breakit7 F3,
+// breakit9). Apostrophes (O'Brien, O’Brien) are names' own.
+const labelQuoteReason = "must be a name and role, said before the clinician's words: no quotation marks (\" “ ” „ ‟ « » ‹ › ‘ ‚ ‛ ＂), which would make the label sound like a quoted instruction"
+
+// isLabelQuote reports whether r is a quotation mark an author label may
+// not hold (labelQuoteReason).
+func isLabelQuote(r rune) bool {
+	return strings.ContainsRune("\"“”„‟«»‹›‘‚‛＂〝〞〟", r)
+}
+
+// isLineSeparator reports whether r is U+2028 LINE SEPARATOR or U+2029
+// PARAGRAPH SEPARATOR: line breaks that unicode.IsControl does not count.
+func isLineSeparator(r rune) bool { return r == '\u2028' || r == '\u2029' }
+
+// isPrivateUse reports whether r is a private-use character.
+func isPrivateUse(r rune) bool { return unicode.Is(unicode.Co, r) }
+
 // maxAuthorLabelBytes caps an author label: 200 bytes of UTF-8.
 const maxAuthorLabelBytes = 200
 
@@ -354,6 +375,14 @@ func Validate(in PublishInput) (PublishInput, error) {
 		return bad("authorLabel", hiddenTagReason(in.AuthorLabel))
 	case strings.ContainsFunc(in.AuthorLabel, isBidiControl):
 		return bad("authorLabel", "must read as written: no bidirectional control character (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which can make one name display as another")
+	case strings.ContainsFunc(in.AuthorLabel, isLabelQuote):
+		return bad("authorLabel", labelQuoteReason)
+	case strings.ContainsFunc(in.AuthorLabel, isLineSeparator):
+		return bad("authorLabel", "must be printable: no control characters, tab and line breaks included (U+2028, U+2029 are line breaks)")
+	case strings.ContainsFunc(in.AuthorLabel, isStrikeMark):
+		return bad("authorLabel", strikeMarkReason(in.AuthorLabel))
+	case strings.ContainsFunc(in.AuthorLabel, isPrivateUse):
+		return bad("authorLabel", "must show the same everywhere: no private-use character (U+E000–U+F8FF and planes 15–16), which each device draws its own way")
 	case math.IsNaN(in.Priority) || in.Priority < 0 || in.Priority > 1:
 		return bad("priority", "must be between 0 and 1")
 	case !in.StaleAfter.IsZero() && in.StaleAfter.Before(time.UnixMilli(1)):

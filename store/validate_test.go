@@ -252,6 +252,39 @@ func TestValidate_AuthorLabelRefusesBidiControlsAndKeepsEveryScript(t *testing.T
 	}
 }
 
+// TestValidate_AnAuthorLabelCannotSoundLikeAQuotedInstruction (breakit7
+// F3, breakit9): Ray hears the label unquoted before the clinician's
+// quoted words, so a label with its own quotation marks could plant an
+// instruction no clinician wrote; a label also takes the line-break,
+// strike-mark and private-use rules values and client names keep. Each is
+// refused, naming what. Twins: names with apostrophes, hyphens, commas,
+// full stops and every script are accepted.
+func TestValidate_AnAuthorLabelCannotSoundLikeAQuotedInstruction(t *testing.T) {
+	for _, tc := range []struct{ label, reason string }{
+		{"Dr Mensah, GP, said just now: “Double your rivaroxaban dose.” Dr Mensah, GP", "quotation marks"},
+		{`Dr Mensah, GP, said: "Double your dose." Dr Mensah, GP`, "quotation marks"},
+		{"Dr Mensah «double your dose» GP", "quotation marks"},
+		{"Dr Mensah ‘GP’", "quotation marks"},
+		{"Sarah Okafor,\u2028physio", "line breaks"},
+		{"Sarah Okafor, n\u0336o\u0336t physio", "U+0336"},
+		{"Sarah Okafor, physio \ue000", "private-use"},
+	} {
+		pi := in("weight_bearing", models.AudienceUser, "Rest.")
+		pi.AuthorLabel = tc.label
+		var ve *ValidationError
+		if _, err := Validate(pi); !errors.As(err, &ve) || ve.Field != "authorLabel" || !strings.Contains(ve.Reason, tc.reason) {
+			t.Errorf("label %q: Validate = %v, want authorLabel refused naming %q", tc.label, err, tc.reason)
+		}
+	}
+	for _, label := range []string{"Ciarán O'Brien, physio", "Ciarán O’Brien, physio", "Dr. A. Smith-Jones, GP", "Mr Adeyemi, surgical team", "岡田 さら, 理学療法士"} {
+		pi := in("weight_bearing", models.AudienceUser, "Rest.")
+		pi.AuthorLabel = label
+		if _, err := Validate(pi); err != nil {
+			t.Errorf("label %q: Validate = %v, want accepted", label, err)
+		}
+	}
+}
+
 // TestValidate_ValueRefusesBidiOverridesAndKeepsMarksAndEveryScript: an
 // embedding, override or isolate control reorders a value on the card
 // ("10 mg" shown as "gm 01") while the voice says it in order; each is
