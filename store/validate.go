@@ -440,15 +440,23 @@ func NormalizeWords(s string) string {
 	return b.String()
 }
 
-// foldPasted maps a no-break or fixed-width space to U+0020 and drops an
-// invisible break or hyphenation hint (NormalizeWords); any other rune is
-// itself. The joiners emoji and scripts need (U+200D, U+200C) and the
-// direction marks stay.
+// foldPasted maps a no-break, fixed-width or ideographic space to U+0020
+// and a line or paragraph separator to a line break, and drops an
+// invisible break, hyphenation hint or formatting character — zero-width
+// space, soft hyphen, word joiner, BOM, the invisible math operators
+// U+2061–U+2064, the Mongolian vowel separator, the combining grapheme
+// joiner and the musical formatting controls U+1D173–U+1D17A
+// (NormalizeWords; breakit8 G3, breakit9); any other rune is itself. The
+// joiners emoji and scripts need (U+200D, U+200C), variation selectors and
+// the direction marks stay.
 func foldPasted(r rune) rune {
 	switch {
-	case r == 0x00A0, r >= 0x2000 && r <= 0x200A, r == 0x202F, r == 0x205F:
+	case r == 0x00A0, r >= 0x2000 && r <= 0x200A, r == 0x202F, r == 0x205F, r == 0x3000:
 		return ' '
-	case r == 0x200B, r == 0x00AD, r == 0x2060, r == 0xFEFF:
+	case r == 0x2028, r == 0x2029:
+		return '\n'
+	case r == 0x200B, r == 0x00AD, r == 0x2060, r == 0xFEFF, r >= 0x2061 && r <= 0x2064,
+		r == 0x180E, r == 0x034F, r >= 0x1D173 && r <= 0x1D17A:
 		return -1
 	}
 	return r

@@ -379,6 +379,11 @@ func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing
 		"Call the caf\u00e9 ward on 01632\u00a0960\u00a0100.", "Call the caf\u00e9 ward on 01632 960 100\u200b.",
 		"Call the caf\u00e9 ward on 01632 960 100.\u00ad", "Call the caf\u00e9\u202fward on 01632 960 100.",
 		"\ufeffCall the caf\u00e9 ward on 01632 960\u2060 100.", "Call the caf\u00e9 ward on 01632\u2009960 100.",
+		// breakit9: invisible operators, the Mongolian vowel separator, the
+		// combining grapheme joiner, musical formatting, the ideographic space.
+		"Call the caf\u00e9 ward\u2062 on 01632 960 100.", "Call the caf\u00e9 ward on 01632 960\u180e 100.",
+		"Call the caf\u00e9 w\u034fard on 01632 960 100.", "Call the caf\u00e9 ward on\U0001D173 01632 960 100.",
+		"Call the caf\u00e9\u3000ward on 01632 960 100.",
 	} {
 		if r := mustPublish(t, s, writer, in("contact", models.AudienceUser, same)); !r.Unchanged || r.Version.N != first.Version.N {
 			t.Errorf("%+q: %+v, want unchanged at version %d", same, r, first.Version.N)
@@ -393,6 +398,7 @@ func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing
 		"\u200f\u05e9\u05dc\u05d5\u05dd": "\u200f\u05e9\u05dc\u05d5\u05dd", // and a direction mark
 		"\u200b":                         "\u200b",                         // alone, for Validate to refuse as invisible
 		"Line one.\tTabbed.":             "Line one.\tTabbed.",
+		"Line one.\u2028Line two.":       "Line one.\nLine two.", // a line separator is a line break
 		"cafe\u0301":                     "caf\u00e9",
 	} {
 		if got := NormalizeWords(raw); got != want {
