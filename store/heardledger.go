@@ -794,6 +794,12 @@ func (l *HeardLedger) reopen(ctx context.Context, tx *sql.Tx, patient string, m 
 ON CONFLICT (patient, uri, version) DO NOTHING`), patient, m.URI, v); err != nil {
 			return fmt.Errorf("store: heard ledger: not played: %w", err)
 		}
+		// Alexa says that delivery was not played: its heard event is
+		// not history (the clinician's timeline), and the delivery that
+		// is heard next records its own time (breakit9).
+		if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_delivery WHERE patient = ? AND uri = ? AND version = ? AND event = 'heard'"), patient, m.URI, v); err != nil {
+			return fmt.Errorf("store: heard ledger: not played: delivery log: %w", err)
+		}
 	}
 	if _, err := l.exec(ctx, tx, l.q(`INSERT INTO speech_offered_version (patient, uri, version)
 SELECT patient, uri, version FROM speech_offered_cleared WHERE patient = ? AND uri = ? AND cleared_by > ? AND cleared_by <= ? AND version > ?

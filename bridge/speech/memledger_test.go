@@ -86,6 +86,7 @@ type memEvent struct {
 	atMS    int64
 	device  models.Device
 	via     models.Via
+	gone    bool // deleted (ids stay: by index)
 }
 
 // newTestDB is an empty ledger database for one test.
@@ -158,7 +159,7 @@ func (d *memDB) pending(patient, uri string) (int64, *memAnn) {
 
 func (d *memDB) logOnce(k memKey, version int, kind models.DeliveryKind, atMS int64, device models.Device, via models.Via) {
 	for _, e := range d.log {
-		if e.key == k && e.version == version && e.kind == kind {
+		if e.key == k && e.version == version && e.kind == kind && !e.gone {
 			return
 		}
 	}
@@ -235,6 +236,16 @@ func (d *memDB) clearOffered(k memKey, v int) {
 		d.offered[k] = o
 	} else {
 		delete(d.offered, k)
+	}
+}
+
+// forgetHeard deletes the heard event of v: Alexa reported that delivery
+// not played.
+func (d *memDB) forgetHeard(k memKey, v int) {
+	for i := range d.log {
+		if e := &d.log[i]; e.key == k && e.version == v && e.kind == models.DeliveryHeard {
+			e.gone = true
+		}
 	}
 }
 
@@ -555,6 +566,7 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 			to := max(m.Version, h) // heard may rest on m.Version, settled forward
 			before := m.HeardBefore
 			d.offer(k, m.Version)
+			d.forgetHeard(k, m.Version)
 			for before > 0 { // the words before were not played either (G8)
 				earlier, ok := d.unplayed[k][before]
 				if !ok {
@@ -562,6 +574,7 @@ func (l *memLedger) NotPlayed(_ context.Context, patient string, ms []models.Led
 				}
 				delete(d.unplayed[k], before)
 				d.offer(k, before)
+				d.forgetHeard(k, before)
 				before = earlier
 			}
 			d.putHeard(k, before)
@@ -618,7 +631,7 @@ func (l *memLedger) Delivery(_ context.Context, patient, uri string) (rec models
 			rec.Pending = &models.PendingDelivery{From: p.from, To: p.to, Offered: slices.ContainsFunc(d.offered[k], func(o int) bool { return o > p.from })}
 		}
 		for _, e := range d.log {
-			if e.key == k {
+			if e.key == k && !e.gone {
 				rec.Events = append(rec.Events, models.DeliveryEvent{Version: e.version, Kind: e.kind, At: time.UnixMilli(e.atMS).UTC(), Device: e.device, Via: e.via})
 			}
 		}

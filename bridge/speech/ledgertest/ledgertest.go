@@ -1082,6 +1082,24 @@ func TheTimelineNeverShowsAsHeardAVersionWhoseDeliveriesWereAllReportedNotPlayed
 			}
 		})
 	}
+	t.Run("a retraction said again after a not-played report is shown heard when it was heard", func(t *testing.T) {
+		l := newDB(t)()
+		ctx := context.Background()
+		markHeard(t, l, 1)
+		observe(t, l, 2, false)
+		offered(t, l, 2)
+		if err := l.MarkHeard(ctx, "ray", WB, 2, models.Hearing{At: at(1)}); err != nil {
+			t.Fatal(err)
+		}
+		report(t, l, "r1", at(2), false, 1, 1, 2)
+		offered(t, l, 2)
+		if err := l.MarkHeard(ctx, "ray", WB, 2, models.Hearing{At: at(5)}); err != nil {
+			t.Fatal(err)
+		}
+		if tl := models.Timeline(2, delivery(t, l)); tl[1].State != models.StateHeard || !tl[1].At.Equal(at(5)) {
+			t.Errorf("v2 after its second delivery: %+v, want heard at %v (the first delivery was not played)", tl[1], at(5))
+		}
+	})
 }
 
 // offeredUpTo is v2 … v.
