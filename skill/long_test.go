@@ -276,7 +276,8 @@ func TestLongValue_ARetractionOfLongWordsSaysTheNewWordsInItsFirstPart(t *testin
 // session, he hears the rest of that retraction — not its start again —
 // and then what he asked. Restarting it at every question kept the
 // number he asked for out of reach. Twin: in a new session the retraction
-// is said again from its start, told so, as before.
+// is said again from its start, told so, as before; so is it on "say that
+// again" in the same session.
 func TestLongValue_AQuestionAskedWhileACutRetractionIsOwedGetsItsRestThenTheAnswer(t *testing.T) {
 	const unit = "Plan Z: rest & ice & lift & wait & rest <now>. "
 	oldV := ver("exercise", 7, "Plan X: slide the heel ten times.", "Sarah Okafor, physio", time.Hour)
@@ -294,6 +295,12 @@ func TestLongValue_AQuestionAskedWhileACutRetractionIsOwedGetsItsRestThenTheAnsw
 			out, _ := r.turn(reqOpts{Session: "sG4"})
 			if first := plain(out); !strings.HasPrefix(first, "Stop — ") || !strings.HasSuffix(first, MoreCue) {
 				t.Fatalf("the test needs a retraction longer than one response: %.200q … %q", first, first[max(0, len(first)-200):])
+			}
+			if sameSession {
+				again, _ := r.turn(reqOpts{Type: TypeIntent, Intent: IntentRepeat, Session: "sG4"})
+				if p := plain(again); !strings.HasPrefix(p, "Stop — ") {
+					t.Errorf("say that again after the first part: %.200q, want the retraction from its start", p)
+				}
 			}
 			ask := contact
 			ask.Session = "sG4"

@@ -373,12 +373,13 @@ func (t *turn) announce() {
 		if t.isMore() && t.continues(a) {
 			continue
 		}
-		if req := t.env.Request; !t.unasked() && !(req.Type == TypeIntent && isLeaving(req.Intent.Name)) && t.continues(a) {
+		if req := t.env.Request; !t.unasked() && !(req.Type == TypeIntent && (isLeaving(req.Intent.Name) || req.Intent.Name == IntentRepeat)) && t.continues(a) {
 			// Asked something else while this session holds the rest of
 			// a's rendering, cut for "more": he heard its start, so he
 			// hears its rest and then what he asked. Restarting it at
 			// every question kept what he asked out of reach (breakit8 G4).
-			// Asking to leave is not a question: leave keeps it owed whole.
+			// Asking to leave is not a question (leave keeps it owed whole),
+			// and "say that again" says it again from its start.
 			if rest := t.restOf(a); len(rest) > 0 {
 				t.anns = append(t.anns, rest...)
 				continue
