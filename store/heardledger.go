@@ -186,16 +186,16 @@ WHERE excluded.version > speech_heard.version`), patient, uri, version)
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
-	return l.delivered(ctx, tx, patient, uri, version)
+	return l.onDelivery(ctx, tx, patient, uri, version)
 }
 
-// delivered is what every delivery of version does besides moving heard:
+// onDelivery is what every delivery of version does besides moving heard:
 // the record that an earlier delivery of version was not played is
 // forgotten (this one carried its words; speech_unplayed) and the offers
 // up to version are cleared.
-func (l *HeardLedger) delivered(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
+func (l *HeardLedger) onDelivery(ctx context.Context, tx *sql.Tx, patient, uri string, version int) error {
 	if _, err := l.exec(ctx, tx, l.q("DELETE FROM speech_unplayed WHERE patient = ? AND uri = ? AND version = ?"), patient, uri, version); err != nil {
-		return fmt.Errorf("store: heard ledger: delivered: %w", err)
+		return fmt.Errorf("store: heard ledger: on delivery: %w", err)
 	}
 	return l.clearOffered(ctx, tx, patient, uri, version)
 }
@@ -231,7 +231,7 @@ settled_from = CASE WHEN speech_heard.version = excluded.version THEN speech_hea
 	if err != nil {
 		return fmt.Errorf("store: heard ledger: set heard: %w", err)
 	}
-	return l.delivered(ctx, tx, patient, uri, version)
+	return l.onDelivery(ctx, tx, patient, uri, version)
 }
 
 // clearOffered forgets every unconfirmed offer of version or older: he

@@ -171,13 +171,13 @@ func (d *memDB) setHeard(k memKey, v int) {
 	if v > d.heard[k] {
 		d.putHeard(k, v)
 	}
-	d.deliveredAt(k, v)
+	d.onDelivery(k, v)
 }
 
-// deliveredAt is what every delivery of v does besides moving heard: an
+// onDelivery is what every delivery of v does besides moving heard: an
 // earlier delivery of v reported not played is forgotten, and offers up
 // to v are cleared.
-func (d *memDB) deliveredAt(k memKey, v int) {
+func (d *memDB) onDelivery(k memKey, v int) {
 	delete(d.unplayed[k], v)
 	d.clearOffered(k, v)
 }
@@ -463,7 +463,7 @@ func (l *memLedger) MarkHeard(_ context.Context, patient, uri string, version in
 	}
 	l.write(func(d *memDB) {
 		d.putHeard(k, version)
-		d.deliveredAt(k, version)
+		d.onDelivery(k, version)
 		d.logOnce(k, version, models.DeliveryHeard, stampMS(how.At), how.Device, how.Via)
 		d.advancePending(k, version)
 	})
