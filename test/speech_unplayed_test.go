@@ -20,12 +20,7 @@ func unplayedRig(t *testing.T) (*harness.Server, *harness.Device, *harness.Reply
 	heardAndRevised(t, dir)
 	s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
 	dev := harness.NewDevice("ray")
-	var r *harness.Reply
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if r = ask(t, s, dev.Launch()); !strings.Contains(r.Speech(), "can't reach your care notes") {
-			break
-		}
-	}
+	r := askUntilConfirmed(t, s, dev.Launch)
 	said := r.Speech()
 	if !strings.HasPrefix(said, "Stop — your walking instruction has changed. I told you: “") {
 		t.Fatalf("first launch after the revision: %q", said)
