@@ -240,6 +240,9 @@
 //     TestKeptReports_AKeptReportIsAppliedByItsRetryTimerWithoutATurn,
 //     TestKeptReports_AReportWhoseMarksWereRefusedIsNotKept,
 //     TestKeptReports_ReportsBeyondTheBoundOrKeptAtCloseAreCountedLost,
+//     TestKeptReports_AReportKeptWhenTheServerDiesIsAppliedAfterItStartsAgain,
+//     TestKeptReports_AReportKeptAtCloseIsLostOnlyWhenItsFileCouldNotHoldIt,
+//     TestKeptReports_ANewSkillRefusesAKeptReportsFileItCannotRead,
 //     TestSpeechSafety_AnErrorReportThatMeetsALockedDatabaseStillOwesTheRetraction
 //     (V5: an error report the store cannot commit is kept and applied once it commits;
 //     meanwhile nothing is said as current).

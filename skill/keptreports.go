@@ -23,9 +23,17 @@ import (
 // owe a retraction that the ledger does not know yet. Only a report whose
 // marks were refused (models.ErrReportRefused: malformed) is dropped.
 //
+// With Config.KeptReportsFile set, the kept reports are also saved there
+// (keptfile.go) each time one is kept or applied, and New restores them:
+// a report kept when the server stops or is killed is applied after it
+// starts again, and until then its patient's turns say nothing as
+// current, as before the stop. Without the file, or when saving to it
+// fails (logged at ERROR), a report lives in memory only.
+//
 // At most keptPerPatient reports per patient and keptPatients patients are
-// kept; a report beyond either, and every report still kept at Close, is
-// lost: logged at ERROR and counted (LostReports).
+// kept; a report beyond either is lost: logged at ERROR and counted
+// (LostReports). So is every report still kept at Close that the file
+// does not hold.
 
 const (
 	keptPerPatient = 16
@@ -66,6 +74,60 @@ type keptReports struct {
 	closed bool
 	lost   int
 	first  time.Duration // the first retry's delay (keptRetryFirst; tests shorten it)
+	// file is Config.KeptReportsFile ("": memory only); saved reports
+	// whether it holds the queues as they are (the last save succeeded).
+	file  string
+	saved bool
+}
+
+// saveKeptLocked writes the queues to the kept-reports file, if there is one,
+// and logs at ERROR when that fails (the reports then live in memory
+// only until a later save succeeds). The caller holds k.mu.
+func (s *Skill) saveKeptLocked() {
+	k := &s.kept
+	if k.file == "" {
+		return
+	}
+	b, err := encodeKept(k.queues)
+	if err == nil {
+		err = writeKeptFile(k.file, b)
+	}
+	k.saved = err == nil
+	if err != nil {
+		s.log.Error("alexa error reports NOT SAVED: kept in memory only, so a restart before the store commits again loses them", "file", k.file, "err", err)
+	}
+}
+
+// restoreKept reads the kept-reports file and keeps every report it holds,
+// in order, each patient's retry timer armed (keptRetryFirst). Errors are
+// readKeptFile's.
+func (s *Skill) restoreKept() error {
+	k := &s.kept
+	entries, err := readKeptFile(k.file)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.saved = true
+	for _, e := range entries {
+		q := k.queues[e.patient]
+		if q == nil {
+			if k.queues == nil {
+				k.queues = map[string]*keptQueue{}
+			}
+			q = &keptQueue{delay: keptRetryFirst}
+			k.queues[e.patient] = q
+			patient := e.patient
+			q.timer = time.AfterFunc(q.delay, func() { s.retryKept(patient) })
+		}
+		q.reports = append(q.reports, e.report)
+	}
+	for patient, q := range k.queues {
+		s.log.Warn("alexa error reports restored: kept when the server last stopped; applied once the store commits, nothing said as current meanwhile",
+			"patient", patient, "reports", len(q.reports), "file", k.file)
+	}
+	return nil
 }
 
 // withdrawn reports whether patient has a kept report, and the facts it
@@ -111,6 +173,7 @@ func (s *Skill) keepReport(patient, sid string, ms []models.Marked, err error) {
 		k.queues[patient] = q
 	}
 	q.reports = append(q.reports, keptReport{session: sid, marks: ms})
+	s.saveKeptLocked()
 	s.log.Warn("alexa error report kept: the ledger could not take it; applied once the store commits again, nothing said as current meanwhile",
 		"patient", patient, "session", sid, "marks", len(ms), "kept", len(q.reports), "err", err)
 	if q.timer == nil {
@@ -152,6 +215,7 @@ func (s *Skill) applyKept(ctx context.Context, patient string, timeout time.Dura
 				}
 				delete(k.queues, patient)
 			}
+			s.saveKeptLocked()
 		}
 		k.mu.Unlock()
 		if err != nil {
@@ -203,9 +267,10 @@ func (s *Skill) LostReports() int {
 	return s.kept.lost
 }
 
-// Close stops the retry timers; every report still kept is lost, logged
-// at ERROR with its patient. Reports that come after are lost too. Safe
-// to call more than once.
+// Close stops the retry timers. Every report still kept stays in the
+// kept-reports file when the file holds it (logged at WARN: applied after
+// the next start); otherwise it is lost, logged at ERROR with its patient.
+// Reports that come after are lost too. Safe to call more than once.
 func (s *Skill) Close() {
 	k := &s.kept
 	k.mu.Lock()
@@ -214,6 +279,12 @@ func (s *Skill) Close() {
 	for patient, q := range k.queues {
 		if q.timer != nil {
 			q.timer.Stop()
+		}
+		if k.file != "" && k.saved {
+			s.log.Warn("alexa error reports still kept at shutdown are saved; applied after the server starts again",
+				"patient", patient, "reports", len(q.reports), "file", k.file)
+			delete(k.queues, patient)
+			continue
 		}
 		k.lost += len(q.reports)
 		s.log.Error("alexa error reports LOST at shutdown: the ledger never took them; their retractions may never be said",

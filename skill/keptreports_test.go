@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,8 +26,14 @@ var errStoreLocked = errors.New("store: heard ledger: begin: context deadline ex
 // new request id each), not yet posted.
 func reportedRig(t *testing.T, first time.Duration, fails ...error) (*rig, []models.Marked, func() []byte) {
 	t.Helper()
+	return reportedRigWith(t, first, nil, fails...)
+}
+
+// reportedRigWith is reportedRig with the skill's Config changed by mutate.
+func reportedRigWith(t *testing.T, first time.Duration, mutate func(*Config), fails ...error) (*rig, []models.Marked, func() []byte) {
+	t.Helper()
 	wbURI := models.NewURI(models.AudienceUser, "ray", "weight_bearing")
-	r := newRig(t, nil)
+	r := newRig(t, mutate)
 	r.skill.kept.first = first
 	t.Cleanup(r.skill.Close)
 	if err := r.care.MarkHeard(context.Background(), "ray", wbURI, 2, models.Hearing{}); err != nil {
@@ -177,4 +186,158 @@ func TestKeptReports_ReportsBeyondTheBoundOrKeptAtCloseAreCountedLost(t *testing
 	if l := linesWith(r.logs.String(), "LOST"); len(l) != 2 || !strings.Contains(l[0], "level=ERROR") {
 		t.Errorf("lost lines: %q", l)
 	}
+}
+
+// restart stands for the server starting again after it stopped or died:
+// a new Skill, on the same care source (the ledger outlives the process)
+// with the old one's Config changed by mutate, served from a new address;
+// nothing runs on the old skill any more (its retry timers are an hour
+// away in these tests). It returns the new skill.
+func (r *rig) restart(mutate func(*Config)) *Skill {
+	r.t.Helper()
+	cfg := r.skill.cfg
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s, err := New(cfg, r.care, r.links)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(s.Close)
+	r.skill = s
+	r.srv = httptest.NewServer(s)
+	r.t.Cleanup(r.srv.Close)
+	return s
+}
+
+// P-24, finding V5 after a restart: a report the store could not take is
+// saved in the kept-reports file as it is kept, so a server that dies
+// before the store commits again applies it after it starts — before the
+// restarted server's first turn, which says the retraction again — and
+// then removes the file. Twin: without the file, the restarted server
+// knows nothing of the report and never applies it.
+func TestKeptReports_AReportKeptWhenTheServerDiesIsAppliedAfterItStartsAgain(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "unsay.db.kept-reports")
+	withFile := func(c *Config) { c.KeptReportsFile = file }
+	r, want, report := reportedRigWith(t, time.Hour, withFile, errStoreLocked, errStoreLocked)
+	r.postReport(report())
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the kept report was not saved: %v", err)
+	}
+	if calls := r.care.notPlayedCalls(); len(calls) != 0 {
+		t.Fatalf("applied while the store was locked: %v", calls)
+	}
+	r.care.mu.Lock()
+	r.care.failNotPlayed = nil // the store commits again, after the restart
+	r.care.mu.Unlock()
+	s := r.restart(nil)
+	after, _ := r.turn(reqOpts{Session: "sG"})
+	if got := plain(after); !strings.HasPrefix(got, saidAgain) {
+		t.Errorf("the restarted server's first turn: %q", got)
+	}
+	if calls := r.care.notPlayedCalls(); len(calls) != 1 || !slices.Equal(calls[0], want) {
+		t.Fatalf("applied %v, want once %v", calls, want)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file outlived its last report: %v", err)
+	}
+	if n := s.LostReports(); n != 0 {
+		t.Errorf("lost %d", n)
+	}
+	if l := linesWith(r.logs.String(), "alexa error reports restored"); len(l) != 1 || !strings.Contains(l[0], "patient=ray") {
+		t.Errorf("want one restored line naming ray:\n%s", r.logs.String())
+	}
+
+	t.Run("twin: without the file the restart forgets it", func(t *testing.T) {
+		r, _, report := reportedRig(t, time.Hour, errStoreLocked)
+		r.postReport(report())
+		r.restart(nil)
+		r.turn(reqOpts{Session: "sG"})
+		if calls := r.care.notPlayedCalls(); len(calls) != 0 {
+			t.Fatalf("applied %v with no file to restore it from", calls)
+		}
+	})
+}
+
+// Finding V5: a report still kept when the server stops is not lost when
+// the kept-reports file holds it (logged at WARN, applied after the next
+// start); twin: when saving it failed (here: its folder is gone), it is
+// logged NOT SAVED when kept and counted lost at Close, as without a file.
+func TestKeptReports_AReportKeptAtCloseIsLostOnlyWhenItsFileCouldNotHoldIt(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kept")
+	r, _, report := reportedRigWith(t, time.Hour, func(c *Config) { c.KeptReportsFile = file }, errStoreLocked)
+	r.postReport(report())
+	r.skill.Close()
+	if n := r.skill.LostReports(); n != 0 {
+		t.Errorf("lost %d with the report saved", n)
+	}
+	if l := linesWith(r.logs.String(), "still kept at shutdown are saved"); len(l) != 1 || !strings.Contains(l[0], "level=WARN") {
+		t.Errorf("want one WARN line saying it is saved:\n%s", r.logs.String())
+	}
+	entries, err := readKeptFile(file)
+	if err != nil || len(entries) != 1 || entries[0].patient != "ray" {
+		t.Fatalf("the file holds %+v (%v), want ray's report", entries, err)
+	}
+
+	t.Run("twin: unsaved, it is lost", func(t *testing.T) {
+		gone := filepath.Join(t.TempDir(), "no-such-folder", "kept")
+		r, _, report := reportedRigWith(t, time.Hour, func(c *Config) { c.KeptReportsFile = gone }, errStoreLocked)
+		r.postReport(report())
+		if l := linesWith(r.logs.String(), "NOT SAVED"); len(l) != 1 || !strings.Contains(l[0], "level=ERROR") {
+			t.Errorf("want one ERROR line NOT SAVED:\n%s", r.logs.String())
+		}
+		r.skill.Close()
+		if n := r.skill.LostReports(); n != 1 {
+			t.Errorf("lost %d, want 1", n)
+		}
+	})
+}
+
+// A kept-reports file that is not one (another format, a forged patient
+// or URI, trailing data) stops New with an error naming the file, rather
+// than starting as if no report were owed; twin: an absent file, and the
+// file encodeKept writes, start.
+func TestKeptReports_ANewSkillRefusesAKeptReportsFileItCannotRead(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"version":1,"reports":[{"patient":"ray","session":"sE","marks":[{"uri":"care://ray/weight_bearing","heardBefore":2,"from":2,"version":3,"response":"r1"}]}]}`
+	for name, body := range map[string]string{
+		"not JSON":           `kept`,
+		"another version":    `{"version":2,"reports":[]}`,
+		"an unknown field":   `{"version":1,"reports":[],"extra":1}`,
+		"trailing data":      good + `{}`,
+		"an invalid patient": `{"version":1,"reports":[{"patient":"Ray Smith","session":"s","marks":[]}]}`,
+		"a versioned URI":    `{"version":1,"reports":[{"patient":"ray","session":"s","marks":[{"uri":"care://ray/weight_bearing/v2","version":2}]}]}`,
+		"another's URI":      `{"version":1,"reports":[{"patient":"ray","session":"s","marks":[{"uri":"care://bob/weight_bearing","version":2}]}]}`,
+		"version zero":       `{"version":1,"reports":[{"patient":"ray","session":"s","marks":[{"uri":"care://ray/weight_bearing","version":0}]}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := New(Config{KeptReportsFile: file}, rayCare(), nil)
+			if err == nil || !strings.Contains(err.Error(), file) {
+				t.Fatalf("New = %v, want an error naming %s", err, file)
+			}
+		})
+	}
+	t.Run("twin: absent, and as written, it starts", func(t *testing.T) {
+		s, err := New(Config{KeptReportsFile: filepath.Join(dir, "absent")}, rayCare(), nil)
+		if err != nil {
+			t.Fatalf("absent: %v", err)
+		}
+		s.Close()
+		file := filepath.Join(dir, "good")
+		if err := os.WriteFile(file, []byte(good), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err = New(Config{KeptReportsFile: file}, rayCare(), nil)
+		if err != nil {
+			t.Fatalf("as written: %v", err)
+		}
+		defer s.Close()
+		if changed, kept := s.kept.withdrawn("ray"); !kept || len(changed) != 1 {
+			t.Errorf("restored %v (kept %v), want the walking fact", changed, kept)
+		}
+	})
 }

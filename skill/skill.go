@@ -84,6 +84,12 @@ type Config struct {
 	HTTPClient *http.Client
 	// Fetcher, if set, replaces HTTPClient for chain downloads (tests).
 	Fetcher CertFetcher
+	// KeptReportsFile, when set, is where the error reports the ledger
+	// could not take yet are saved, so a stop or crash loses none: New
+	// restores them, and their patients' turns say nothing as current
+	// until they are applied (keptreports.go, keptfile.go). Its folder
+	// must exist and be writable. Empty: in memory only.
+	KeptReportsFile string
 	// TestPause is for whole-program tests of P-24 only: it holds every
 	// response that carries something to mark heard, at one point of its
 	// delivery, so a test can kill the server there. Zero: off. The
@@ -139,8 +145,9 @@ type Skill struct {
 
 // New returns a Skill. care is required; links may be nil (then no device
 // can link and only DefaultPatient is served). It fails on a nil care, an
-// invalid DefaultPatient, a CertOverrides URL that breaks the certificate
-// URL rules, or an unreadable override file.
+// invalid DefaultPatient, a KeptReportsFile that cannot be read or is not
+// one, a CertOverrides URL that breaks the certificate URL rules, or an
+// unreadable override file.
 func New(cfg Config, care CareSource, links Links) (*Skill, error) {
 	if care == nil {
 		return nil, errors.New("skill: a CareSource is required")
@@ -193,6 +200,12 @@ func New(cfg Config, care CareSource, links Links) (*Skill, error) {
 			return nil, err
 		}
 		s.verifier = v
+	}
+	// Last: restoring arms the kept reports' retry timers.
+	if s.kept.file = cfg.KeptReportsFile; s.kept.file != "" {
+		if err := s.restoreKept(); err != nil {
+			return nil, fmt.Errorf("skill: kept error reports %s: %w (move it aside to start without them: their retractions may then never be said)", s.kept.file, err)
+		}
 	}
 	return s, nil
 }

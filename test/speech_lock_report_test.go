@@ -22,14 +22,21 @@ import (
 // skill's 5 s. The report is kept, not dropped: once the lock is released
 // the next turn says the retraction again, saying so. Twin: the same
 // report with the database free re-opens it at once (the restart test's
-// twin and TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain).
+// twin and TestNotPlayed_AnErrorReportMakesTheRetractionOwedAgain). And
+// when the server is killed (SIGKILL) while the report is kept, the
+// server started again after the lock is released applies it from
+// unsay.db.kept-reports and says the retraction again all the same.
 func TestSpeechSafety_AnErrorReportThatMeetsALockedDatabaseStillOwesTheRetraction(t *testing.T) {
-	for _, locked := range []bool{true, false} {
-		name := "the report meets a locked database"
-		if !locked {
-			name = "twin: the database is free"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		locked, killed bool
+	}{
+		{"the report meets a locked database", true, false},
+		{"the server is killed while the report is kept", true, true},
+		{"twin: the database is free", false, false},
+	} {
+		locked := c.locked
+		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			heardAndRevised(t, dir)
 			s := startWith(t, safetyPart, harness.Options{Dir: dir, Args: []string{"--alexa-verify=false", "--default-patient", "ray"}})
@@ -53,13 +60,28 @@ func TestSpeechSafety_AnErrorReportThatMeetsALockedDatabaseStillOwesTheRetractio
 			end["session"].(map[string]any)["attributes"] = r1.Body.SessionAttributes
 			end["request"].(map[string]any)["error"] = map[string]any{"type": "DEVICE_COMMUNICATION_ERROR", "message": "not played"}
 			ask(t, s, end)
+			if c.killed {
+				if !strings.Contains(s.Output(), "alexa error report kept") {
+					t.Fatalf("no line saying the report was kept:\n%s", s.Output())
+				}
+				s.Kill()
+				release()
+				var err error
+				if s, err = s.Restart(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Stop() })
+			}
 			release()
 
 			next := launchUntilStop(t, s, dev)
 			if !strings.HasPrefix(next, "Stop — as I may not have told you properly: your walking instruction has changed.") || !strings.Contains(next, revision) {
 				t.Fatalf("after the error report: %q\n%s", next, s.Output())
 			}
-			if locked && !strings.Contains(s.Output(), "alexa error report kept") {
+			if c.killed && !strings.Contains(s.Output(), "alexa error reports restored") {
+				t.Errorf("no line saying the report was restored:\n%s", s.Output())
+			}
+			if locked && !c.killed && !strings.Contains(s.Output(), "alexa error report kept") {
 				t.Errorf("no line saying the report was kept:\n%s", s.Output())
 			}
 		})

@@ -293,6 +293,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Several instances may serve the skill: a request one accepted is
 		// refused by every other (P-22; store/alexareplay.go).
 		skillCfg.SharedReplays = a.Store
+	} else if skillCfg.KeptReportsFile == "" {
+		// Error reports the ledger could not take yet are saved beside
+		// the database, so a stop or crash loses none (skill/keptfile.go).
+		skillCfg.KeptReportsFile = KeptReportsFile(cfg.DB)
 	}
 	if skillCfg.TestPause.For > 0 {
 		a.notes = append(a.notes, "TEST PAUSE "+skillCfg.TestPause.At+" "+skillCfg.TestPause.For.String()+" on Alexa responses ("+TestPauseEnv+", tests only)")
@@ -350,6 +354,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// KeptReportsFile is where a server on the SQLite database at db saves
+// the Alexa error reports its ledger could not take yet: db's path (without
+// a "file:" prefix) + ".kept-reports". With Postgres they are kept in
+// memory only unless Config.Alexa.KeptReportsFile names a file.
+func KeptReportsFile(db string) string {
+	return strings.TrimPrefix(db, "file:") + ".kept-reports"
 }
 
 func applyDefaults(cfg *Config) {
