@@ -305,6 +305,7 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 		{[]string{"--seed", "demmo"}, []string{"--seed", "demo, bench or none"}},
 		{[]string{"--log-level", "loud"}, []string{"--log-level", "debug, info, warn or error"}},
 		{[]string{"--addr", "8080"}, []string{"--addr", "host:port"}},
+		{[]string{"--kept-reports-file", "/no/such/folder/kept"}, []string{"--kept-reports-file", "/no/such/folder/kept", "its folder must exist"}},
 	} {
 		// Proactive notifications are off (no --alexa-client-id): the flags are checked anyway.
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db")}, tc.args...)
@@ -347,10 +348,11 @@ func TestServe_ValidatesEveryFlagAtStartWithTheValidForms(t *testing.T) {
 // start, an origin (with or without a trailing
 // "/"), a public URL whose only path is "/" — start the server; and with
 // UNSAY_KMS_KEY_ID set, --envelope kms passes the flag check and is
-// refused by the envelope for what else it lacks (here AWS_REGION).
+// refused by the envelope for what else it lacks (here AWS_REGION); a
+// --kept-reports-file in a folder that exists.
 func TestServe_TheValidFormsOfTheCheckedFlagsStart(t *testing.T) {
 	s := startServe(t, "--alert-budget", "10", "--quiet-hours", "22:00-07:00", "--allowed-origin", "https://app.example", "--allowed-origin", "https://app.example:8443/",
-		"--public-url", "http://127.0.0.1:18899/")
+		"--public-url", "http://127.0.0.1:18899/", "--kept-reports-file", filepath.Join(t.TempDir(), "kept"))
 	if s.url == "" {
 		t.Fatal("no banner")
 	}

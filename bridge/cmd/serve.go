@@ -77,6 +77,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	alexaRoots := fs.String("alexa-roots", "", "PEM file of extra trust roots for Alexa certificate chains")
 	fs.Var(&alexaCerts, "alexa-cert", "URL=PEMFILE: serve that certificate URL's chain from a file (repeatable; tests)")
 	defaultPatient := fs.String("default-patient", "", "patient of an unlinked Alexa device that sends no account-linking token (demo only)")
+	keptReports := fs.String("kept-reports-file", "", "file saving the Alexa error reports the store could not take yet, so a restart loses none (default: beside the SQLite database; none with Postgres)")
 	speechURL := fs.String("speech-mcp-url", "", "MCP endpoint of a remote Unsay for the speech principal (default: this server)")
 	speechToken := fs.String("speech-token", "", "bearer token for --speech-mcp-url (care.read.user only; default: minted)")
 	fs.Var(&speechPatients, "speech-patient", "patient the speech principal follows from the start (repeatable)")
@@ -202,7 +203,12 @@ func cmdServe(ctx context.Context, args []string) error {
 			cfg.TokenPublicKeyPEM = b
 		}
 	}
-	cfg.Alexa = skill.Config{SkillID: *skillID, Verify: *alexaVerify, DefaultPatient: *defaultPatient}
+	cfg.Alexa = skill.Config{SkillID: *skillID, Verify: *alexaVerify, DefaultPatient: *defaultPatient, KeptReportsFile: *keptReports}
+	if *keptReports != "" {
+		if fi, err := os.Stat(filepath.Dir(*keptReports)); err != nil || !fi.IsDir() {
+			bad("kept-reports-file", "%s: its folder must exist", *keptReports)
+		}
+	}
 	if *defaultPatient != "" && !models.ValidID(*defaultPatient) {
 		bad("default-patient", "%q: a patient id is 1–64 characters of a-z 0-9 _ . -", *defaultPatient)
 	}
