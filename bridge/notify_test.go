@@ -13,6 +13,7 @@ import (
 
 	"github.com/unsay/unsay/bridge/httpapi"
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 )
 
 func isEvent(prefix string) func(string) bool {
@@ -384,5 +385,44 @@ func TestWatch_StartsAfterTheSeed(t *testing.T) {
 	c.waitForAll(t, "list_changed", "log care://ray/diet")
 	if n := histogramCount(h.srv.metrics.fanOut); n != 1 {
 		t.Errorf("%d changes fanned out after one publish, want 1", n)
+	}
+}
+
+// Breakit8 G6, the host's side: a version that only renewed the words
+// (the same words, another author) is not named as the change — the
+// retraction a host is handed names who changed the words, as the voice
+// does. Twin: a version with new words is named, whoever wrote the one
+// before it.
+func TestRetraction_NamesWhoChangedTheWordsNotWhoRenewedThem(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(h.token("host", userScopes))
+	ctx := context.Background()
+	const uri = "care://ray/weight_bearing"
+	byMensah := func(value string) {
+		t.Helper()
+		p := models.Principal{Subject: "mensah", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"ray"}}
+		if _, err := h.st.Publish(ctx, p, store.PublishInput{Patient: "ray", Domain: "weight_bearing", Audience: models.AudienceUser,
+			Value: value, AuthorID: "mensah", AuthorLabel: "Dr Mensah, GP"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		t.Helper()
+		res, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := res.Contents[0].Meta[MetaRetraction].(string)
+		return r
+	}
+	read()                                                                                // v2, the seed's
+	h.publish("weight_bearing", models.AudienceUser, "Full weight-bearing as tolerated.") // v3: Sarah Okafor changes the words
+	byMensah("Full weight-bearing as tolerated.")                                         // v4: Dr Mensah renews them
+	if r := read(); !strings.Contains(r, "Sarah Okafor") || strings.Contains(r, "Mensah") {
+		t.Errorf("retraction %q should name Sarah Okafor, who changed the words, not Dr Mensah, who renewed them", r)
+	}
+	byMensah("Walk with one crutch, full weight as tolerated.") // v5: Dr Mensah changes them
+	if r := read(); !strings.Contains(r, "Dr Mensah") || strings.Contains(r, "Sarah Okafor") {
+		t.Errorf("twin: retraction %q should name Dr Mensah, who changed the words", r)
 	}
 }

@@ -354,7 +354,7 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 			m.Retraction = s.retractionSince(ctx, p, v, lastRead, now)
 		}
 		if st, _ := s.sessionOf(req); st != nil {
-			if sr := s.noteRead(st, v.WithoutAudioData(), now); lastRead == 0 {
+			if sr := s.noteRead(ctx, p, st, v.WithoutAudioData(), now); lastRead == 0 {
 				m.Retraction = sr
 			}
 		}
@@ -416,11 +416,36 @@ func (s *Server) retractionSince(ctx context.Context, p models.Principal, v mode
 	if v.Audience != models.AudienceUser || n >= v.N {
 		return ""
 	}
-	pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(n).String())
-	if err != nil || !p.CanRead(pr.Version.Patient, pr.Version.Audience) {
+	heard, ok := s.readVersion(ctx, p, v.FactURI(), n)
+	if !ok {
 		return ""
 	}
-	r, err := models.RenderRetraction(pr.Version, v, now)
+	return s.retraction(ctx, p, heard, v, now)
+}
+
+// readVersion reads version n of fact as p (false: p cannot read it, or
+// the store failed).
+func (s *Server) readVersion(ctx context.Context, p models.Principal, fact models.URI, n int) (models.Version, bool) {
+	pr, err := s.st.Read(ctx, p, fact.WithVersion(n).String())
+	if err != nil || !p.CanRead(pr.Version.Patient, pr.Version.Audience) {
+		return models.Version{}, false
+	}
+	return pr.Version, true
+}
+
+// retraction is the sentence a host says to withdraw heard by current
+// (P-17): models.RenderRetractionBy naming, as the voice does, the version
+// that first said current's words as who changed them and when
+// (models.ChangedBy, versions read as p; breakit8 G6). "" when the words
+// are unchanged or either version is assistant-only.
+func (s *Server) retraction(ctx context.Context, p models.Principal, heard, current models.Version, now time.Time) string {
+	changer := current
+	if by := models.ChangedBy(heard, current, func(n int) (models.Version, bool) {
+		return s.readVersion(ctx, p, current.FactURI(), n)
+	}); by != nil {
+		changer = *by
+	}
+	r, err := models.RenderRetractionBy(heard, current, changer, now)
 	if err != nil {
 		return ""
 	}
@@ -431,7 +456,7 @@ func (s *Server) retractionSince(ctx context.Context, p models.Principal, v mode
 // retraction of the version it read before, if any: never on a first read,
 // never for assistant content, never when the words are unchanged, never
 // twice for the same pair (P-17, P-19).
-func (s *Server) noteRead(st *sessionState, v models.Version, now time.Time) string {
+func (s *Server) noteRead(ctx context.Context, p models.Principal, st *sessionState, v models.Version, now time.Time) string {
 	if v.Audience != models.AudienceUser {
 		return ""
 	}
@@ -445,11 +470,7 @@ func (s *Server) noteRead(st *sessionState, v models.Version, now time.Time) str
 	if !had || prev.N >= v.N {
 		return ""
 	}
-	r, err := models.RenderRetraction(prev, v, now)
-	if err != nil {
-		return ""
-	}
-	return r
+	return s.retraction(ctx, p, prev, v, now)
 }
 
 // lastReadOf returns the version the session last read of the fact, if any.

@@ -199,9 +199,7 @@ func (s *Server) whatsChanged(ctx context.Context, req *mcp.CallToolRequest, in 
 			}
 		}
 		if prev != nil {
-			if sentence, err := models.RenderRetraction(*prev, v, now); err == nil {
-				r.Retraction = sentence
-			}
+			r.Retraction = s.retraction(ctx, p, *prev, v, now)
 		}
 		out.Changes = append(out.Changes, r)
 	}

@@ -210,7 +210,7 @@ func (s *Server) instruction(ctx context.Context, p models.Principal, st *sessio
 		if read, ok := st.lastReadOf(v.FactURI()); ok && read.N < v.N {
 			in.PreviousValue, in.PreviousVersion = read.Value, read.N
 		}
-		in.Retraction = s.noteRead(st, v, now)
+		in.Retraction = s.noteRead(ctx, p, st, v, now)
 	}
 	if in.PreviousVersion == 0 && v.N > 1 {
 		if pr, err := s.st.Read(ctx, p, v.FactURI().WithVersion(v.N-1).String()); err == nil && pr.Version.Audience == models.AudienceUser {

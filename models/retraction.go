@@ -48,7 +48,39 @@ const (
 // "Stop — your exercise count has changed. …"), and ErrUnchanged needs the
 // same sound as well as the same words.
 func RenderRetraction(heard, current Version, now time.Time) (string, error) {
-	return renderRetraction(heard, current, current, now, false, Withdrawal{Told: &heard})
+	return RenderRetractionBy(heard, current, current, now)
+}
+
+// RenderRetractionBy is RenderRetraction naming changer — the version that
+// first said current's words (ChangedBy), or current — as who changed them
+// and when: a later version that only renewed the words (a new review
+// date, author or priority) is never named as the change (breakit8 G6).
+// Errors are RenderRetraction's.
+func RenderRetractionBy(heard, current, changer Version, now time.Time) (string, error) {
+	return renderRetraction(heard, current, changer, now, false, Withdrawal{Told: &heard})
+}
+
+// MaxRenewalsBack bounds how many versions before a retraction's current
+// version ChangedBy reads back: 8.
+const MaxRenewalsBack = 8
+
+// ChangedBy returns, for a retraction of heard by current, the version
+// that first said current's words: the oldest of the versions after heard,
+// read back from current one by one through read (version n of the fact;
+// false: it cannot be read), that say them (SaysTheSameAs) — the later
+// ones only renewed them (breakit8 G6). Nil when current is that version,
+// and when the version before it cannot be read (the retraction then names
+// current's author); at most MaxRenewalsBack versions are read.
+func ChangedBy(heard, current Version, read func(n int) (Version, bool)) *Version {
+	var by *Version
+	for n := current.N - 1; n > heard.N && n >= current.N-MaxRenewalsBack; n-- {
+		v, ok := read(n)
+		if !ok || !v.SaysTheSameAs(current) {
+			break
+		}
+		by = &v
+	}
+	return by
 }
 
 // SaysTheSameAs reports whether v says w's words: the same text (after

@@ -129,29 +129,17 @@ func (p *Principal) Turn(ctx context.Context, patient string) (models.Snapshot, 
 	return snap, nil
 }
 
-// maxRenewalsBack bounds how many versions before a retraction's Current
-// changedBy reads back looking for the one that first said its words.
-const maxRenewalsBack = 8
-
 // changedBy returns, for the retraction a, the version that first said
-// a.Current's words — the oldest of the versions after a.Heard, read back
-// from a.Current one by one, that say them (models.Version.SaysTheSameAs):
-// the later ones only renewed the words, and the retraction names who
-// changed them and when, never who renewed them (breakit8 G6). Nil when
-// a.Current is that version, and when a version cannot be read back (the
-// retraction then names a.Current's author, as before); at most
-// maxRenewalsBack versions are read.
+// a.Current's words (models.ChangedBy: the retraction names who changed
+// them and when, never who renewed them; breakit8 G6), each version read
+// back over up. Nil when a.Current is that version, and when a version
+// cannot be read back.
 func (p *Principal) changedBy(ctx context.Context, up upstream, a models.Announcement) *models.Version {
-	var by *models.Version
 	u := a.Current.FactURI()
-	for n := a.Current.N - 1; n > a.Heard.N && n >= a.Current.N-maxRenewalsBack; n-- {
+	return models.ChangedBy(*a.Heard, a.Current, func(n int) (models.Version, bool) {
 		v, err := p.versionAt(ctx, up, u, n)
-		if err != nil || !v.SaysTheSameAs(a.Current) {
-			break
-		}
-		by = &v
-	}
-	return by
+		return v, err == nil
+	})
 }
 
 // mayAlso returns, for the retraction a (its Heard, HeardUnsure and Told
