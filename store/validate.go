@@ -419,7 +419,7 @@ func NormalizeWords(s string) string {
 		return s
 	}
 	s = norm.NFC.String(s)
-	if folded := strings.Map(foldPasted, s); strings.ContainsFunc(folded, isVisible) {
+	if folded := dropJoinersInLatinWords(strings.Map(foldPasted, s)); strings.ContainsFunc(folded, isVisible) {
 		s = folded
 	}
 	s = strings.TrimSpace(s)
@@ -439,6 +439,33 @@ func NormalizeWords(s string) string {
 	}
 	return b.String()
 }
+
+// dropJoinersInLatinWords drops each zero-width joiner or non-joiner
+// (U+200D, U+200C) and variation selector (U+FE00–U+FE0F) that stands
+// between two Latin letters ("walk\u200ding"): there it changes neither how
+// the word looks nor how it sounds (R1). Where a script or an emoji needs
+// one — a ZWJ emoji sequence, an Indic half-form, a keycap "1\ufe0f\u20e3" —
+// a neighbour is not a Latin letter and it stays.
+func dropJoinersInLatinWords(s string) string {
+	if !strings.ContainsAny(s, "\u200c\u200d") && !strings.ContainsFunc(s, isVariationSelector) {
+		return s
+	}
+	rs := []rune(s)
+	latin := func(i int) bool {
+		return i >= 0 && i < len(rs) && unicode.IsLetter(rs[i]) && unicode.Is(unicode.Latin, rs[i])
+	}
+	out := rs[:0:0]
+	for i, r := range rs {
+		if (r == 0x200C || r == 0x200D || isVariationSelector(r)) && latin(i-1) && latin(i+1) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+// isVariationSelector reports whether r is one of U+FE00–U+FE0F.
+func isVariationSelector(r rune) bool { return r >= 0xFE00 && r <= 0xFE0F }
 
 // foldPasted maps a no-break, fixed-width or ideographic space to U+0020
 // and a line or paragraph separator to a line break, and drops an

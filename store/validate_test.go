@@ -384,6 +384,9 @@ func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing
 		"Call the caf\u00e9 ward\u2062 on 01632 960 100.", "Call the caf\u00e9 ward on 01632 960\u180e 100.",
 		"Call the caf\u00e9 w\u034fard on 01632 960 100.", "Call the caf\u00e9 ward on\U0001D173 01632 960 100.",
 		"Call the caf\u00e9\u3000ward on 01632 960 100.",
+		// R1: a joiner or variation selector inside a Latin word.
+		"Call the caf\u00e9 wa\u200drd on 01632 960 100.", "Call the caf\u00e9 ward o\ufe0en 01632 960 100.",
+		"Ca\ufe0fll the caf\u00e9 ward on 01632 960 100.", "Call the caf\u00e9 w\u200card on 01632 960 100.",
 	} {
 		if r := mustPublish(t, s, writer, in("contact", models.AudienceUser, same)); !r.Unchanged || r.Version.N != first.Version.N {
 			t.Errorf("%+q: %+v, want unchanged at version %d", same, r, first.Version.N)
@@ -395,6 +398,9 @@ func TestPublish_WordsThatDifferOnlyInUnicodeFormOrSpacesAreUnchanged(t *testing
 	for raw, want := range map[string]string{
 		"a  b \nc\t\td\r\n  e":           "a b\nc\t\td\r\n e",
 		"\U0001F469\u200d\u2695\ufe0f":   "\U0001F469\u200d\u2695\ufe0f",   // the joiner an emoji needs stays
+		"\u0915\u094d\u200d\u0937":       "\u0915\u094d\u200d\u0937",       // and an Indic half-form's
+		"Press 1\ufe0f\u20e3 now.":       "Press 1\ufe0f\u20e3 now.",       // and a keycap's selector
+		"walk\u200ding, w\ufe0falk":      "walking, walk",                  // R1: but not one inside a Latin word
 		"\u200f\u05e9\u05dc\u05d5\u05dd": "\u200f\u05e9\u05dc\u05d5\u05dd", // and a direction mark
 		"\u200b":                         "\u200b",                         // alone, for Validate to refuse as invisible
 		"Line one.\tTabbed.":             "Line one.\tTabbed.",
