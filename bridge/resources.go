@@ -100,6 +100,17 @@ const (
 // a version at or past the one served yields no retraction.
 const MetaLastReadVersion = "unsay/lastReadVersion"
 
+// MetaListPatient is the _meta key of a resources/list request (params
+// _meta) naming one patient id: the list then holds only that patient's
+// facts the principal may read — no other patient's, and not
+// ui://unsay/echo — still paged at PageSize with key cursors (P-11), the
+// same key sent with every page. A patient the principal is not bound to
+// lists nothing; a value that is not a patient id is -32602. It lets the
+// speech principal confirm one patient's facts at a turn (P-24) in pages
+// of his facts alone, however many patients it follows; a client that
+// does not send it lists everything, as before.
+const MetaListPatient = "unsay/patient"
+
 // readPrincipal is the principal of one MCP request: from req.Extra.TokenInfo,
 // verified on this very HTTP request — never from the handler's context,
 // which holds the initialize request's token. No token: the zero principal,
@@ -161,6 +172,40 @@ func (s *Server) listEntries(ctx context.Context, p models.Principal) ([]*mcp.Re
 	return out, nil
 }
 
+// listPatient reads MetaListPatient from a resources/list request's
+// params: the patient and true when it is set; -32602 when it is set to
+// anything but a patient id.
+func listPatient(params *mcp.ListResourcesParams) (string, bool, error) {
+	if params == nil || params.Meta == nil {
+		return "", false, nil
+	}
+	v, set := params.Meta[MetaListPatient]
+	if !set {
+		return "", false, nil
+	}
+	patient, ok := v.(string)
+	if !ok || !models.ValidID(patient) {
+		return "", false, invalidParams(fmt.Sprintf("_meta %q must be a patient id (1–64 characters of a-z 0-9 _ . -)", MetaListPatient))
+	}
+	return patient, true, nil
+}
+
+// patientEntries is the list of patient's facts p may read, in URI order
+// (MetaListPatient): listEntries for p narrowed to that one patient,
+// without ui://unsay/echo; none when p is not bound to patient.
+func (s *Server) patientEntries(ctx context.Context, p models.Principal, patient string) ([]*mcp.Resource, error) {
+	if !p.CanAccessPatient(patient) {
+		return nil, nil
+	}
+	narrowed := p
+	narrowed.Patients = []string{patient}
+	entries, err := s.listEntries(ctx, narrowed)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(entries, func(r *mcp.Resource) bool { return r.URI == EchoURI }), nil
+}
+
 // factResource is f's list entry at the server clock now. Its _meta
 // (models.ListMeta) names the current version, its hash and its staleness,
 // so a client holding that version confirms it without reading it again.
@@ -219,7 +264,15 @@ func (s *Server) listResources(ctx context.Context, req *mcp.ListResourcesReques
 		}
 		after = key
 	}
-	entries, err := s.listEntries(ctx, p)
+	var entries []*mcp.Resource
+	var err error
+	if patient, filtered, ferr := listPatient(req.Params); ferr != nil {
+		return nil, ferr
+	} else if filtered {
+		entries, err = s.patientEntries(ctx, p, patient)
+	} else {
+		entries, err = s.listEntries(ctx, p)
+	}
 	if err != nil {
 		s.logger.ErrorContext(ctx, "resources/list: store list failed", "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error"}

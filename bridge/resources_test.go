@@ -3,13 +3,16 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/unsay/unsay/models"
+	"github.com/unsay/unsay/store"
 	"github.com/unsay/unsay/web"
 )
 
@@ -307,5 +310,68 @@ func TestSubscribe_RefusesNonCanonicalAndUnreadable(t *testing.T) {
 	}
 	if n := h.srv.Subscribers(models.NewURI(models.AudienceUser, "ray", "weight_bearing")); n != 0 {
 		t.Errorf("after unsubscribe Subscribers = %d, want 0", n)
+	}
+}
+
+// MetaListPatient: a list asked for one patient holds only that patient's
+// facts the principal may read — not another patient's, not the card —
+// still in pages of 3 over URI order with key cursors (P-11), the key sent
+// with each page; a patient the token is not bound to lists nothing, and
+// a value that is not a patient id is -32602. Twin: without the key the
+// same principal lists both patients and the card.
+func TestList_APatientFilterListsOnlyThatPatientsFactsInPagesOfThree(t *testing.T) {
+	h := newHarness(t)
+	writer := models.Principal{Subject: "okafor", Scopes: []models.Scope{models.ScopeWrite}, Patients: []string{"bob"}}
+	if _, err := h.st.Publish(context.Background(), writer, store.PublishInput{Patient: "bob", Domain: "weight_bearing", Audience: models.AudienceUser,
+		Value: "Non-weight-bearing.", AuthorID: "okafor", AuthorLabel: "Sarah Okafor, physio"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.connect(h.tokenFor("host", userScopes, time.Hour, "ray", "bob"))
+	ctx := context.Background()
+	listAll := func(meta mcp.Meta) (all []string, pages []int, err error) {
+		cursor := ""
+		for range 10 {
+			res, err := c.cs.ListResources(ctx, &mcp.ListResourcesParams{Meta: meta, Cursor: cursor})
+			if err != nil {
+				return all, pages, err
+			}
+			pages = append(pages, len(res.Resources))
+			all = append(all, uris(res.Resources)...)
+			if res.NextCursor == "" {
+				break
+			}
+			cursor = res.NextCursor
+		}
+		return all, pages, nil
+	}
+	ray, pages, err := listAll(mcp.Meta{MetaListPatient: "ray"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pages, []int{3, 2}) || !slices.IsSorted(ray) {
+		t.Errorf("ray's pages %v of %q, want [3 2] in URI order", pages, ray)
+	}
+	for _, u := range ray {
+		if !strings.HasPrefix(u, "care://ray/") {
+			t.Errorf("ray's list holds %s", u)
+		}
+	}
+	if bob, _, err := listAll(mcp.Meta{MetaListPatient: "bob"}); err != nil || !slices.Equal(bob, []string{"care://bob/weight_bearing"}) {
+		t.Errorf("bob's list %q (%v), want his one fact", bob, err)
+	}
+	if none, _, err := listAll(mcp.Meta{MetaListPatient: "carol"}); err != nil || len(none) != 0 {
+		t.Errorf("a patient the token is not bound to lists %q (%v), want nothing", none, err)
+	}
+	for _, bad := range []any{7, "Ray Smith", ""} {
+		if _, _, err := listAll(mcp.Meta{MetaListPatient: bad}); err == nil || wireError(t, err).Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("unsay/patient %#v: %v, want -32602", bad, err)
+		}
+	}
+	all, _, err := listAll(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(ray)+2 || !contains(all, "care://bob/weight_bearing") || !contains(all, EchoURI) {
+		t.Errorf("twin: the unfiltered list %q, want ray's facts, bob's and the card", all)
 	}
 }

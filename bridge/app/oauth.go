@@ -137,7 +137,13 @@ func (a *App) mintSpeechToken(ctx context.Context, patients []string) (string, e
 	if len(patients) == 0 {
 		patients = []string{"none"} // an HS256 token must be bound to something; "none" holds no facts
 	}
-	return auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+	tok, err := auth.Mint(a.tokenCfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, SpeechTokenTTL)
+	if err == nil && len(tok) > auth.MaxTokenBytes {
+		// Refused by this very server: say so, rather than retry as if
+		// the server were merely unreachable.
+		return "", fmt.Errorf("the speech principal's token for its %d patients is %d bytes, over the %d-byte cap on bearer tokens: this server cannot follow that many patients", len(patients), len(tok), auth.MaxTokenBytes)
+	}
+	return tok, err
 }
 
 // cachedToken is a minted speech token and when to stop reusing it.

@@ -10,9 +10,13 @@ import (
 	"strings"
 )
 
-// MaxTokenBytes caps a bearer token: 8 KiB. A longer one is refused before
-// any decoding.
-const MaxTokenBytes = 8 << 10
+// MaxTokenBytes caps a bearer token: 64 KiB. A longer one is refused before
+// any decoding. The speech principal's own token names every patient it
+// follows (P-18), so the cap bounds how many one server can follow: about
+// 1,500 patients with 36-character ids, 5,000 with short ones (8 KiB, the
+// cap before, held fewer than 150 UUIDs: past it the speech principal
+// could not connect and every turn said the notes could not be reached).
+const MaxTokenBytes = 64 << 10
 
 // checkRaw applies the rules golang-jwt leaves open (P-13), on the raw
 // JWS before it is parsed:

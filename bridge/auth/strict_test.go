@@ -4,10 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/unsay/unsay/models"
 )
 
 // rawHS256 signs a hand-written header and payload (so both can break JSON
@@ -70,5 +73,32 @@ func TestVerify_RefusesAnOversizedTokenBeforeDecoding(t *testing.T) {
 	big := rawHS256(`{"alg":"HS256"}`, `{"pad":"`+strings.Repeat("a", MaxTokenBytes)+`"}`)
 	if _, err := v.Verify(t.Context(), big, nil); err == nil || !strings.Contains(err.Error(), "over") {
 		t.Fatalf("oversized token: %v", err)
+	}
+}
+
+// The cap's twin, at the size it exists for: the speech principal's own
+// token bound to 1,000 patients with 36-character ids is under it and
+// verifies, naming them all (P-18: one server follows that many patients).
+func TestVerify_ATokenBoundToAThousandPatientsIsUnderTheCapAndVerifies(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	v := newVerifier(t, cfg)
+	patients := make([]string, 1000)
+	for i := range patients {
+		patients[i] = fmt.Sprintf("patient-%028d", i)
+	}
+	tok, err := Mint(cfg, "unsay-speech", []models.Scope{models.ScopeReadUser}, patients, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tok) > MaxTokenBytes {
+		t.Fatalf("token of %d bytes is over the %d-byte cap", len(tok), MaxTokenBytes)
+	}
+	ti, err := v.Verify(t.Context(), tok, nil)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if p, ok := PrincipalOf(ti); !ok || len(p.Patients) != len(patients) || !p.CanAccessPatient(patients[999]) {
+		t.Errorf("principal %+v (ok %v): want bound to all %d patients", p.Subject, ok, len(patients))
 	}
 }

@@ -3,6 +3,7 @@ package speech
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -303,4 +304,41 @@ func TestTurn_AVersionReadButNotYetReconciledStillCarriesItsRetraction(t *testin
 // writing the response that carries it.
 func offerOf(a models.Announcement) models.Offer {
 	return models.Offer{ID: a.ID, URI: a.URI(), Version: a.Current.N}
+}
+
+// A turn confirms its patient's facts with a list of his facts alone
+// (the "unsay/patient" _meta on every page), so its cost does not grow
+// with the other patients the principal follows: here Ray's four facts
+// are two pages while the principal follows 30 more patients' 90 facts
+// (31 pages unfiltered). Twin: the list that syncs every followed patient
+// still lists everyone, unfiltered.
+func TestTurn_ConfirmsWithAListOfThePatientsOwnFactsAlone(t *testing.T) {
+	f := newFakeCare(t)
+	seedRay(f)
+	followed := []string{"ray"}
+	for i := range 30 {
+		id := fmt.Sprintf("p%02d", i)
+		followed = append(followed, id)
+		for _, d := range []string{"contact", "diet", "exercise"} {
+			f.seed("care://"+id+"/"+d, "Instruction "+d+" for "+id+".")
+		}
+	}
+	p := startPrincipal(t, f, newTestDB(t), followed...)
+	waitConnected(t, p)
+	f.mu.Lock()
+	synced := slices.Clone(f.listPages)
+	f.listPages = nil
+	f.mu.Unlock()
+	if !slices.Contains(synced, "") {
+		t.Errorf("the sync's list pages %q: want the unfiltered list of every followed patient", synced)
+	}
+	if s := turnOf(t, p, "ray"); len(s.Facts) != 4 {
+		t.Fatalf("turn = %d facts, want Ray's 4", len(s.Facts))
+	}
+	f.mu.Lock()
+	pages := slices.Clone(f.listPages)
+	f.mu.Unlock()
+	if len(pages) != 2 || pages[0] != "ray" || pages[1] != "ray" {
+		t.Errorf("the turn's list pages %q: want Ray's two pages, each asked with unsay/patient ray", pages)
+	}
 }

@@ -59,13 +59,16 @@ type fakeCare struct {
 	// initializes counts initialize requests.
 	probes, initializes atomic.Int64
 
-	mu         sync.Mutex
-	token      string                   // what the server accepts
-	facts      map[string][]fakeVersion // unversioned URI → versions (index n-1)
-	audience   map[string]models.Audience
-	extra      []string // listed non-care resources (ui://unsay/echo)
-	reads      []string
-	lists      int // resources/list requests for a first page: whole lists begun
+	mu       sync.Mutex
+	token    string                   // what the server accepts
+	facts    map[string][]fakeVersion // unversioned URI → versions (index n-1)
+	audience map[string]models.Audience
+	extra    []string // listed non-care resources (ui://unsay/echo)
+	reads    []string
+	lists    int // resources/list requests for a first page: whole lists begun
+	// listPages is each resources/list request's "unsay/patient" _meta
+	// ("" without it), which the fake honours as the bridge does.
+	listPages  []string
 	subscribes []string
 	listens    [][]string      // each subscriptions/listen's resourceSubscriptions, as asked
 	refuse     map[string]bool // URIs a listen leaves unacknowledged
@@ -176,7 +179,7 @@ func (f *fakeCare) newServerLocked() (*mcp.Server, http.Handler) {
 			case "initialize":
 				f.initializes.Add(1)
 			case "resources/list":
-				return f.list(req.(*mcp.ListResourcesRequest).Params.Cursor)
+				return f.list(req.(*mcp.ListResourcesRequest).Params)
 			case "resources/read":
 				return f.read(req.(*mcp.ReadResourceRequest).Params.URI)
 			}
@@ -205,7 +208,7 @@ func (f *fakeCare) newModernLocked() (*mcp.Server, http.Handler) {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
 			case "resources/list":
-				return f.list(req.(*mcp.ListResourcesRequest).Params.Cursor)
+				return f.list(req.(*mcp.ListResourcesRequest).Params)
 			case "resources/read":
 				res, err := f.read(req.(*mcp.ReadResourceRequest).Params.URI)
 				if we, ok := err.(*jsonrpc.Error); ok && we.Code == -32002 {
@@ -243,7 +246,13 @@ func notFound(uri string) error {
 }
 
 // list pages at 3 over URI order; the cursor is the last URI emitted.
-func (f *fakeCare) list(cursor string) (*mcp.ListResourcesResult, error) {
+// With "unsay/patient" in the params' _meta it lists only that patient's
+// care facts, as the bridge does (bridge.MetaListPatient).
+func (f *fakeCare) list(params *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
+	cursor, patient := params.Cursor, ""
+	if params.Meta != nil {
+		patient, _ = params.Meta[metaListPatient].(string)
+	}
 	// A slow, broken or held server is slow, broken or held for lists too.
 	if d := time.Duration(f.readDelay.Load()); d > 0 {
 		time.Sleep(d)
@@ -256,9 +265,15 @@ func (f *fakeCare) list(cursor string) (*mcp.ListResourcesResult, error) {
 	if cursor == "" {
 		f.lists++
 	}
+	f.listPages = append(f.listPages, patient)
 	all := slices.Clone(f.extra)
+	if patient != "" {
+		all = nil
+	}
 	for uri := range f.facts {
-		all = append(all, uri)
+		if u, err := models.ParseURI(uri); patient == "" || err == nil && u.Patient == patient {
+			all = append(all, uri)
+		}
 	}
 	sort.Strings(all)
 	start := 0

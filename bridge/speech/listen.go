@@ -118,7 +118,11 @@ func (u *listenUpstream) Close() error {
 }
 
 func (u *listenUpstream) List(ctx context.Context) ([]*mcp.Resource, error) {
-	return u.pages.list(ctx, u.cs)
+	return u.pages.list(ctx, u.cs, "")
+}
+
+func (u *listenUpstream) ListPatient(ctx context.Context, patient string) ([]*mcp.Resource, error) {
+	return u.pages.list(ctx, u.cs, patient)
 }
 
 func (u *listenUpstream) Read(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {

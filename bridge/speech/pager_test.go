@@ -140,7 +140,7 @@ func TestPager_AsksForEveryHeldPageWithTheFirst(t *testing.T) {
 	cs := connectPaged(t, s)
 	var p pager
 	ctx := context.Background()
-	got, err := p.list(ctx, cs)
+	got, err := p.list(ctx, cs, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestPager_AsksForEveryHeldPageWithTheFirst(t *testing.T) {
 		t.Fatalf("first listing asked for %q, want the three pages in sequence", asked)
 	}
 	s.set(func(s *pagedServer) { s.waitFor, s.arrived = 2, make(chan struct{}, 2) })
-	got, err = p.list(ctx, cs)
+	got, err = p.list(ctx, cs, "")
 	if err != nil {
 		t.Fatalf("second listing: %v (the first page was answered only once the others were asked for)", err)
 	}
@@ -189,7 +189,7 @@ func TestPager_ListsExactlyWhatIsServedWhenTheListChanges(t *testing.T) {
 			cs := connectPaged(t, s)
 			var p pager
 			ctx := context.Background()
-			if _, err := p.list(ctx, cs); err != nil {
+			if _, err := p.list(ctx, cs, ""); err != nil {
 				t.Fatal(err)
 			}
 			s.set(tc.change)
@@ -197,7 +197,7 @@ func TestPager_ListsExactlyWhatIsServedWhenTheListChanges(t *testing.T) {
 			s.set(func(s *pagedServer) { want = slices.Sorted(slices.Values(s.uris)) })
 			for i := range 2 {
 				s.takeAsked()
-				got, err := p.list(ctx, cs)
+				got, err := p.list(ctx, cs, "")
 				if err != nil {
 					t.Fatalf("listing %d: %v", i+2, err)
 				}
@@ -231,7 +231,7 @@ func TestPager_PageFailureFailsTheListing(t *testing.T) {
 			cs := connectPaged(t, s)
 			var p pager
 			ctx := context.Background()
-			if _, err := p.list(ctx, cs); err != nil {
+			if _, err := p.list(ctx, cs, ""); err != nil {
 				t.Fatal(err)
 			}
 			s.set(func(s *pagedServer) {
@@ -240,7 +240,7 @@ func TestPager_PageFailureFailsTheListing(t *testing.T) {
 					s.uris = s.uris[:4] // pages end at f02 and f03 now: f05's page is not part of the list
 				}
 			})
-			got, err := p.list(ctx, cs)
+			got, err := p.list(ctx, cs, "")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("list: %v, %v; want an error: %v", uriNames(got), err, tc.wantErr)
 			}

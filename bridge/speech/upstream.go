@@ -44,6 +44,11 @@ type upstream interface {
 	// order; a care fact's entry may describe its current version
 	// (models.ParseListMeta).
 	List(ctx context.Context) ([]*mcp.Resource, error)
+	// ListPatient is List of patient's facts alone: each page asked for
+	// with bridge's "unsay/patient" _meta, so an Unsay server pages only
+	// his facts however many patients the principal follows; a server
+	// that ignores it lists everything, which the caller filters anyway.
+	ListPatient(ctx context.Context, patient string) ([]*mcp.Resource, error)
 	// Watch asks to be told (an event) of every later revision of each of
 	// uris, and of new facts (list_changed), in addition to what it
 	// watches already; it returns once the server has accepted them. The
@@ -207,8 +212,16 @@ func speakableFact(r *mcp.Resource) (models.URI, bool) {
 const maxListPages = 100000
 
 func (s *mcpSession) List(ctx context.Context) ([]*mcp.Resource, error) {
-	return s.pages.list(ctx, s.cs)
+	return s.pages.list(ctx, s.cs, "")
 }
+
+func (s *mcpSession) ListPatient(ctx context.Context, patient string) ([]*mcp.Resource, error) {
+	return s.pages.list(ctx, s.cs, patient)
+}
+
+// metaListPatient is bridge.MetaListPatient (this package does not import
+// bridge, P-18).
+const metaListPatient = "unsay/patient"
 
 // pager lists every page of resources/list over one connection, at the
 // server's page size and with the cursors it issued (P-11). It keeps the
@@ -223,10 +236,11 @@ func (s *mcpSession) List(ctx context.Context) ([]*mcp.Resource, error) {
 // on one page at a time from there, as it always did. Every page is asked
 // for after List was called, as in a listing page by page, so what it
 // confirms is confirmed at the same moment (P-24). List returns only once
-// every page it asked for has been answered or has failed.
+// every page it asked for has been answered or has failed. A listing of
+// one patient's facts (ListPatient) keeps its own cursors.
 type pager struct {
 	mu      sync.Mutex
-	cursors []string // the cursors of pages 2…n of the last listing
+	cursors map[string][]string // per patient ("": all): the cursors of pages 2…n of the last listing
 }
 
 // listed is one page asked for ahead of its turn.
@@ -236,10 +250,17 @@ type listed struct {
 	err  error
 }
 
-func (p *pager) list(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, error) {
+func (p *pager) list(ctx context.Context, cs *mcp.ClientSession, patient string) ([]*mcp.Resource, error) {
 	p.mu.Lock()
-	held := p.cursors
+	held := p.cursors[patient]
 	p.mu.Unlock()
+	page := func(cursor string) (*mcp.ListResourcesResult, error) {
+		params := &mcp.ListResourcesParams{Cursor: cursor}
+		if patient != "" {
+			params.Meta = mcp.Meta{metaListPatient: patient}
+		}
+		return cs.ListResources(ctx, params)
+	}
 	ahead := make(map[string]*listed, len(held)+1)
 	var wg sync.WaitGroup
 	defer wg.Wait() // no request outlives the listing
@@ -253,7 +274,7 @@ func (p *pager) list(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resourc
 		go func() {
 			defer wg.Done()
 			defer close(pg.done)
-			pg.res, pg.err = cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
+			pg.res, pg.err = page(c)
 		}()
 	}
 	var out []*mcp.Resource
@@ -271,7 +292,7 @@ func (p *pager) list(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resourc
 			}
 			res, err = pg.res, pg.err
 		} else {
-			res, err = cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+			res, err = page(cursor)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("speech: list: %w", err)
@@ -283,7 +304,10 @@ func (p *pager) list(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resourc
 		}
 		if res.NextCursor == "" || res.NextCursor == cursor {
 			p.mu.Lock()
-			p.cursors = chain
+			if p.cursors == nil {
+				p.cursors = map[string][]string{}
+			}
+			p.cursors[patient] = chain
 			p.mu.Unlock()
 			return out, nil
 		}
