@@ -243,6 +243,8 @@
 //     TestKeptReports_AReportKeptWhenTheServerDiesIsAppliedAfterItStartsAgain,
 //     TestKeptReports_AReportKeptAtCloseIsLostOnlyWhenItsFileCouldNotHoldIt,
 //     TestKeptReports_ANewSkillRefusesAKeptReportsFileItCannotRead,
+//     TestKeptReports_AReportIsSavedBeforeItsFirstLedgerAttemptCanWait,
+//     TestKeptReports_ASaveThatFailedIsMadeGoodOnARetry,
 //     TestSpeechSafety_AnErrorReportThatMeetsALockedDatabaseStillOwesTheRetraction
 //     (V5: an error report the store cannot commit is kept and applied once it commits;
 //     meanwhile nothing is said as current).

@@ -52,17 +52,30 @@ type keptFileMark struct {
 	Response    string `json:"response,omitempty"`
 }
 
-// encodeKept returns the file's bytes for queues: nil when no report is
-// kept (then the file is removed).
-func encodeKept(queues map[string]*keptQueue) ([]byte, error) {
+// encodeKept returns the file's bytes for queues and ahead (the reports
+// saved before their first attempt, which came after the queued ones):
+// nil when no report is kept (then the file is removed).
+func encodeKept(queues map[string]*keptQueue, ahead map[string][]*keptReport) ([]byte, error) {
 	f := keptFile{Version: keptFileVersion}
-	patients := make([]string, 0, len(queues))
+	var patients []string
 	for p := range queues {
 		patients = append(patients, p)
 	}
+	for p := range ahead {
+		if queues[p] == nil {
+			patients = append(patients, p)
+		}
+	}
 	slices.Sort(patients)
 	for _, p := range patients {
-		for _, r := range queues[p].reports {
+		var reports []keptReport
+		if q := queues[p]; q != nil {
+			reports = append(reports, q.reports...)
+		}
+		for _, r := range ahead[p] {
+			reports = append(reports, *r)
+		}
+		for _, r := range reports {
 			fr := keptFileReport{Patient: p, Session: r.session, Marks: make([]keptFileMark, len(r.marks))}
 			for i, m := range r.marks {
 				fr.Marks[i] = keptFileMark{URI: m.URI.String(), HeardBefore: m.HeardBefore, From: m.From,

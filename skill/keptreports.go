@@ -3,6 +3,7 @@ package skill
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -78,6 +79,43 @@ type keptReports struct {
 	// whether it holds the queues as they are (the last save succeeded).
 	file  string
 	saved bool
+	// ahead holds, per patient, the reports saved to the file before their
+	// first ledger attempt (saveAhead) and not yet done: a crash while the
+	// ledger waits on a locked store loses none of them.
+	ahead map[string][]*keptReport
+}
+
+// saveAhead saves the report of session sid for patient in the
+// kept-reports file before anything else is tried for it (write-ahead:
+// its ledger attempt may wait ledgerTimeout on a locked store, and a
+// server killed meanwhile would otherwise lose it), and returns the
+// function that drops it again once it is applied, refused or kept in the
+// queue. Without a file it does nothing. The caller holds the patient's
+// turn lock.
+func (s *Skill) saveAhead(patient, sid string, ms []models.Marked) (done func()) {
+	k := &s.kept
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.file == "" || k.closed {
+		return func() {}
+	}
+	r := &keptReport{session: sid, marks: ms}
+	if k.ahead == nil {
+		k.ahead = map[string][]*keptReport{}
+	}
+	k.ahead[patient] = append(k.ahead[patient], r)
+	s.saveKeptLocked()
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.ahead[patient] = slices.DeleteFunc(k.ahead[patient], func(a *keptReport) bool { return a == r })
+		if len(k.ahead[patient]) == 0 {
+			delete(k.ahead, patient)
+		}
+		if !k.closed {
+			s.saveKeptLocked()
+		}
+	}
 }
 
 // saveKeptLocked writes the queues to the kept-reports file, if there is one,
@@ -88,13 +126,13 @@ func (s *Skill) saveKeptLocked() {
 	if k.file == "" {
 		return
 	}
-	b, err := encodeKept(k.queues)
+	b, err := encodeKept(k.queues, k.ahead)
 	if err == nil {
 		err = writeKeptFile(k.file, b)
 	}
 	k.saved = err == nil
 	if err != nil {
-		s.log.Error("alexa error reports NOT SAVED: kept in memory only, so a restart before the store commits again loses them", "file", k.file, "err", err)
+		s.log.Error("alexa error reports file NOT SAVED: it may not hold the reports kept now, so a restart before the store commits again may lose them (saving is tried again on each retry)", "file", k.file, "err", err)
 	}
 }
 
@@ -174,8 +212,13 @@ func (s *Skill) keepReport(patient, sid string, ms []models.Marked, err error) {
 	}
 	q.reports = append(q.reports, keptReport{session: sid, marks: ms})
 	s.saveKeptLocked()
-	s.log.Warn("alexa error report kept: the ledger could not take it; applied once the store commits again, nothing said as current meanwhile",
-		"patient", patient, "session", sid, "marks", len(ms), "kept", len(q.reports), "err", err)
+	attrs := []any{"patient", patient, "session", sid, "marks", len(ms), "kept", len(q.reports)}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	} else {
+		attrs = append(attrs, "behind", "earlier reports still kept")
+	}
+	s.log.Warn("alexa error report kept: the ledger could not take it; applied once the store commits again, nothing said as current meanwhile", attrs...)
 	if q.timer == nil {
 		q.delay = k.first
 		if q.delay <= 0 {
@@ -244,6 +287,9 @@ func (s *Skill) retryKept(patient string) {
 		q.timer = nil
 		return
 	}
+	// The file again, each retry: a save that failed (a folder not
+	// writable yet) or a file deleted meanwhile is made good.
+	s.saveKeptLocked()
 	q.delay = min(2*q.delay, keptRetryMax)
 	q.timer = time.AfterFunc(q.delay, func() { s.retryKept(patient) })
 }

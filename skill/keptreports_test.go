@@ -1,14 +1,18 @@
 package skill
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,8 +287,8 @@ func TestKeptReports_AReportKeptAtCloseIsLostOnlyWhenItsFileCouldNotHoldIt(t *te
 		gone := filepath.Join(t.TempDir(), "no-such-folder", "kept")
 		r, _, report := reportedRigWith(t, time.Hour, func(c *Config) { c.KeptReportsFile = gone }, errStoreLocked)
 		r.postReport(report())
-		if l := linesWith(r.logs.String(), "NOT SAVED"); len(l) != 1 || !strings.Contains(l[0], "level=ERROR") {
-			t.Errorf("want one ERROR line NOT SAVED:\n%s", r.logs.String())
+		if l := linesWith(r.logs.String(), "NOT SAVED"); len(l) == 0 || !strings.Contains(l[0], "level=ERROR") {
+			t.Errorf("want an ERROR line NOT SAVED:\n%s", r.logs.String())
 		}
 		r.skill.Close()
 		if n := r.skill.LostReports(); n != 1 {
@@ -340,4 +344,102 @@ func TestKeptReports_ANewSkillRefusesAKeptReportsFileItCannotRead(t *testing.T) 
 			t.Errorf("restored %v (kept %v), want the walking fact", changed, kept)
 		}
 	})
+}
+
+// Breakit13 #1: a report is in the kept-reports file before its first
+// ledger attempt, which may wait ledgerTimeout on a locked store — a
+// server killed during that wait applies it after it starts again. Twin:
+// once its attempt succeeds the file is removed (nothing left to apply).
+func TestKeptReports_AReportIsSavedBeforeItsFirstLedgerAttemptCanWait(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "unsay.db.kept-reports")
+	withFile := func(c *Config) { c.KeptReportsFile = file }
+	r, want, report := reportedRigWith(t, time.Hour, withFile)
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(unblock) })
+	var first atomic.Bool
+	r.care.mu.Lock()
+	r.care.onNotPlayed = func() { // the old server's first attempt waits on the store
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-unblock
+		}
+	}
+	r.care.mu.Unlock()
+	posted := make(chan struct{})
+	oldSrv := httptest.NewServer(r.skill) // not the rig's: its turns wait for none in flight
+	defer oldSrv.Close()
+	defer release() // before the servers close, on every path
+	old, body := oldSrv.URL, report()
+	sig := r.pki.sign(body)
+	go func() {
+		defer close(posted)
+		req, _ := http.NewRequest(http.MethodPost, old, bytes.NewReader(body))
+		req.Header.Set(HeaderSignature256, sig)
+		req.Header.Set(HeaderCertChainURL, testCertURL)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	entries, err := readKeptFile(file)
+	if err != nil || len(entries) != 1 || !slices.Equal(entries[0].report.marks, want) {
+		t.Fatalf("while the first attempt waits the file holds %+v (%v), want the report", entries, err)
+	}
+	r.restart(nil) // the server dies here; the new one restores the report
+	after, _ := r.turn(reqOpts{Session: "sG"})
+	if got := plain(after); !strings.HasPrefix(got, saidAgain) {
+		t.Errorf("the restarted server's first turn: %q", got)
+	}
+	release()
+	<-posted
+	if calls := r.care.notPlayedCalls(); len(calls) == 0 || !slices.Equal(calls[0], want) {
+		t.Errorf("applied %v, want %v", calls, want)
+	}
+
+	t.Run("twin: applied at once, the file is gone", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "kept")
+		r, _, report := reportedRigWith(t, time.Hour, func(c *Config) { c.KeptReportsFile = file })
+		r.postReport(report())
+		if len(r.care.notPlayedCalls()) != 1 {
+			t.Fatalf("not applied: %v", r.care.notPlayedCalls())
+		}
+		if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the file outlived the applied report: %v", err)
+		}
+	})
+}
+
+// Breakit13 #3: a save that failed is tried again on each retry, so a
+// report kept while its folder was missing is in the file once the folder
+// is back, before the store commits again. (Twin: the report is lost when
+// the file never holds it — TestKeptReports_AReportKeptAtCloseIsLostOnlyWhenItsFileCouldNotHoldIt.)
+func TestKeptReports_ASaveThatFailedIsMadeGoodOnARetry(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "later")
+	file := filepath.Join(dir, "kept")
+	fails := make([]error, 1000)
+	for i := range fails {
+		fails[i] = errStoreLocked
+	}
+	r, _, report := reportedRigWith(t, 5*time.Millisecond, func(c *Config) { c.KeptReportsFile = file }, fails...)
+	r.postReport(report())
+	if l := linesWith(r.logs.String(), "NOT SAVED"); len(l) == 0 {
+		t.Fatalf("no NOT SAVED line:\n%s", r.logs.String())
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if entries, err := readKeptFile(file); err == nil && len(entries) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the file never held the kept report")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.skill.Close()
+	if n := r.skill.LostReports(); n != 0 {
+		t.Errorf("lost %d once saved", n)
+	}
 }

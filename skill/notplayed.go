@@ -318,6 +318,8 @@ func (s *Skill) notPlayed(ctx context.Context, env *RequestEnvelope) (patient st
 	if len(ms) == 0 {
 		return patient
 	}
+	// Saved before anything can wait on the store (keptreports.go).
+	defer s.saveAhead(patient, sid, ms)()
 	// Recorded whatever the request's context does once Alexa has its answer.
 	if s.applyKept(ctx, patient, ledgerTimeout) {
 		// Earlier reports are still kept: this one waits behind them, in

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -361,7 +362,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 // a "file:" prefix) + ".kept-reports". With Postgres they are kept in
 // memory only unless Config.Alexa.KeptReportsFile names a file.
 func KeptReportsFile(db string) string {
-	return strings.TrimPrefix(db, "file:") + ".kept-reports"
+	path := strings.TrimPrefix(db, "file:")
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // the same file however the database's path is spelt
+	}
+	return path + ".kept-reports"
 }
 
 func applyDefaults(cfg *Config) {
