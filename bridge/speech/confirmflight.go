@@ -109,7 +109,7 @@ func (p *Principal) readRound(patient string) ([]models.Version, error) {
 	if up == nil {
 		return nil, ErrNotConnected
 	}
-	listed, err := up.ListPatient(ctx, patient)
+	listed, err := up.List(ctx, patient)
 	if err != nil {
 		return nil, err
 	}

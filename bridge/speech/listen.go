@@ -117,11 +117,7 @@ func (u *listenUpstream) Close() error {
 	return nil
 }
 
-func (u *listenUpstream) List(ctx context.Context) ([]*mcp.Resource, error) {
-	return u.pages.list(ctx, u.cs, "")
-}
-
-func (u *listenUpstream) ListPatient(ctx context.Context, patient string) ([]*mcp.Resource, error) {
+func (u *listenUpstream) List(ctx context.Context, patient string) ([]*mcp.Resource, error) {
 	return u.pages.list(ctx, u.cs, patient)
 }
 

@@ -43,7 +43,7 @@ func (p *Principal) Facts(ctx context.Context, patient string) ([]models.Version
 // within timeout.
 func (p *Principal) listFacts(ctx context.Context, up upstream, patient string, timeout time.Duration) ([]models.Version, error) {
 	lctx, cancel := context.WithTimeout(ctx, timeout)
-	listed, err := up.ListPatient(lctx, patient)
+	listed, err := up.List(lctx, patient)
 	cancel()
 	if err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func (w *worker) run(ctx context.Context, j job) error {
 func (w *worker) sync(ctx context.Context, patients []string, full bool) error {
 	p := w.p
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
-	listed, err := w.up.List(lctx)
+	listed, err := w.up.List(lctx, "") // every followed patient
 	cancel()
 	if err != nil {
 		return err

@@ -42,13 +42,12 @@ type upstream interface {
 	ID() string
 	// List returns every resource listed, all pages, in the server's
 	// order; a care fact's entry may describe its current version
-	// (models.ParseListMeta).
-	List(ctx context.Context) ([]*mcp.Resource, error)
-	// ListPatient is List of patient's facts alone: each page asked for
-	// with bridge's "unsay/patient" _meta, so an Unsay server pages only
-	// his facts however many patients the principal follows; a server
-	// that ignores it lists everything, which the caller filters anyway.
-	ListPatient(ctx context.Context, patient string) ([]*mcp.Resource, error)
+	// (models.ParseListMeta). With a patient, each page is asked for with
+	// bridge's "unsay/patient" _meta, so an Unsay server pages only his
+	// facts however many patients the principal follows; a server that
+	// ignores it lists everything, which the caller filters anyway. ""
+	// lists everything.
+	List(ctx context.Context, patient string) ([]*mcp.Resource, error)
 	// Watch asks to be told (an event) of every later revision of each of
 	// uris, and of new facts (list_changed), in addition to what it
 	// watches already; it returns once the server has accepted them. The
@@ -211,11 +210,7 @@ func speakableFact(r *mcp.Resource) (models.URI, bool) {
 // maxListPages bounds List against a server whose cursors never end.
 const maxListPages = 100000
 
-func (s *mcpSession) List(ctx context.Context) ([]*mcp.Resource, error) {
-	return s.pages.list(ctx, s.cs, "")
-}
-
-func (s *mcpSession) ListPatient(ctx context.Context, patient string) ([]*mcp.Resource, error) {
+func (s *mcpSession) List(ctx context.Context, patient string) ([]*mcp.Resource, error) {
 	return s.pages.list(ctx, s.cs, patient)
 }
 
@@ -237,7 +232,7 @@ const metaListPatient = "unsay/patient"
 // for after List was called, as in a listing page by page, so what it
 // confirms is confirmed at the same moment (P-24). List returns only once
 // every page it asked for has been answered or has failed. A listing of
-// one patient's facts (ListPatient) keeps its own cursors.
+// one patient's facts keeps its own cursors.
 type pager struct {
 	mu      sync.Mutex
 	cursors map[string][]string // per patient ("": all): the cursors of pages 2…n of the last listing
